@@ -1,0 +1,250 @@
+package substrate
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/pulumi/pulumi-libvirt/sdk/go/libvirt"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// LibvirtType is the type token of the libvirt substrate component. It is part
+// of every child's URN: changing it orphans the whole substrate in state.
+const LibvirtType = "milner:components:LibvirtSubstrate"
+
+// LibvirtDomainIgnoredOnAdopt lists the domain inputs that
+// terraform-provider-libvirt 0.8.x never fills on read. An imported domain
+// would otherwise always plan a replace (and the engine refuses a replace on
+// import), so adopted domains ignore exactly these; 0.9.6+ reads them.
+var LibvirtDomainIgnoredOnAdopt = []string{"type", "fwCfgName", "coreosIgnition", "qemuAgent"}
+
+// LibvirtNetworkMode is how the cluster network reaches the outside.
+type LibvirtNetworkMode string
+
+// The libvirt network modes.
+const (
+	// NetworkNAT gives nodes outbound access through the host (a workstation).
+	NetworkNAT LibvirtNetworkMode = "nat"
+	// NetworkIsolated keeps all traffic between the host and the nodes (tests).
+	NetworkIsolated LibvirtNetworkMode = "isolated"
+)
+
+// LibvirtNetworkModes lists every known network mode, for validation messages.
+var LibvirtNetworkModes = []LibvirtNetworkMode{NetworkNAT, NetworkIsolated}
+
+// providerMode maps a network mode to terraform-provider-libvirt's name for it.
+func (m LibvirtNetworkMode) providerMode() string {
+	if m == NetworkIsolated {
+		return "none"
+	}
+	return string(m)
+}
+
+// LibvirtArgs configures a libvirt substrate.
+type LibvirtArgs struct {
+	// URI is the libvirt connection URI, e.g. qemu:///system.
+	URI string
+	// DomainType is the libvirt domain type: "kvm", or "qemu" where there is no KVM.
+	DomainType string
+	// PoolPath is the host directory of the storage pool.
+	PoolPath string
+	// BootImage is the path or URL of the Talos disk image that seeds new OS disks.
+	BootImage string
+	// NetworkMode is NAT for a workstation, isolated for tests.
+	NetworkMode LibvirtNetworkMode
+	// CIDR is the node network; libvirt takes its first host address.
+	CIDR netip.Prefix
+	// DHCPStart and DHCPEnd bound the addresses handed to MACs without a reservation.
+	DHCPStart, DHCPEnd netip.Addr
+	// Nodes are the nodes to create, in config order.
+	Nodes []NodeSpec
+}
+
+// Libvirt is a substrate of libvirt domains on one host.
+type Libvirt struct {
+	pulumi.ResourceState
+
+	// PoolName is the libvirt name of the storage pool.
+	PoolName pulumi.StringOutput `pulumi:"poolName"`
+	// NetworkID is the libvirt UUID of the node network.
+	NetworkID pulumi.IDOutput `pulumi:"networkId"`
+
+	nodes []Node
+}
+
+var _ Substrate = (*Libvirt)(nil)
+
+// Nodes returns the facts of every node, in config order.
+func (l *Libvirt) Nodes() []Node { return l.nodes }
+
+// NewLibvirt creates the pool, network, boot media and every node's volumes
+// and domain. name is the cluster name; every libvirt object is named after it.
+func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pulumi.ResourceOption) (*Libvirt, error) {
+	l := &Libvirt{}
+	if err := ctx.RegisterComponentResource(LibvirtType, name, l, opts...); err != nil {
+		return nil, err
+	}
+	prov, err := libvirt.NewProvider(ctx, name+"-libvirt", &libvirt.ProviderArgs{
+		Uri: pulumi.String(args.URI),
+	}, pulumi.Parent(l))
+	if err != nil {
+		return nil, fmt.Errorf("libvirt substrate %q: provider: %w", name, err)
+	}
+	// Every child is parented to the component and talks to this one provider.
+	child := []pulumi.ResourceOption{pulumi.Parent(l), pulumi.Provider(prov)}
+
+	// Pool and network have no real in-place delta and carry every node:
+	// protected, so no plan can delete or replace them.
+	pool, err := libvirt.NewPool(ctx, name+"-pool", &libvirt.PoolArgs{
+		Name: pulumi.String(name),
+		Type: pulumi.String("dir"),
+		Target: &libvirt.PoolTargetArgs{
+			Path: pulumi.String(args.PoolPath),
+		},
+	}, append(child, pulumi.Protect(true))...)
+	if err != nil {
+		return nil, fmt.Errorf("libvirt substrate %q: pool: %w", name, err)
+	}
+	network, err := libvirt.NewNetwork(ctx, name+"-net", &libvirt.NetworkArgs{
+		Name:      pulumi.String(name),
+		Mode:      pulumi.String(args.NetworkMode.providerMode()),
+		Addresses: pulumi.StringArray{pulumi.String(args.CIDR.String())},
+		Autostart: pulumi.Bool(true),
+		Dhcp:      &libvirt.NetworkDhcpArgs{Enabled: pulumi.Bool(true)},
+		Dns:       &libvirt.NetworkDnsArgs{Enabled: pulumi.Bool(true), LocalOnly: pulumi.Bool(true)},
+		Xml: &libvirt.NetworkXmlArgs{
+			Xslt: pulumi.String(dhcpRangeXSLT(args.DHCPStart, args.DHCPEnd)),
+		},
+	}, append(child, pulumi.Protect(true))...)
+	if err != nil {
+		return nil, fmt.Errorf("libvirt substrate %q: network: %w", name, err)
+	}
+	// The boot media only seeds new OS disks. Its source is ignored after
+	// creation so that a Talos version or image bump never replaces it (and
+	// through it every OS disk): running nodes upgrade in place through Talos.
+	boot, err := libvirt.NewVolume(ctx, name+"-boot", &libvirt.VolumeArgs{
+		Name:   pulumi.String(name + "-boot.qcow2"),
+		Pool:   pool.Name,
+		Source: pulumi.String(args.BootImage),
+		Format: pulumi.String("qcow2"),
+	}, append(child, pulumi.Protect(true), pulumi.IgnoreChanges([]string{"source"}))...)
+	if err != nil {
+		return nil, fmt.Errorf("libvirt substrate %q: boot media: %w", name, err)
+	}
+
+	for _, spec := range args.Nodes {
+		n, err := newLibvirtNode(ctx, name, spec, args, pool, network, boot, child)
+		if err != nil {
+			return nil, fmt.Errorf("libvirt substrate %q: node %q: %w", name, spec.Name, err)
+		}
+		l.nodes = append(l.nodes, n)
+	}
+
+	l.PoolName = pool.Name
+	l.NetworkID = network.ID()
+	outputs := pulumi.Map{"poolName": l.PoolName, "networkId": l.NetworkID}
+	for _, n := range l.nodes {
+		outputs[n.Name+"DomainId"] = n.MachineID
+	}
+	if err := ctx.RegisterResourceOutputs(l, outputs); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// newLibvirtNode creates one node's OS volume, data volume and domain.
+func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *LibvirtArgs,
+	pool *libvirt.Pool, network *libvirt.Network, boot *libvirt.Volume, child []pulumi.ResourceOption,
+) (Node, error) {
+	base := cluster + "-" + spec.Name
+	// Disks outlive the disposable domain: separate resources, protected.
+	os, err := libvirt.NewVolume(ctx, base+"-os", &libvirt.VolumeArgs{
+		Name:         pulumi.String(base + "-os.qcow2"),
+		Pool:         pool.Name,
+		BaseVolumeId: boot.ID(),
+		Size:         pulumi.Int(spec.OSDiskGiB * gib),
+		Format:       pulumi.String("qcow2"),
+	}, append(child, pulumi.Protect(true))...)
+	if err != nil {
+		return Node{}, fmt.Errorf("os volume: %w", err)
+	}
+	data, err := libvirt.NewVolume(ctx, base+"-data", &libvirt.VolumeArgs{
+		Name:   pulumi.String(base + "-data.qcow2"),
+		Pool:   pool.Name,
+		Size:   pulumi.Int(spec.DataDiskGiB * gib),
+		Format: pulumi.String("qcow2"),
+	}, append(child, pulumi.Protect(true))...)
+	if err != nil {
+		return Node{}, fmt.Errorf("data volume: %w", err)
+	}
+
+	// The domain is the one disposable resource: any change to it is honestly
+	// a recreation, and the old one must be gone before the new one takes its
+	// name, MAC and disks.
+	domainOpts := append(child,
+		pulumi.ReplaceOnChanges([]string{"*"}),
+		pulumi.DeleteBeforeReplace(true),
+	)
+	if spec.AdoptID != "" {
+		domainOpts = append(domainOpts,
+			pulumi.Import(pulumi.ID(spec.AdoptID)),
+			pulumi.IgnoreChanges(LibvirtDomainIgnoredOnAdopt),
+		)
+	}
+	domain, err := libvirt.NewDomain(ctx, base, &libvirt.DomainArgs{
+		// An explicit, stable name: a domain left defined by a crash is found
+		// by name and adopted, never silently duplicated.
+		Name:      pulumi.String(base),
+		Type:      pulumi.String(args.DomainType),
+		Vcpu:      pulumi.Int(spec.VCPU),
+		Memory:    pulumi.Int(spec.MemoryMiB),
+		Running:   pulumi.Bool(true),
+		Autostart: pulumi.Bool(true),
+		Disks: libvirt.DomainDiskArray{
+			&libvirt.DomainDiskArgs{VolumeId: os.ID()},
+			&libvirt.DomainDiskArgs{VolumeId: data.ID()},
+		},
+		NetworkInterfaces: libvirt.DomainNetworkInterfaceArray{
+			&libvirt.DomainNetworkInterfaceArgs{
+				NetworkId: network.ID(),
+				Mac:       pulumi.String(strings.ToUpper(spec.MAC)),
+				Hostname:  pulumi.String(spec.Name),
+				Addresses: pulumi.StringArray{pulumi.String(spec.Address.String())},
+			},
+		},
+		BootDevices: libvirt.DomainBootDeviceArray{
+			&libvirt.DomainBootDeviceArgs{Devs: pulumi.StringArray{pulumi.String("hd")}},
+		},
+		Consoles: libvirt.DomainConsoleArray{
+			&libvirt.DomainConsoleArgs{Type: pulumi.String("pty"), TargetPort: pulumi.String("0"), TargetType: pulumi.String("serial")},
+		},
+	}, domainOpts...)
+	if err != nil {
+		return Node{}, fmt.Errorf("domain: %w", err)
+	}
+	return Node{
+		Name:        spec.Name,
+		Role:        spec.Role,
+		Address:     spec.Address,
+		InstallDisk: "/dev/vda",
+		DataDisk:    "/dev/vdb",
+		MachineID:   domain.ID(),
+	}, nil
+}
+
+// dhcpRangeXSLT narrows the DHCP range terraform-provider-libvirt derives
+// from the CIDR (all of .2 to .254) to the configured one, so that node
+// reservations and VIPs can sit outside it.
+func dhcpRangeXSLT(start, end netip.Addr) string {
+	return fmt.Sprintf(`<?xml version="1.0"?>
+<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
+  <xsl:output omit-xml-declaration="yes" indent="yes"/>
+  <xsl:template match="node()|@*">
+    <xsl:copy><xsl:apply-templates select="node()|@*"/></xsl:copy>
+  </xsl:template>
+  <xsl:template match="/network/ip/dhcp/range/@start"><xsl:attribute name="start">%s</xsl:attribute></xsl:template>
+  <xsl:template match="/network/ip/dhcp/range/@end"><xsl:attribute name="end">%s</xsl:attribute></xsl:template>
+</xsl:stylesheet>
+`, start, end)
+}

@@ -1,0 +1,276 @@
+// Package mockrun runs the Milner program against a recording mock of the
+// Pulumi engine: every resource registration and invoke is kept, with its
+// inputs and options, so tests and `milner check` can assert what the program
+// asks for without an engine, a provider or a network.
+package mockrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"gopkg.in/yaml.v3"
+)
+
+// Project is the Pulumi project name of the program.
+const Project = "milner"
+
+// Registration is one resource the program registered.
+type Registration struct {
+	// Type is the resource type token.
+	Type string
+	// Name is the logical name.
+	Name string
+	// URN is the URN the mock assigned.
+	URN string
+	// Parent is the parent's URN ("" for children of the stack).
+	Parent string
+	// Custom is false for component resources.
+	Custom bool
+	// Provider is the provider reference of a custom resource.
+	Provider string
+	// Inputs are the resource inputs.
+	Inputs resource.PropertyMap
+	// Options holds the resource options.
+	Options Options
+}
+
+// Options are the resource options of a registration.
+type Options struct {
+	Protect                 bool
+	RetainOnDelete          bool
+	DeleteBeforeReplace     bool
+	ReplaceOnChanges        []string
+	IgnoreChanges           []string
+	AdditionalSecretOutputs []string
+	ImportID                string
+	Aliases                 int
+	Dependencies            []string
+}
+
+// Invoke is one provider function the program called.
+type Invoke struct {
+	// Token is the function token.
+	Token string
+	// Args are its arguments.
+	Args resource.PropertyMap
+}
+
+// Recorder is a pulumi.MockResourceMonitor that records every call.
+type Recorder struct {
+	mu      sync.Mutex
+	regs    []Registration
+	invokes []Invoke
+}
+
+var _ pulumi.MockResourceMonitor = (*Recorder)(nil)
+
+// NewResource records a registration and returns plausible outputs.
+func (r *Recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	reg := Registration{
+		Type:     args.TypeToken,
+		Name:     args.Name,
+		URN:      fmt.Sprintf("urn:pulumi:mock::%s::%s::%s", Project, args.TypeToken, args.Name),
+		Custom:   args.Custom,
+		Provider: args.Provider,
+		Inputs:   args.Inputs,
+	}
+	// RegisterRPC is nil for reads.
+	if rpc := args.RegisterRPC; rpc != nil {
+		reg.Parent = rpc.GetParent()
+		reg.Options = Options{
+			Protect:                 rpc.GetProtect(),
+			RetainOnDelete:          rpc.GetRetainOnDelete(),
+			DeleteBeforeReplace:     rpc.GetDeleteBeforeReplace(),
+			ReplaceOnChanges:        rpc.GetReplaceOnChanges(),
+			IgnoreChanges:           rpc.GetIgnoreChanges(),
+			AdditionalSecretOutputs: rpc.GetAdditionalSecretOutputs(),
+			ImportID:                rpc.GetImportId(),
+			Aliases:                 len(rpc.GetAliases()),
+			Dependencies:            rpc.GetDependencies(),
+		}
+	}
+	r.mu.Lock()
+	r.regs = append(r.regs, reg)
+	r.mu.Unlock()
+
+	id := args.Name + "-id"
+	if args.ID != "" {
+		id = args.ID
+	}
+	return id, mockOutputs(args.TypeToken, args.Inputs), nil
+}
+
+// Call records an invoke and returns plausible results.
+func (r *Recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	r.mu.Lock()
+	r.invokes = append(r.invokes, Invoke{Token: args.Token, Args: args.Args})
+	r.mu.Unlock()
+	return mockResult(args.Token, args.Args), nil
+}
+
+// Registrations returns every registration, sorted by type and name.
+func (r *Recorder) Registrations() []Registration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	regs := append([]Registration(nil), r.regs...)
+	sort.Slice(regs, func(i, j int) bool {
+		if regs[i].Type != regs[j].Type {
+			return regs[i].Type < regs[j].Type
+		}
+		return regs[i].Name < regs[j].Name
+	})
+	return regs
+}
+
+// Invokes returns every invoke, in call order.
+func (r *Recorder) Invokes() []Invoke {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Invoke(nil), r.invokes...)
+}
+
+// ByType returns the registrations of one type token, sorted by name.
+func (r *Recorder) ByType(token string) []Registration {
+	var out []Registration
+	for _, reg := range r.Registrations() {
+		if reg.Type == token {
+			out = append(out, reg)
+		}
+	}
+	return out
+}
+
+// ByName returns the registration of one type and logical name.
+func (r *Recorder) ByName(token, name string) (Registration, bool) {
+	for _, reg := range r.ByType(token) {
+		if reg.Name == name {
+			return reg, true
+		}
+	}
+	return Registration{}, false
+}
+
+// Counts returns the number of registrations per type token.
+func (r *Recorder) Counts() map[string]int {
+	counts := map[string]int{}
+	for _, reg := range r.Registrations() {
+		counts[reg.Type]++
+	}
+	return counts
+}
+
+// InvokesOf returns the invokes of one token.
+func (r *Recorder) InvokesOf(token string) []Invoke {
+	var out []Invoke
+	for _, inv := range r.Invokes() {
+		if inv.Token == token {
+			out = append(out, inv)
+		}
+	}
+	return out
+}
+
+// Run runs program for stack with the given raw config (full keys, e.g.
+// milner:nodes) under a fresh Recorder. secretKeys marks keys as secret.
+func Run(program pulumi.RunFunc, stack string, config map[string]string, secretKeys ...string) (*Recorder, error) {
+	rec := &Recorder{}
+	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
+		Project:          Project,
+		Stack:            stack,
+		Config:           config,
+		ConfigSecretKeys: secretKeys,
+		Mocks:            rec,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer ctx.Close()
+	return rec, pulumi.RunWithContext(ctx, program)
+}
+
+// ReadStackConfig reads the config block of a Pulumi.<stack>.yaml into raw
+// config values as the engine passes them to a program: strings as they
+// are, everything else as JSON, keys namespaced by the project. Encrypted
+// (secure:) values are skipped: they need the stack's passphrase.
+func ReadStackConfig(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var file struct {
+		Config map[string]any `yaml:"config"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	out := map[string]string{}
+	for k, v := range file.Config {
+		if !strings.Contains(k, ":") {
+			k = Project + ":" + k
+		}
+		if m, ok := v.(map[string]any); ok && len(m) == 1 && m["secure"] != nil {
+			continue
+		}
+		if s, ok := v.(string); ok {
+			out[k] = s
+			continue
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", filepath.Base(path), k, err)
+		}
+		out[k] = string(j)
+	}
+	return out, nil
+}
+
+// str builds a string property.
+func str(s string) resource.PropertyValue { return resource.NewProperty(s) }
+
+// mockOutputs returns a resource's inputs plus the outputs later resources read.
+func mockOutputs(token string, inputs resource.PropertyMap) resource.PropertyMap {
+	out := inputs.Copy()
+	switch token {
+	case "talos:machine/secrets:Secrets":
+		out["machineSecrets"] = resource.NewProperty(resource.PropertyMap{
+			"cluster": resource.NewProperty(resource.PropertyMap{"id": str("mock-cluster-id"), "secret": str("mock-cluster-secret")}),
+		})
+		out["clientConfiguration"] = resource.NewProperty(resource.PropertyMap{
+			"caCertificate":     str("mock-ca"),
+			"clientCertificate": str("mock-cert"),
+			"clientKey":         str("mock-key"),
+		})
+	case "talos:machine/configurationApply:ConfigurationApply":
+		out["resolvedApplyMode"] = str("auto")
+	case "talos:cluster/kubeconfig:Kubeconfig":
+		out["kubeconfigRaw"] = str("apiVersion: v1\nkind: Config\n# mock kubeconfig\n")
+	case "kubernetes:helm.sh/v3:Release":
+		out["status"] = resource.NewProperty(resource.PropertyMap{"status": str("deployed"), "revision": resource.NewProperty(1.0)})
+	}
+	return out
+}
+
+// mockResult returns the result of an invoke.
+func mockResult(token string, args resource.PropertyMap) resource.PropertyMap {
+	out := args.Copy()
+	switch token {
+	case "talos:machine/getConfiguration:getConfiguration":
+		// Deterministic in the inputs that matter, so a version bump shows
+		// as a changed machine configuration.
+		out["machineConfiguration"] = str(fmt.Sprintf("version: v1alpha1\n# %v %v %v %v\n",
+			args["clusterName"].V, args["machineType"].V, args["talosVersion"].V, args["kubernetesVersion"].V))
+	case "talos:client/getConfiguration:getConfiguration":
+		out["talosConfig"] = str("context: mock\n")
+	case "talos:cluster/getHealth:getHealth":
+		out["id"] = str("healthy")
+	}
+	return out
+}

@@ -1,0 +1,461 @@
+package stacks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/milner/milner/components/substrate"
+)
+
+// Namespace is the config namespace of every Milner key (milner:<key>).
+const Namespace = "milner"
+
+// Keys lists every structured config key the program reads, in the order a
+// stack file shows them. Secrets named by apps and the Proxmox token are
+// separate, secret keys.
+var Keys = []string{"cluster", "substrate", "network", "nodes", "apps", "stopAfter"}
+
+// Config mirrors a stack's Pulumi.<stack>.yaml: one field per milner: key.
+// Load fills it once; nothing else reads stack config.
+type Config struct {
+	// Cluster is milner:cluster.
+	Cluster ClusterConfig `json:"cluster"`
+	// Substrate is milner:substrate.
+	Substrate SubstrateConfig `json:"substrate"`
+	// Network is milner:network.
+	Network NetworkConfig `json:"network"`
+	// Nodes is milner:nodes, in bring-up order; the first control plane bootstraps etcd.
+	Nodes []NodeConfig `json:"nodes"`
+	// Apps is milner:apps, the Helm releases the cluster hosts.
+	Apps []AppConfig `json:"apps"`
+	// StopAfter is milner:stopAfter: the last layer to declare.
+	StopAfter Layer `json:"stopAfter"`
+
+	// Warnings are problems that do not stop the program (e.g. an even control-plane count).
+	Warnings []string `json:"-"`
+}
+
+// ClusterConfig is milner:cluster.
+type ClusterConfig struct {
+	// Name is the cluster name; every substrate object is named after it.
+	Name string `json:"name"`
+	// TalosVersion is the Talos version, e.g. v1.9.5.
+	TalosVersion string `json:"talosVersion"`
+	// KubernetesVersion is the Kubernetes version, e.g. v1.32.3.
+	KubernetesVersion string `json:"kubernetesVersion"`
+	// VIP is the control-plane virtual IP every control plane announces.
+	VIP string `json:"vip"`
+	// Endpoint is the Kubernetes API URL; defaults to https://<vip>:6443.
+	Endpoint string `json:"endpoint,omitempty"`
+	// InstallImage is the Talos installer image; defaults to ghcr.io/siderolabs/installer:<talosVersion>.
+	InstallImage string `json:"installImage,omitempty"`
+
+	// VIPAddr is VIP, parsed.
+	VIPAddr netip.Addr `json:"-"`
+}
+
+// SubstrateConfig is milner:substrate.
+type SubstrateConfig struct {
+	// Kind selects the implementation: libvirt or proxmox.
+	Kind substrate.Kind `json:"kind"`
+	// Libvirt configures kind libvirt.
+	Libvirt *LibvirtConfig `json:"libvirt,omitempty"`
+	// Proxmox configures kind proxmox.
+	Proxmox *ProxmoxConfig `json:"proxmox,omitempty"`
+}
+
+// LibvirtConfig is milner:substrate.libvirt.
+type LibvirtConfig struct {
+	// URI is the libvirt connection URI; defaults to qemu:///system.
+	URI string `json:"uri,omitempty"`
+	// DomainType is kvm (default) or qemu where there is no KVM.
+	DomainType string `json:"domainType,omitempty"`
+	// PoolPath is the storage pool directory; defaults to /var/lib/libvirt/images/<cluster>.
+	PoolPath string `json:"poolPath,omitempty"`
+	// BootImage is the path or URL of the Talos disk image that seeds new OS
+	// disks; defaults to the Talos image factory's metal image of talosVersion.
+	BootImage string `json:"bootImage,omitempty"`
+}
+
+// ProxmoxConfig is milner:substrate.proxmox.
+type ProxmoxConfig struct {
+	// Endpoint is the Proxmox VE API URL, e.g. https://pve.lan:8006/.
+	Endpoint string `json:"endpoint"`
+	// Insecure skips TLS verification of the API (self-signed homelab certs).
+	Insecure bool `json:"insecure,omitempty"`
+	// NodeName is the Proxmox node the VMs run on.
+	NodeName string `json:"nodeName"`
+	// OSDatastore holds the node VMs' OS disks.
+	OSDatastore string `json:"osDatastore"`
+	// DataDatastore holds the persistent data disks.
+	DataDatastore string `json:"dataDatastore"`
+	// ImageDatastore holds the Talos boot images (content type iso/import).
+	ImageDatastore string `json:"imageDatastore"`
+	// Bridge is the Linux bridge the node NICs attach to.
+	Bridge string `json:"bridge"`
+	// DiskInterface is the bus of both disks: virtio, scsi or sata.
+	DiskInterface string `json:"diskInterface,omitempty"`
+	// ImageURL is the Talos image to download; defaults to the image factory's nocloud image of talosVersion.
+	ImageURL string `json:"imageUrl,omitempty"`
+}
+
+// NetworkConfig is milner:network.
+type NetworkConfig struct {
+	// Mode is nat (default, a workstation) or isolated (tests); libvirt only.
+	Mode substrate.LibvirtNetworkMode `json:"mode,omitempty"`
+	// CIDR is the node network, e.g. 10.73.0.0/24.
+	CIDR string `json:"cidr"`
+	// Gateway is the default route; defaults to the first host address.
+	Gateway string `json:"gateway,omitempty"`
+	// Nameservers default to the gateway.
+	Nameservers []string `json:"nameservers,omitempty"`
+	// DHCPRange is the range handed to unknown MACs; nodes and VIPs stay outside it.
+	DHCPRange *RangeConfig `json:"dhcpRange,omitempty"`
+	// VIPRange is reserved for load-balancer VIPs (e.g. Cilium L2 announcements).
+	VIPRange *RangeConfig `json:"vipRange,omitempty"`
+
+	// Prefix, GatewayAddr and NameserverAddrs are the parsed values.
+	Prefix          netip.Prefix `json:"-"`
+	GatewayAddr     netip.Addr   `json:"-"`
+	NameserverAddrs []netip.Addr `json:"-"`
+}
+
+// RangeConfig is an inclusive address range.
+type RangeConfig struct {
+	// Start is the first address of the range.
+	Start string `json:"start"`
+	// End is the last address of the range.
+	End string `json:"end"`
+
+	// From and To are Start and End, parsed.
+	From, To netip.Addr `json:"-"`
+}
+
+// Contains reports whether a lies in the parsed range.
+func (r *RangeConfig) Contains(a netip.Addr) bool {
+	return r != nil && r.From.IsValid() && r.To.IsValid() && r.From.Compare(a) <= 0 && a.Compare(r.To) <= 0
+}
+
+// overlaps reports whether two parsed ranges share an address.
+func (r *RangeConfig) overlaps(o *RangeConfig) bool {
+	return r.Contains(o.From) || r.Contains(o.To) || o.Contains(r.From)
+}
+
+// NodeConfig is one entry of milner:nodes.
+type NodeConfig struct {
+	// Name is the node's logical name and hostname; a state contract.
+	Name string `json:"name"`
+	// Role is controlplane or worker.
+	Role substrate.Role `json:"role"`
+	// VCPU is the number of virtual CPUs (default 2).
+	VCPU int `json:"vcpu"`
+	// MemoryMiB is the memory in MiB (default 2048, the Talos minimum).
+	MemoryMiB int `json:"memoryMiB"`
+	// OSDiskGiB is the OS disk size (default 20).
+	OSDiskGiB int `json:"osDiskGiB"`
+	// DataDiskGiB is the persistent data disk size (default 20).
+	DataDiskGiB int `json:"dataDiskGiB"`
+	// Address is the node's static IPv4 address.
+	Address string `json:"address"`
+	// MAC is the NIC address, stable across VM replaces.
+	MAC string `json:"mac"`
+	// VMID is the Proxmox VM id of the node (proxmox only).
+	VMID int `json:"vmId,omitempty"`
+	// AdoptID is the id of an existing VM (libvirt domain UUID, Proxmox VM id)
+	// to import instead of create; see `milner adopt`.
+	AdoptID string `json:"adoptId,omitempty"`
+
+	// Addr is Address, parsed.
+	Addr netip.Addr `json:"-"`
+}
+
+// AppConfig is one entry of milner:apps.
+type AppConfig struct {
+	// Name is the app's logical name and, unless ReleaseName says otherwise, its release name.
+	Name string `json:"name"`
+	// ReleaseName pins the Helm release name (default: Name).
+	ReleaseName string `json:"releaseName,omitempty"`
+	// Chart is the pinned chart.
+	Chart ChartConfig `json:"chart"`
+	// Namespace is the release namespace (default: Name).
+	Namespace string `json:"namespace,omitempty"`
+	// Values are the chart values.
+	Values map[string]any `json:"values,omitempty"`
+	// SecretValues maps a dotted value path to the milner: secret key holding it.
+	SecretValues map[string]string `json:"secretValues,omitempty"`
+	// RetainOnDelete keeps the release and its volumes when the app leaves the config.
+	RetainOnDelete bool `json:"retainOnDelete,omitempty"`
+	// PreviousNames are former logical names of the app, aliased on rename.
+	PreviousNames []string `json:"previousNames,omitempty"`
+}
+
+// ChartConfig pins one Helm chart.
+type ChartConfig struct {
+	// Repo is an https:// chart repository or an oci:// registry path.
+	Repo string `json:"repo"`
+	// Name is the chart name.
+	Name string `json:"name"`
+	// Version is the exact chart version; ranges are refused.
+	Version string `json:"version"`
+}
+
+// Layer names a layer of the graph, in bring-up order.
+type Layer string
+
+// The layers.
+const (
+	LayerSubstrate Layer = "substrate"
+	LayerTalos     Layer = "talos"
+	LayerApps      Layer = "apps"
+)
+
+// Layers lists the layers in bring-up order.
+var Layers = []Layer{LayerSubstrate, LayerTalos, LayerApps}
+
+// rank orders layers; an unknown layer ranks after all.
+func (l Layer) rank() int {
+	for i, x := range Layers {
+		if x == l {
+			return i
+		}
+	}
+	return len(Layers)
+}
+
+// Includes reports whether a graph stopping after l declares layer x.
+func (l Layer) Includes(x Layer) bool { return x.rank() <= l.rank() }
+
+// ConfigSource reads raw config values by full key (milner:nodes). It is
+// what Load needs of a *pulumi.Context, so tools can validate a stack file
+// without running the program.
+type ConfigSource interface {
+	GetConfig(key string) (string, bool)
+}
+
+var _ ConfigSource = (*pulumi.Context)(nil)
+
+// Load reads every milner: key once, decodes it strictly, applies defaults and
+// validates the whole config. The error lists every problem at once, each
+// naming its config path; no resource has been registered when it returns.
+func Load(src ConfigSource) (*Config, error) {
+	var cfg Config
+	var p problems
+	decodeKey(src, "cluster", &cfg.Cluster, &p)
+	decodeKey(src, "substrate", &cfg.Substrate, &p)
+	decodeKey(src, "network", &cfg.Network, &p)
+	decodeList(src, "nodes", &cfg.Nodes, &p)
+	decodeList(src, "apps", &cfg.Apps, &p)
+	if raw, ok := src.GetConfig(key("stopAfter")); ok {
+		cfg.StopAfter = Layer(raw)
+	}
+	if len(p.errs) > 0 {
+		return nil, p.err()
+	}
+	cfg.applyDefaults()
+	cfg.validate(&p)
+	for _, app := range cfg.Apps {
+		if !cfg.StopAfter.Includes(LayerApps) {
+			break
+		}
+		for _, k := range sortedKeys(app.SecretValues) {
+			secret := app.SecretValues[k]
+			if _, ok := src.GetConfig(key(secret)); !ok {
+				p.addf(fmt.Sprintf("%s:%s", Namespace, secret), "secret is not set (needed by app %q); run `pulumi config set --secret %s:%s <value>`", app.Name, Namespace, secret)
+			}
+		}
+	}
+	cfg.Warnings = p.warns
+	if len(p.errs) > 0 {
+		return nil, p.err()
+	}
+	return &cfg, nil
+}
+
+// key returns the full config key of a milner: key.
+func key(k string) string { return Namespace + ":" + k }
+
+// decodeKey strictly decodes one object-valued key into v.
+func decodeKey(src ConfigSource, k string, v any, p *problems) {
+	raw, ok := src.GetConfig(key(k))
+	if !ok {
+		p.addf(key(k), "is required")
+		return
+	}
+	if err := strictDecode([]byte(raw), v); err != nil {
+		p.addf(key(k), "%v", err)
+	}
+}
+
+// decodeList strictly decodes a list-valued key element by element, so every
+// bad element is reported with its index.
+func decodeList[T any](src ConfigSource, k string, out *[]T, p *problems) {
+	raw, ok := src.GetConfig(key(k))
+	if !ok {
+		return
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &items); err != nil {
+		p.addf(key(k), "want a list: %v", err)
+		return
+	}
+	for i, item := range items {
+		var v T
+		if err := strictDecode(item, &v); err != nil {
+			p.addf(fmt.Sprintf("%s[%d]", key(k), i), "%v", err)
+		}
+		*out = append(*out, v)
+	}
+}
+
+// strictDecode decodes JSON into v, refusing unknown keys (a typo is an
+// error, not a silently ignored setting).
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &typeErr):
+		return fmt.Errorf("%s: want %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("unknown key %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		return err
+	}
+}
+
+// Defaults. Each is the one place its value is chosen.
+const (
+	DefaultVCPU        = 2
+	DefaultMemoryMiB   = 2048
+	DefaultOSDiskGiB   = 20
+	DefaultDataDiskGiB = 20
+	DefaultLibvirtURI  = "qemu:///system"
+	// DefaultSchematic is the Talos image factory's schematic with no extensions.
+	DefaultSchematic = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
+)
+
+// applyDefaults fills every unset optional value. Validation runs after, on
+// the values the program will use.
+func (c *Config) applyDefaults() {
+	if c.StopAfter == "" {
+		c.StopAfter = LayerApps
+	}
+	if c.Cluster.InstallImage == "" {
+		c.Cluster.InstallImage = "ghcr.io/siderolabs/installer:" + c.Cluster.TalosVersion
+	}
+	if lv := c.Substrate.Libvirt; lv != nil {
+		if lv.URI == "" {
+			lv.URI = DefaultLibvirtURI
+		}
+		if lv.DomainType == "" {
+			lv.DomainType = "kvm"
+		}
+		if lv.PoolPath == "" {
+			lv.PoolPath = "/var/lib/libvirt/images/" + c.Cluster.Name
+		}
+		if lv.BootImage == "" {
+			lv.BootImage = fmt.Sprintf("https://factory.talos.dev/image/%s/%s/metal-amd64.qcow2", DefaultSchematic, c.Cluster.TalosVersion)
+		}
+	}
+	if px := c.Substrate.Proxmox; px != nil {
+		if px.DiskInterface == "" {
+			px.DiskInterface = "virtio"
+		}
+		if px.ImageURL == "" {
+			px.ImageURL = fmt.Sprintf("https://factory.talos.dev/image/%s/%s/nocloud-amd64.raw.gz", DefaultSchematic, c.Cluster.TalosVersion)
+		}
+	}
+	if c.Network.Mode == "" {
+		c.Network.Mode = substrate.NetworkNAT
+	}
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		if n.VCPU == 0 {
+			n.VCPU = DefaultVCPU
+		}
+		if n.MemoryMiB == 0 {
+			n.MemoryMiB = DefaultMemoryMiB
+		}
+		if n.OSDiskGiB == 0 {
+			n.OSDiskGiB = DefaultOSDiskGiB
+		}
+		if n.DataDiskGiB == 0 {
+			n.DataDiskGiB = DefaultDataDiskGiB
+		}
+		n.MAC = strings.ToLower(n.MAC)
+	}
+	for i := range c.Apps {
+		a := &c.Apps[i]
+		if a.ReleaseName == "" {
+			a.ReleaseName = a.Name
+		}
+		if a.Namespace == "" {
+			a.Namespace = a.Name
+		}
+	}
+}
+
+// Endpoint is the Kubernetes API URL of the cluster.
+func (c *Config) Endpoint() string {
+	if c.Cluster.Endpoint != "" {
+		return c.Cluster.Endpoint
+	}
+	return "https://" + netip.AddrPortFrom(c.Cluster.VIPAddr, 6443).String()
+}
+
+// NodeSpecs returns the nodes as substrate specs, in config order.
+func (c *Config) NodeSpecs() []substrate.NodeSpec {
+	specs := make([]substrate.NodeSpec, 0, len(c.Nodes))
+	for _, n := range c.Nodes {
+		specs = append(specs, substrate.NodeSpec{
+			Name: n.Name, Role: n.Role, VCPU: n.VCPU, MemoryMiB: n.MemoryMiB,
+			OSDiskGiB: n.OSDiskGiB, DataDiskGiB: n.DataDiskGiB,
+			Address: n.Addr, MAC: n.MAC, VMID: n.VMID, AdoptID: n.AdoptID,
+		})
+	}
+	return specs
+}
+
+// problems collects every validation problem, each prefixed by its config path.
+type problems struct {
+	errs, warns []string
+}
+
+func (p *problems) addf(path, format string, args ...any) {
+	p.errs = append(p.errs, path+": "+fmt.Sprintf(format, args...))
+}
+
+func (p *problems) warnf(path, format string, args ...any) {
+	p.warns = append(p.warns, path+": "+fmt.Sprintf(format, args...))
+}
+
+// ConfigError is the error Load returns: every problem of the stack config.
+type ConfigError struct {
+	// Problems are the problems, each starting with its config path.
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("invalid stack config (%d problems):\n  - %s", len(e.Problems), strings.Join(e.Problems, "\n  - "))
+}
+
+func (p *problems) err() error { return &ConfigError{Problems: p.errs} }
+
+// parseMAC parses a 6-byte hardware address.
+func parseMAC(s string) (net.HardwareAddr, error) {
+	mac, err := net.ParseMAC(s)
+	if err == nil && len(mac) != 6 {
+		err = fmt.Errorf("want 6 bytes, got %d", len(mac))
+	}
+	return mac, err
+}

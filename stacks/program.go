@@ -1,0 +1,136 @@
+// Package stacks is the Milner program: the typed stack config and the
+// composition of its layers (substrate, Talos, apps). Every stack runs the
+// same Program; only Pulumi.<stack>.yaml differs.
+//
+// Logical names are a state contract. Renaming one without an alias makes
+// the engine plan a delete and a create of something live:
+//   - "<cluster>" (the substrate component) and its children, see components/substrate;
+//   - "<cluster>-secrets" (the Talos secrets bundle: a new one is a new cluster);
+//   - "<node>" (TalosNode) and its "<node>-apply" / "<node>-bootstrap";
+//   - "<cluster>-kubeconfig", "<cluster>-k8s" (the Kubernetes provider);
+//   - "<app>" (HelmApp) and its "<app>-release".
+package stacks
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
+
+	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/components/talosnode"
+)
+
+// Program is the Milner program. main runs it with pulumi.Run; tests, the
+// milner command and the Automation API run this same function.
+func Program(ctx *pulumi.Context) error {
+	cfg, err := Load(ctx)
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings {
+		if err := ctx.Log.Warn(w, nil); err != nil {
+			return err
+		}
+	}
+	c, err := Deploy(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	c.Export(ctx)
+	return nil
+}
+
+// Cluster is everything one stack declares, layer by layer. A layer past
+// cfg.StopAfter is left nil.
+type Cluster struct {
+	// Substrate is the machine layer.
+	Substrate substrate.Substrate
+	// Talos is the machine-configuration layer.
+	Talos *TalosLayer
+	// Apps are the Helm releases, in config order.
+	Apps []*helmapp.HelmApp
+}
+
+// TalosLayer is the cluster's Talos layer.
+type TalosLayer struct {
+	// Secrets is the cluster's one secrets bundle.
+	Secrets *machine.Secrets
+	// Nodes are the nodes' applied configurations, in config order.
+	Nodes []*talosnode.TalosNode
+	// Kubeconfig is the admin kubeconfig (secret).
+	Kubeconfig pulumi.StringOutput
+	// Talosconfig is the talosctl client config (secret).
+	Talosconfig pulumi.StringOutput
+	// HealthyKubeconfig is Kubeconfig, resolved only after the cluster health
+	// check passed: the gate between the Talos layer and the apps.
+	HealthyKubeconfig pulumi.StringOutput
+}
+
+// Deploy declares every layer of cfg, up to cfg.StopAfter.
+func Deploy(ctx *pulumi.Context, cfg *Config) (*Cluster, error) {
+	c := &Cluster{}
+	var err error
+	if c.Substrate, err = newSubstrate(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if !cfg.StopAfter.Includes(LayerTalos) {
+		return c, nil
+	}
+	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate.Nodes()); err != nil {
+		return nil, err
+	}
+	if !cfg.StopAfter.Includes(LayerApps) {
+		return c, nil
+	}
+	if c.Apps, err = deployApps(ctx, cfg, c.Talos.HealthyKubeconfig); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newSubstrate creates the configured substrate implementation.
+func newSubstrate(ctx *pulumi.Context, cfg *Config) (substrate.Substrate, error) {
+	name := cfg.Cluster.Name
+	net := cfg.Network
+	switch cfg.Substrate.Kind {
+	case substrate.KindLibvirt:
+		lv := cfg.Substrate.Libvirt
+		args := &substrate.LibvirtArgs{
+			URI:         lv.URI,
+			DomainType:  lv.DomainType,
+			PoolPath:    lv.PoolPath,
+			BootImage:   lv.BootImage,
+			NetworkMode: net.Mode,
+			CIDR:        net.Prefix,
+			Nodes:       cfg.NodeSpecs(),
+		}
+		if r := net.DHCPRange; r != nil {
+			args.DHCPStart, args.DHCPEnd = r.From, r.To
+		}
+		return substrate.NewLibvirt(ctx, name, args)
+	case substrate.KindProxmox:
+		return nil, fmt.Errorf("substrate %q: kind proxmox is not implemented yet", name)
+	default:
+		return nil, fmt.Errorf("substrate %q: unknown kind %q", name, cfg.Substrate.Kind)
+	}
+}
+
+// Export sets the stack outputs: what a user of the stack needs to reach it.
+func (c *Cluster) Export(ctx *pulumi.Context) {
+	nodes := pulumi.Array{}
+	for _, n := range c.Substrate.Nodes() {
+		nodes = append(nodes, pulumi.Map{
+			"name":      pulumi.String(n.Name),
+			"role":      pulumi.String(string(n.Role)),
+			"address":   pulumi.String(n.Address.String()),
+			"machineId": n.MachineID,
+		})
+	}
+	ctx.Export("nodes", nodes)
+	if c.Talos != nil {
+		ctx.Export("kubeconfig", c.Talos.Kubeconfig)
+		ctx.Export("talosconfig", c.Talos.Talosconfig)
+	}
+}

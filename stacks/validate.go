@@ -1,0 +1,373 @@
+package stacks
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"golang.org/x/mod/semver"
+
+	"github.com/milner/milner/components/substrate"
+)
+
+// Limits on node sizes. The minimums are Talos' system requirements.
+const (
+	MinMemoryControlPlaneMiB = 2048
+	MinMemoryWorkerMiB       = 1024
+	MaxMemoryMiB             = 256 * 1024
+	MaxVCPU                  = 64
+	MinOSDiskGiB             = 10
+	MaxOSDiskGiB             = 4096
+	MaxDataDiskGiB           = 64 * 1024
+	MinProxmoxVMID           = 100
+	MaxProxmoxVMID           = 999999999
+)
+
+var (
+	dnsLabel  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	secretKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	uuidRe    = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+)
+
+// exactVersion reports whether v is one exact semantic version (v1.2.3 or
+// 1.2.3, with an optional pre-release), not a range or a shorthand.
+func exactVersion(v string) bool {
+	if !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	return semver.IsValid(v) && semver.Canonical(v) == v
+}
+
+// validate checks the defaulted config and fills its parsed fields. It never
+// stops at the first problem.
+func (c *Config) validate(p *problems) {
+	c.validateCluster(p)
+	c.validateSubstrate(p)
+	c.validateNetwork(p)
+	c.validateNodes(p)
+	c.validateApps(p)
+	if !slices.Contains(Layers, c.StopAfter) {
+		p.addf(key("stopAfter"), "unknown layer %q (want one of %v)", c.StopAfter, Layers)
+	}
+}
+
+func (c *Config) validateCluster(p *problems) {
+	cl := &c.Cluster
+	path := key("cluster")
+	if !dnsLabel.MatchString(cl.Name) || len(cl.Name) > 32 {
+		p.addf(path+".name", "%q is not a lowercase DNS label of at most 32 characters", cl.Name)
+	}
+	if !strings.HasPrefix(cl.TalosVersion, "v") || !exactVersion(cl.TalosVersion) {
+		p.addf(path+".talosVersion", "%q is not an exact version like v1.9.5", cl.TalosVersion)
+	}
+	if !strings.HasPrefix(cl.KubernetesVersion, "v") || !exactVersion(cl.KubernetesVersion) {
+		p.addf(path+".kubernetesVersion", "%q is not an exact version like v1.32.3", cl.KubernetesVersion)
+	}
+	if cl.Endpoint != "" && !strings.HasPrefix(cl.Endpoint, "https://") {
+		p.addf(path+".endpoint", "%q is not an https:// URL", cl.Endpoint)
+	}
+	vip, err := netip.ParseAddr(cl.VIP)
+	if err != nil || !vip.Is4() {
+		p.addf(path+".vip", "%q is not an IPv4 address", cl.VIP)
+		return
+	}
+	cl.VIPAddr = vip
+}
+
+func (c *Config) validateSubstrate(p *problems) {
+	s := &c.Substrate
+	path := key("substrate")
+	switch s.Kind {
+	case substrate.KindLibvirt:
+		if s.Libvirt == nil {
+			p.addf(path+".libvirt", "is required for kind libvirt")
+		}
+		if s.Proxmox != nil {
+			p.addf(path+".proxmox", "is set but kind is libvirt")
+		}
+	case substrate.KindProxmox:
+		if s.Proxmox == nil {
+			p.addf(path+".proxmox", "is required for kind proxmox")
+		}
+		if s.Libvirt != nil {
+			p.addf(path+".libvirt", "is set but kind is proxmox")
+		}
+	default:
+		p.addf(path+".kind", "unknown substrate %q (want one of %v)", s.Kind, substrate.Kinds)
+	}
+	if lv := s.Libvirt; lv != nil {
+		if !strings.Contains(lv.URI, "://") {
+			p.addf(path+".libvirt.uri", "%q is not a libvirt URI like qemu:///system", lv.URI)
+		}
+		if lv.DomainType != "kvm" && lv.DomainType != "qemu" {
+			p.addf(path+".libvirt.domainType", "unknown domain type %q (want kvm or qemu)", lv.DomainType)
+		}
+		if !strings.HasPrefix(lv.PoolPath, "/") {
+			p.addf(path+".libvirt.poolPath", "%q is not an absolute path", lv.PoolPath)
+		}
+	}
+	if px := s.Proxmox; px != nil {
+		if !strings.HasPrefix(px.Endpoint, "https://") {
+			p.addf(path+".proxmox.endpoint", "%q is not an https:// URL", px.Endpoint)
+		}
+		for field, v := range map[string]string{
+			"nodeName": px.NodeName, "osDatastore": px.OSDatastore, "dataDatastore": px.DataDatastore,
+			"imageDatastore": px.ImageDatastore, "bridge": px.Bridge,
+		} {
+			if v == "" {
+				p.addf(path+".proxmox."+field, "is required")
+			}
+		}
+		if !slices.Contains([]string{"virtio", "scsi", "sata"}, px.DiskInterface) {
+			p.addf(path+".proxmox.diskInterface", "unknown disk interface %q (want virtio, scsi or sata)", px.DiskInterface)
+		}
+	}
+}
+
+func (c *Config) validateNetwork(p *problems) {
+	n := &c.Network
+	path := key("network")
+	if !slices.Contains(substrate.LibvirtNetworkModes, n.Mode) {
+		p.addf(path+".mode", "unknown network mode %q (want one of %v)", n.Mode, substrate.LibvirtNetworkModes)
+	}
+	prefix, err := netip.ParsePrefix(n.CIDR)
+	if err != nil || !prefix.Addr().Is4() || prefix.Masked() != prefix || prefix.Bits() < 8 || prefix.Bits() > 29 {
+		p.addf(path+".cidr", "%q is not an IPv4 network between /8 and /29 (e.g. 10.73.0.0/24)", n.CIDR)
+		return
+	}
+	n.Prefix = prefix
+	n.GatewayAddr = prefix.Addr().Next()
+	if n.Gateway != "" {
+		n.GatewayAddr = c.hostAddr(p, path+".gateway", n.Gateway)
+	}
+	n.NameserverAddrs = []netip.Addr{n.GatewayAddr}
+	if len(n.Nameservers) > 0 {
+		n.NameserverAddrs = nil
+		for i, s := range n.Nameservers {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				p.addf(fmt.Sprintf("%s.nameservers[%d]", path, i), "%q is not an IP address", s)
+			}
+			n.NameserverAddrs = append(n.NameserverAddrs, a)
+		}
+	}
+	c.parseRange(p, path+".dhcpRange", n.DHCPRange)
+	c.parseRange(p, path+".vipRange", n.VIPRange)
+	if n.DHCPRange.Contains(n.GatewayAddr) {
+		p.addf(path+".dhcpRange", "contains the gateway %s", n.GatewayAddr)
+	}
+	if n.DHCPRange != nil && n.VIPRange != nil && n.DHCPRange.From.IsValid() && n.VIPRange.From.IsValid() && n.DHCPRange.overlaps(n.VIPRange) {
+		p.addf(path+".vipRange", "overlaps dhcpRange %s-%s", n.DHCPRange.Start, n.DHCPRange.End)
+	}
+
+	vip := c.Cluster.VIPAddr
+	if !vip.IsValid() {
+		return
+	}
+	vipPath := key("cluster.vip")
+	switch {
+	case !prefix.Contains(vip):
+		p.addf(vipPath, "%s is outside the node network %s", vip, prefix)
+	case vip == n.GatewayAddr:
+		p.addf(vipPath, "%s is the gateway", vip)
+	case n.DHCPRange.Contains(vip):
+		p.addf(vipPath, "%s is inside the DHCP range %s-%s, where a stray lease can take it", vip, n.DHCPRange.Start, n.DHCPRange.End)
+	case n.VIPRange.Contains(vip):
+		p.addf(vipPath, "%s is inside the load-balancer vipRange %s-%s, which may hand it out", vip, n.VIPRange.Start, n.VIPRange.End)
+	}
+}
+
+// hostAddr parses an address that must be a usable host of the node network.
+func (c *Config) hostAddr(p *problems, path, s string) netip.Addr {
+	a, err := netip.ParseAddr(s)
+	prefix := c.Network.Prefix
+	switch {
+	case err != nil || !a.Is4():
+		p.addf(path, "%q is not an IPv4 address", s)
+		return netip.Addr{}
+	case !prefix.IsValid():
+		return a
+	case !prefix.Contains(a):
+		p.addf(path, "%s is outside the node network %s", a, prefix)
+	case a == prefix.Addr() || a == lastAddr(prefix):
+		p.addf(path, "%s is the network or broadcast address of %s", a, prefix)
+	}
+	return a
+}
+
+// lastAddr is the broadcast address of an IPv4 prefix.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func (c *Config) parseRange(p *problems, path string, r *RangeConfig) {
+	if r == nil {
+		return
+	}
+	r.From = c.hostAddr(p, path+".start", r.Start)
+	r.To = c.hostAddr(p, path+".end", r.End)
+	if r.From.IsValid() && r.To.IsValid() && r.To.Less(r.From) {
+		p.addf(path, "start %s is after end %s", r.From, r.To)
+		r.From, r.To = netip.Addr{}, netip.Addr{}
+	}
+}
+
+func (c *Config) validateNodes(p *problems) {
+	path := key("nodes")
+	if len(c.Nodes) == 0 {
+		p.addf(path, "at least one node is required")
+		return
+	}
+	names, addrs, macs, vmids := map[string]int{}, map[netip.Addr]int{}, map[string]int{}, map[int]int{}
+	controlPlanes := 0
+	proxmox := c.Substrate.Kind == substrate.KindProxmox
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		np := fmt.Sprintf("%s[%d]", path, i)
+		if !dnsLabel.MatchString(n.Name) {
+			p.addf(np+".name", "%q is not a lowercase DNS label", n.Name)
+		} else if j, dup := names[n.Name]; dup {
+			p.addf(np+".name", "%q is also the name of nodes[%d]", n.Name, j)
+		} else {
+			names[n.Name] = i
+		}
+
+		minMem := MinMemoryWorkerMiB
+		switch n.Role {
+		case substrate.RoleControlPlane:
+			controlPlanes++
+			minMem = MinMemoryControlPlaneMiB
+		case substrate.RoleWorker:
+		default:
+			p.addf(np+".role", "unknown role %q (want one of %v)", n.Role, substrate.Roles)
+		}
+		if n.VCPU < 1 || n.VCPU > MaxVCPU {
+			p.addf(np+".vcpu", "%d is outside 1..%d", n.VCPU, MaxVCPU)
+		}
+		switch {
+		case n.MemoryMiB < minMem:
+			p.addf(np+".memoryMiB", "%d is below the Talos minimum of %d for a %s", n.MemoryMiB, minMem, n.Role)
+		case n.MemoryMiB > MaxMemoryMiB:
+			p.addf(np+".memoryMiB", "%d is above the maximum of %d", n.MemoryMiB, MaxMemoryMiB)
+		}
+		if n.OSDiskGiB < MinOSDiskGiB || n.OSDiskGiB > MaxOSDiskGiB {
+			p.addf(np+".osDiskGiB", "%d is outside %d..%d (Talos needs at least %d GiB)", n.OSDiskGiB, MinOSDiskGiB, MaxOSDiskGiB, MinOSDiskGiB)
+		}
+		if n.DataDiskGiB < 1 || n.DataDiskGiB > MaxDataDiskGiB {
+			p.addf(np+".dataDiskGiB", "%d is outside 1..%d", n.DataDiskGiB, MaxDataDiskGiB)
+		}
+
+		n.Addr = c.hostAddr(p, np+".address", n.Address)
+		if a := n.Addr; a.IsValid() {
+			net := c.Network
+			switch {
+			case a == net.GatewayAddr:
+				p.addf(np+".address", "%s is the gateway", a)
+			case a == c.Cluster.VIPAddr:
+				p.addf(np+".address", "%s is the cluster VIP", a)
+			case net.DHCPRange.Contains(a):
+				p.addf(np+".address", "%s is inside the DHCP range %s-%s", a, net.DHCPRange.Start, net.DHCPRange.End)
+			case net.VIPRange.Contains(a):
+				p.addf(np+".address", "%s is inside the vipRange %s-%s", a, net.VIPRange.Start, net.VIPRange.End)
+			}
+			if j, dup := addrs[a]; dup {
+				p.addf(np+".address", "%s is also the address of nodes[%d]", a, j)
+			} else {
+				addrs[a] = i
+			}
+		}
+
+		if mac, err := parseMAC(n.MAC); err != nil {
+			p.addf(np+".mac", "%q is not a MAC address: %v", n.MAC, err)
+		} else if mac[0]&1 == 1 {
+			p.addf(np+".mac", "%s is a multicast address", mac)
+		} else if j, dup := macs[mac.String()]; dup {
+			p.addf(np+".mac", "%s is also the MAC of nodes[%d]", mac, j)
+		} else {
+			macs[mac.String()] = i
+		}
+
+		switch {
+		case proxmox && (n.VMID < MinProxmoxVMID || n.VMID > MaxProxmoxVMID):
+			p.addf(np+".vmId", "%d is outside the Proxmox VM id range %d..%d", n.VMID, MinProxmoxVMID, MaxProxmoxVMID)
+		case proxmox:
+			if j, dup := vmids[n.VMID]; dup {
+				p.addf(np+".vmId", "%d is also the VM id of nodes[%d]", n.VMID, j)
+			}
+			vmids[n.VMID] = i
+		case n.VMID != 0:
+			p.addf(np+".vmId", "is only for substrate kind proxmox")
+		}
+		if n.AdoptID != "" && !proxmox && !uuidRe.MatchString(n.AdoptID) {
+			p.addf(np+".adoptId", "%q is not a libvirt domain UUID", n.AdoptID)
+		}
+	}
+	switch {
+	case controlPlanes == 0:
+		p.addf(path, "no node has role %s; a cluster needs at least one", substrate.RoleControlPlane)
+	case controlPlanes%2 == 0:
+		p.warnf(path, "%d control planes: an even etcd membership tolerates no more failures than %d", controlPlanes, controlPlanes-1)
+	}
+}
+
+func (c *Config) validateApps(p *problems) {
+	path := key("apps")
+	names := map[string]int{}
+	for i := range c.Apps {
+		a := &c.Apps[i]
+		ap := fmt.Sprintf("%s[%d]", path, i)
+		if !dnsLabel.MatchString(a.Name) {
+			p.addf(ap+".name", "%q is not a lowercase DNS label", a.Name)
+		} else if j, dup := names[a.Name]; dup {
+			p.addf(ap+".name", "%q is also the name of apps[%d]", a.Name, j)
+		} else {
+			names[a.Name] = i
+		}
+		if !dnsLabel.MatchString(a.ReleaseName) || len(a.ReleaseName) > 53 {
+			p.addf(ap+".releaseName", "%q is not a Helm release name (a DNS label of at most 53 characters)", a.ReleaseName)
+		}
+		if !dnsLabel.MatchString(a.Namespace) {
+			p.addf(ap+".namespace", "%q is not a lowercase DNS label", a.Namespace)
+		}
+		if !strings.HasPrefix(a.Chart.Repo, "https://") && !strings.HasPrefix(a.Chart.Repo, "oci://") {
+			p.addf(ap+".chart.repo", "%q is not an https:// or oci:// chart repository", a.Chart.Repo)
+		}
+		if a.Chart.Name == "" {
+			p.addf(ap+".chart.name", "is required")
+		}
+		if !exactVersion(a.Chart.Version) {
+			p.addf(ap+".chart.version", "%q is not a pinned chart version (want an exact version like 0.29.1)", a.Chart.Version)
+		}
+		for _, vp := range sortedKeys(a.SecretValues) {
+			if vp == "" || strings.HasPrefix(vp, ".") || strings.HasSuffix(vp, ".") || strings.Contains(vp, "..") {
+				p.addf(ap+".secretValues", "%q is not a dotted value path", vp)
+			}
+			if sk := a.SecretValues[vp]; !secretKey.MatchString(sk) {
+				p.addf(fmt.Sprintf("%s.secretValues[%s]", ap, vp), "%q is not a config key name", sk)
+			}
+		}
+	}
+	for i, a := range c.Apps {
+		for _, old := range a.PreviousNames {
+			if j, taken := names[old]; taken {
+				p.addf(fmt.Sprintf("%s[%d].previousNames", path, i), "%q is the current name of apps[%d]", old, j)
+			}
+		}
+	}
+}
+
+// sortedKeys returns a map's keys in order, for stable messages and graphs.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
