@@ -1,0 +1,52 @@
+// Command milner runs the Milner program through the Pulumi Automation API
+// and turns the seeds' shipping rules into commands that cannot be skipped
+// by accident. Every subcommand takes --stack and exits non-zero on refusal.
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// subcommand is one `milner <name>` verb.
+type subcommand struct {
+	summary string
+	run     func(args []string) error
+}
+
+var subcommands = map[string]subcommand{}
+
+// register adds a subcommand; each verb's file registers itself in init.
+func register(name, summary string, run func(args []string) error) {
+	subcommands[name] = subcommand{summary: summary, run: run}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: milner <command> --stack <name> [flags]\n\ncommands:")
+	names := make([]string, 0, len(subcommands))
+	for n := range subcommands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, subcommands[n].summary)
+	}
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	cmd, ok := subcommands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "milner: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err := cmd.run(os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "milner %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
