@@ -1,0 +1,219 @@
+package stacks_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/stacks"
+)
+
+// obj is a config object as a stack file holds it.
+type obj = map[string]any
+
+// baseConfig is a small valid libvirt stack: three control planes, one worker, one app.
+func baseConfig() obj {
+	node := func(name, role, addr, mac string) obj {
+		return obj{"name": name, "role": role, "address": addr, "mac": mac}
+	}
+	return obj{
+		"cluster": obj{"name": "t", "talosVersion": "v1.9.5", "kubernetesVersion": "v1.32.3", "vip": "10.9.0.240"},
+		"substrate": obj{"kind": "libvirt", "libvirt": obj{"domainType": "qemu"}},
+		"network": obj{
+			"mode": "isolated", "cidr": "10.9.0.0/24",
+			"dhcpRange": obj{"start": "10.9.0.100", "end": "10.9.0.199"},
+			"vipRange":  obj{"start": "10.9.0.241", "end": "10.9.0.250"},
+		},
+		"nodes": []any{
+			node("cp-1", "controlplane", "10.9.0.11", "52:54:00:09:00:11"),
+			node("cp-2", "controlplane", "10.9.0.12", "52:54:00:09:00:12"),
+			node("cp-3", "controlplane", "10.9.0.13", "52:54:00:09:00:13"),
+			node("w-1", "worker", "10.9.0.21", "52:54:00:09:00:21"),
+		},
+		"apps": []any{obj{
+			"name":         "vault",
+			"chart":        obj{"repo": "https://helm.releases.hashicorp.com", "name": "vault", "version": "0.29.1"},
+			"secretValues": obj{"server.token": "vaultToken"},
+		}},
+	}
+}
+
+// raw turns a config object into the raw values the engine passes a program.
+func raw(t *testing.T, c obj) map[string]string {
+	t.Helper()
+	out := map[string]string{"milner:vaultToken": "t0k3n"}
+	for k, v := range c {
+		if s, ok := v.(string); ok {
+			out["milner:"+k] = s
+			continue
+		}
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		out["milner:"+k] = string(b)
+	}
+	return out
+}
+
+// at walks a path of map keys and list indexes into c.
+func at(c obj, path ...any) obj {
+	var cur any = c
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			cur = cur.(obj)[p]
+		case int:
+			cur = cur.([]any)[p]
+		}
+	}
+	return cur.(obj)
+}
+
+func TestBaseConfigIsValid(t *testing.T) {
+	rec, err := mockrun.Run(stacks.Program, "t", raw(t, baseConfig()), "milner:vaultToken")
+	require.NoError(t, err)
+	assert.NotEmpty(t, rec.Registrations())
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := stacks.Load(mapSource(raw(t, baseConfig())))
+	require.NoError(t, err)
+	n := cfg.Nodes[0]
+	assert.Equal(t, []int{stacks.DefaultVCPU, stacks.DefaultMemoryMiB, stacks.DefaultOSDiskGiB, stacks.DefaultDataDiskGiB},
+		[]int{n.VCPU, n.MemoryMiB, n.OSDiskGiB, n.DataDiskGiB})
+	assert.Equal(t, stacks.LayerApps, cfg.StopAfter)
+	assert.Equal(t, "qemu:///system", cfg.Substrate.Libvirt.URI)
+	assert.Equal(t, "/var/lib/libvirt/images/t", cfg.Substrate.Libvirt.PoolPath)
+	assert.Equal(t, "10.9.0.1", cfg.Network.GatewayAddr.String())
+	assert.Equal(t, "https://10.9.0.240:6443", cfg.Endpoint())
+	assert.Equal(t, "ghcr.io/siderolabs/installer:v1.9.5", cfg.Cluster.InstallImage)
+	assert.Equal(t, "vault", cfg.Apps[0].ReleaseName)
+	assert.Equal(t, "vault", cfg.Apps[0].Namespace)
+}
+
+// mapSource is a ConfigSource over raw values.
+type mapSource map[string]string
+
+func (m mapSource) GetConfig(k string) (string, bool) { v, ok := m[k]; return v, ok }
+
+func TestBadConfigs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(c obj)
+		want string // the config path and the gist of the message
+	}{
+		{"missing cluster", func(c obj) { delete(c, "cluster") }, "milner:cluster: is required"},
+		{"unknown top-level field", func(c obj) { at(c, "cluster")["nmae"] = "x" }, `milner:cluster: unknown key "nmae"`},
+		{"unknown node field", func(c obj) { at(c, "nodes", 2)["memroyMiB"] = 4096 }, `milner:nodes[2]: unknown key "memroyMiB"`},
+		{"wrong node field type", func(c obj) { at(c, "nodes", 1)["vcpu"] = "four" }, "milner:nodes[1]: vcpu: want int, got string"},
+		{"bad cluster name", func(c obj) { at(c, "cluster")["name"] = "My_Cluster" }, "milner:cluster.name:"},
+		{"talos version range", func(c obj) { at(c, "cluster")["talosVersion"] = "v1.9" }, "milner:cluster.talosVersion:"},
+		{"talos version without v", func(c obj) { at(c, "cluster")["talosVersion"] = "1.9.5" }, "milner:cluster.talosVersion:"},
+		{"kubernetes version", func(c obj) { at(c, "cluster")["kubernetesVersion"] = "latest" }, "milner:cluster.kubernetesVersion:"},
+		{"vip not an address", func(c obj) { at(c, "cluster")["vip"] = "10.9.0" }, "milner:cluster.vip:"},
+		{"vip outside network", func(c obj) { at(c, "cluster")["vip"] = "10.8.0.240" }, "milner:cluster.vip: 10.8.0.240 is outside the node network"},
+		{"vip inside dhcp range", func(c obj) { at(c, "cluster")["vip"] = "10.9.0.150" }, "milner:cluster.vip: 10.9.0.150 is inside the DHCP range"},
+		{"vip inside lb range", func(c obj) { at(c, "cluster")["vip"] = "10.9.0.245" }, "milner:cluster.vip: 10.9.0.245 is inside the load-balancer vipRange"},
+		{"vip is a node", func(c obj) { at(c, "cluster")["vip"] = "10.9.0.12" }, "milner:nodes[1].address: 10.9.0.12 is the cluster VIP"},
+		{"endpoint not https", func(c obj) { at(c, "cluster")["endpoint"] = "http://x:6443" }, "milner:cluster.endpoint:"},
+		{"unknown substrate", func(c obj) { at(c, "substrate")["kind"] = "vmware" }, `milner:substrate.kind: unknown substrate "vmware"`},
+		{"libvirt section missing", func(c obj) { delete(at(c, "substrate"), "libvirt") }, "milner:substrate.libvirt: is required for kind libvirt"},
+		{"unknown domain type", func(c obj) { at(c, "substrate", "libvirt")["domainType"] = "xen" }, "milner:substrate.libvirt.domainType:"},
+		{"relative pool path", func(c obj) { at(c, "substrate", "libvirt")["poolPath"] = "pools/t" }, "milner:substrate.libvirt.poolPath:"},
+		{"bad libvirt uri", func(c obj) { at(c, "substrate", "libvirt")["uri"] = "qemu" }, "milner:substrate.libvirt.uri:"},
+		{"unknown network mode", func(c obj) { at(c, "network")["mode"] = "bridge" }, `milner:network.mode: unknown network mode "bridge"`},
+		{"bad cidr", func(c obj) { at(c, "network")["cidr"] = "10.9.0.1/24" }, "milner:network.cidr:"},
+		{"cidr too small", func(c obj) { at(c, "network")["cidr"] = "10.9.0.0/30" }, "milner:network.cidr:"},
+		{"gateway outside", func(c obj) { at(c, "network")["gateway"] = "10.10.0.1" }, "milner:network.gateway: 10.10.0.1 is outside"},
+		{"dhcp range reversed", func(c obj) { at(c, "network", "dhcpRange")["start"] = "10.9.0.200" }, "milner:network.dhcpRange: start 10.9.0.200 is after end"},
+		{"vip range overlaps dhcp", func(c obj) { at(c, "network", "vipRange")["start"] = "10.9.0.190" }, "milner:network.vipRange: overlaps dhcpRange"},
+		{"bad nameserver", func(c obj) { at(c, "network")["nameservers"] = []any{"dns.lan"} }, "milner:network.nameservers[0]:"},
+		{"no nodes", func(c obj) { c["nodes"] = []any{} }, "milner:nodes: at least one node is required"},
+		{"no control plane", func(c obj) {
+			for i := range 3 {
+				at(c, "nodes", i)["role"] = "worker"
+			}
+		}, "milner:nodes: no node has role controlplane"},
+		{"unknown role", func(c obj) { at(c, "nodes", 3)["role"] = "master" }, `milner:nodes[3].role: unknown role "master"`},
+		{"duplicate node name", func(c obj) { at(c, "nodes", 2)["name"] = "cp-1" }, `milner:nodes[2].name: "cp-1" is also the name of nodes[0]`},
+		{"node name not a label", func(c obj) { at(c, "nodes", 0)["name"] = "CP 1" }, "milner:nodes[0].name:"},
+		{"duplicate address", func(c obj) { at(c, "nodes", 3)["address"] = "10.9.0.11" }, "milner:nodes[3].address: 10.9.0.11 is also the address of nodes[0]"},
+		{"address outside network", func(c obj) { at(c, "nodes", 1)["address"] = "192.168.1.5" }, "milner:nodes[1].address: 192.168.1.5 is outside the node network"},
+		{"address is broadcast", func(c obj) { at(c, "nodes", 1)["address"] = "10.9.0.255" }, "milner:nodes[1].address: 10.9.0.255 is the network or broadcast address"},
+		{"address is gateway", func(c obj) { at(c, "nodes", 1)["address"] = "10.9.0.1" }, "milner:nodes[1].address: 10.9.0.1 is the gateway"},
+		{"address in dhcp range", func(c obj) { at(c, "nodes", 3)["address"] = "10.9.0.120" }, "milner:nodes[3].address: 10.9.0.120 is inside the DHCP range"},
+		{"address in vip range", func(c obj) { at(c, "nodes", 3)["address"] = "10.9.0.242" }, "milner:nodes[3].address: 10.9.0.242 is inside the vipRange"},
+		{"duplicate mac", func(c obj) { at(c, "nodes", 1)["mac"] = "52:54:00:09:00:11" }, "milner:nodes[1].mac: 52:54:00:09:00:11 is also the MAC of nodes[0]"},
+		{"duplicate mac other case", func(c obj) { at(c, "nodes", 1)["mac"] = "52:54:00:09:00:1A"; at(c, "nodes", 2)["mac"] = "52:54:00:09:00:1a" }, "milner:nodes[2].mac: 52:54:00:09:00:1a is also the MAC of nodes[1]"},
+		{"bad mac", func(c obj) { at(c, "nodes", 0)["mac"] = "52:54:00:09:00" }, "milner:nodes[0].mac:"},
+		{"multicast mac", func(c obj) { at(c, "nodes", 0)["mac"] = "01:00:5e:00:00:01" }, "milner:nodes[0].mac: 01:00:5e:00:00:01 is a multicast address"},
+		{"memory below talos minimum", func(c obj) { at(c, "nodes", 2)["memoryMiB"] = 512 }, "milner:nodes[2].memoryMiB: 512 is below the Talos minimum of 2048"},
+		{"worker memory below minimum", func(c obj) { at(c, "nodes", 3)["memoryMiB"] = 512 }, "milner:nodes[3].memoryMiB: 512 is below the Talos minimum of 1024"},
+		{"memory above maximum", func(c obj) { at(c, "nodes", 0)["memoryMiB"] = 1 << 20 }, "milner:nodes[0].memoryMiB: 1048576 is above the maximum"},
+		{"negative vcpu", func(c obj) { at(c, "nodes", 0)["vcpu"] = -1 }, "milner:nodes[0].vcpu: -1 is outside 1..64"},
+		{"os disk too small", func(c obj) { at(c, "nodes", 0)["osDiskGiB"] = 4 }, "milner:nodes[0].osDiskGiB: 4 is outside 10..4096"},
+		{"data disk too large", func(c obj) { at(c, "nodes", 0)["dataDiskGiB"] = 1 << 20 }, "milner:nodes[0].dataDiskGiB:"},
+		{"vm id on libvirt", func(c obj) { at(c, "nodes", 0)["vmId"] = 101 }, "milner:nodes[0].vmId: is only for substrate kind proxmox"},
+		{"adopt id not a uuid", func(c obj) { at(c, "nodes", 0)["adoptId"] = "cp-1" }, `milner:nodes[0].adoptId: "cp-1" is not a libvirt domain UUID`},
+		{"unpinned chart", func(c obj) { at(c, "apps", 0, "chart")["version"] = "" }, `milner:apps[0].chart.version: "" is not a pinned chart version`},
+		{"chart version range", func(c obj) { at(c, "apps", 0, "chart")["version"] = "^0.29" }, `milner:apps[0].chart.version: "^0.29" is not a pinned chart version`},
+		{"chart repo not https", func(c obj) { at(c, "apps", 0, "chart")["repo"] = "http://charts" }, "milner:apps[0].chart.repo:"},
+		{"chart name missing", func(c obj) { delete(at(c, "apps", 0, "chart"), "name") }, "milner:apps[0].chart.name: is required"},
+		{"duplicate app", func(c obj) { c["apps"] = append(c["apps"].([]any), at(c, "apps", 0)) }, `milner:apps[1].name: "vault" is also the name of apps[0]`},
+		{"bad namespace", func(c obj) { at(c, "apps", 0)["namespace"] = "Vault" }, "milner:apps[0].namespace:"},
+		{"previous name is current", func(c obj) { at(c, "apps", 0)["previousNames"] = []any{"vault"} }, `milner:apps[0].previousNames: "vault" is the current name of apps[0]`},
+		{"bad secret value path", func(c obj) { at(c, "apps", 0)["secretValues"] = obj{"server..token": "vaultToken"} }, "milner:apps[0].secretValues:"},
+		{"unknown layer", func(c obj) { c["stopAfter"] = "network" }, `milner:stopAfter: unknown layer "network"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := baseConfig()
+			tc.edit(c)
+			rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Empty(t, rec.Registrations(), "a bad config must register nothing")
+		})
+	}
+}
+
+func TestMissingAppSecretNamesTheCommand(t *testing.T) {
+	r := raw(t, baseConfig())
+	delete(r, "milner:vaultToken")
+	rec, err := mockrun.Run(stacks.Program, "t", r)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "milner:vaultToken: secret is not set")
+	assert.Contains(t, err.Error(), "pulumi config set --secret milner:vaultToken <value>")
+	assert.Empty(t, rec.Registrations())
+}
+
+func TestEveryProblemIsReportedAtOnce(t *testing.T) {
+	c := baseConfig()
+	at(c, "nodes", 0)["memoryMiB"] = 512
+	at(c, "nodes", 1)["address"] = "10.9.0.11"
+	at(c, "apps", 0, "chart")["version"] = "latest"
+	at(c, "network")["mode"] = "bridge"
+	_, err := stacks.Load(mapSource(raw(t, c)))
+	var cerr *stacks.ConfigError
+	require.ErrorAs(t, err, &cerr)
+	assert.Len(t, cerr.Problems, 4, strings.Join(cerr.Problems, "\n"))
+}
+
+func TestEvenControlPlaneCountWarns(t *testing.T) {
+	c := baseConfig()
+	at(c, "nodes", 3)["role"] = "controlplane"
+	cfg, err := stacks.Load(mapSource(raw(t, c)))
+	require.NoError(t, err, "an even control-plane count is a warning, not an error")
+	require.Len(t, cfg.Warnings, 1)
+	assert.Contains(t, cfg.Warnings[0], "milner:nodes: 4 control planes")
+}
+
+func TestStoppedAppsLayerNeedsNoAppSecret(t *testing.T) {
+	r := raw(t, baseConfig())
+	delete(r, "milner:vaultToken")
+	r["milner:stopAfter"] = "talos"
+	_, err := stacks.Load(mapSource(r))
+	assert.NoError(t, err)
+}

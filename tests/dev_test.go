@@ -1,0 +1,418 @@
+// Package tests runs each committed Pulumi.<stack>.yaml through
+// stacks.Program under a recording mock and asserts the contracts the seeds
+// set: what is protected, what may be replaced, how Talos applies, which
+// outputs are secret, and that a version bump moves nothing at the substrate.
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/components/talosnode"
+	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/stacks"
+)
+
+// Type tokens the tests refer to.
+const (
+	tPool        = "libvirt:index/pool:Pool"
+	tNetwork     = "libvirt:index/network:Network"
+	tVolume      = "libvirt:index/volume:Volume"
+	tDomain      = "libvirt:index/domain:Domain"
+	tApply       = "talos:machine/configurationApply:ConfigurationApply"
+	tBootstrap   = "talos:machine/bootstrap:Bootstrap"
+	tSecrets     = "talos:machine/secrets:Secrets"
+	tKubeconfig  = "talos:cluster/kubeconfig:Kubeconfig"
+	tRelease     = "kubernetes:helm.sh/v3:Release"
+	tK8sProvider = "pulumi:providers:kubernetes"
+	tLvProvider  = "pulumi:providers:libvirt"
+)
+
+// devSecrets are the secret keys the dev stack needs, with test values.
+var devSecrets = map[string]string{"milner:woodpeckerAgentSecret": "test-agent-secret"}
+
+// stackConfig reads a committed stack file plus the given secrets.
+func stackConfig(t testing.TB, stack string, secrets map[string]string) map[string]string {
+	t.Helper()
+	cfg, err := mockrun.ReadStackConfig("../Pulumi." + stack + ".yaml")
+	require.NoError(t, err)
+	maps.Copy(cfg, secrets)
+	return cfg
+}
+
+// runStack runs the program on cfg and fails the test on error.
+func runStack(t testing.TB, stack string, cfg map[string]string) *mockrun.Recorder {
+	t.Helper()
+	rec, err := mockrun.Run(stacks.Program, stack, cfg, slices.Collect(maps.Keys(devSecrets))...)
+	require.NoError(t, err)
+	return rec
+}
+
+// patchKey rewrites one object-valued key of cfg through edit.
+func patchKey(t testing.TB, cfg map[string]string, key string, edit func(v any) any) map[string]string {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(cfg[key]), &v))
+	b, err := json.Marshal(edit(v))
+	require.NoError(t, err)
+	out := maps.Clone(cfg)
+	out[key] = string(b)
+	return out
+}
+
+// names returns the logical names of regs.
+func names(regs []mockrun.Registration) []string {
+	var out []string
+	for _, r := range regs {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+func TestDevCountsPerType(t *testing.T) {
+	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
+	assert.Equal(t, map[string]int{
+		substrate.LibvirtType: 1,
+		tLvProvider:           1,
+		tPool:                 1,
+		tNetwork:              1,
+		tVolume:               7, // boot media + (os, data) x 3
+		tDomain:               3,
+		tSecrets:              1,
+		talosnode.Type:        3,
+		tApply:                3,
+		tBootstrap:            1,
+		tKubeconfig:           1,
+		tK8sProvider:          1,
+		helmapp.Type:          2,
+		tRelease:              2,
+	}, rec.Counts())
+}
+
+func TestDevLogicalNames(t *testing.T) {
+	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
+	for token, want := range map[string][]string{
+		tVolume: {
+			"milner-dev-boot",
+			"milner-dev-cp-1-data", "milner-dev-cp-1-os",
+			"milner-dev-cp-2-data", "milner-dev-cp-2-os",
+			"milner-dev-cp-3-data", "milner-dev-cp-3-os",
+		},
+		tDomain:        {"milner-dev-cp-1", "milner-dev-cp-2", "milner-dev-cp-3"},
+		tPool:          {"milner-dev-pool"},
+		tNetwork:       {"milner-dev-net"},
+		tSecrets:       {"milner-dev-secrets"},
+		talosnode.Type: {"cp-1", "cp-2", "cp-3"},
+		tApply:         {"cp-1-apply", "cp-2-apply", "cp-3-apply"},
+		tBootstrap:     {"cp-1-bootstrap"},
+		tKubeconfig:    {"milner-dev-kubeconfig"},
+		helmapp.Type:   {"vault", "woodpecker"},
+		tRelease:       {"vault-release", "woodpecker-release"},
+	} {
+		assert.Equal(t, want, names(rec.ByType(token)), token)
+	}
+}
+
+// TestTypeTokensArePinned pins the component type tokens: each is part of
+// every child's URN, so changing one orphans that layer in state.
+func TestTypeTokensArePinned(t *testing.T) {
+	assert.Equal(t, "milner:components:LibvirtSubstrate", substrate.LibvirtType)
+	assert.Equal(t, "milner:components:TalosNode", talosnode.Type)
+	assert.Equal(t, "milner:components:HelmApp", helmapp.Type)
+}
+
+func TestDevSubstrateProtectAndReplacePolicy(t *testing.T) {
+	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
+	for _, r := range rec.Registrations() {
+		switch r.Type {
+		case tPool, tNetwork, tVolume:
+			assert.True(t, r.Options.Protect, "%s %s must be protected", r.Type, r.Name)
+		}
+		if r.Type == tDomain {
+			assert.Equal(t, []string{"*"}, r.Options.ReplaceOnChanges, r.Name)
+			assert.True(t, r.Options.DeleteBeforeReplace, r.Name)
+			assert.False(t, r.Options.Protect, "the domain is the disposable resource: %s", r.Name)
+		} else {
+			assert.Empty(t, r.Options.ReplaceOnChanges, "only domains may carry replaceOnChanges: %s %s", r.Type, r.Name)
+			assert.False(t, r.Options.DeleteBeforeReplace, "only domains may delete before replace: %s %s", r.Type, r.Name)
+		}
+	}
+}
+
+func TestDevDisksAreSeparateFromDomains(t *testing.T) {
+	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
+	for _, d := range rec.ByType(tDomain) {
+		disks := d.Inputs["disks"].ArrayValue()
+		require.Len(t, disks, 2, d.Name)
+		for i, suffix := range []string{"-os", "-data"} {
+			assert.Equal(t, d.Name+suffix+"-id", disks[i].ObjectValue()["volumeId"].StringValue(), "%s disk %d", d.Name, i)
+		}
+		assert.Equal(t, d.Name, d.Inputs["name"].StringValue(), "domain names are explicit and stable")
+	}
+}
+
+func TestDevParents(t *testing.T) {
+	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
+	parentType := func(r mockrun.Registration) string {
+		// urn:pulumi:<stack>::<project>::<type chain>::<name>
+		parts := strings.Split(r.Parent, "::")
+		require.GreaterOrEqual(t, len(parts), 4, "%s %s has parent %q", r.Type, r.Name, r.Parent)
+		chain := strings.Split(parts[2], "$")
+		return chain[len(chain)-1]
+	}
+	for token, want := range map[string]string{
+		tLvProvider: substrate.LibvirtType, tPool: substrate.LibvirtType, tNetwork: substrate.LibvirtType,
+		tVolume: substrate.LibvirtType, tDomain: substrate.LibvirtType,
+		tApply: talosnode.Type, tBootstrap: talosnode.Type, tRelease: helmapp.Type,
+	} {
+		for _, r := range rec.ByType(token) {
+			assert.Equal(t, want, parentType(r), "%s %s", r.Type, r.Name)
+		}
+	}
+	for _, r := range rec.ByType(tDomain) {
+		chain := strings.Split(strings.Split(r.Provider, "::")[2], "$")
+		assert.Equal(t, tLvProvider, chain[len(chain)-1], "domain %s uses the explicit provider", r.Name)
+	}
+	for _, r := range rec.ByType(tRelease) {
+		assert.Contains(t, r.Provider, "::milner-dev-k8s::", "release %s uses the cluster's explicit provider", r.Name)
+	}
+}
+
+func TestDevTalosApplyPolicy(t *testing.T) {
+	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
+	applies := rec.ByType(tApply)
+	require.Len(t, applies, 3)
+	for _, a := range applies {
+		assert.Equal(t, "staged_if_needing_reboot", a.Inputs["applyMode"].StringValue(), a.Name)
+		onDestroy := a.Inputs["onDestroy"].ObjectValue()
+		assert.False(t, onDestroy["reset"].BoolValue(), "%s must never reset the node", a.Name)
+		assert.False(t, onDestroy["reboot"].BoolValue(), a.Name)
+		// The machine config is secret material.
+		assert.True(t, a.Inputs["machineConfigurationInput"].ContainsSecrets(), a.Name)
+	}
+	boots := rec.ByType(tBootstrap)
+	require.Len(t, boots, 1, "exactly one bootstrap")
+	assert.True(t, strings.HasSuffix(boots[0].Parent, "::cp-1"), "bootstrap on the first control plane, got parent %s", boots[0].Parent)
+	assert.Equal(t, "10.73.0.11", boots[0].Inputs["node"].StringValue())
+}
+
+func TestDevTalosPatch(t *testing.T) {
+	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
+	a, ok := rec.ByName(tApply, "cp-2-apply")
+	require.True(t, ok)
+	patches := a.Inputs["configPatches"].ArrayValue()
+	require.Len(t, patches, 1)
+	var patch struct {
+		Machine struct {
+			Network struct {
+				Hostname   string `json:"hostname"`
+				Interfaces []struct {
+					DeviceSelector map[string]string `json:"deviceSelector"`
+					Addresses      []string          `json:"addresses"`
+					VIP            map[string]string `json:"vip"`
+				} `json:"interfaces"`
+			} `json:"network"`
+			Install map[string]string `json:"install"`
+			Disks   []struct {
+				Device string `json:"device"`
+			} `json:"disks"`
+		} `json:"machine"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(patches[0].StringValue()), &patch))
+	m := patch.Machine
+	assert.Equal(t, "cp-2", m.Network.Hostname)
+	require.Len(t, m.Network.Interfaces, 1)
+	assert.Equal(t, "52:54:00:73:00:12", m.Network.Interfaces[0].DeviceSelector["hardwareAddr"])
+	assert.Equal(t, []string{"10.73.0.12/24"}, m.Network.Interfaces[0].Addresses)
+	assert.Equal(t, "10.73.0.240", m.Network.Interfaces[0].VIP["ip"])
+	assert.Equal(t, "/dev/vda", m.Install["disk"])
+	assert.Equal(t, "ghcr.io/siderolabs/installer:v1.9.5", m.Install["image"])
+	require.Len(t, m.Disks, 1)
+	assert.Equal(t, "/dev/vdb", m.Disks[0].Device)
+}
+
+// awaitSecret awaits an output in the test goroutine and reports its value and secretness.
+func awaitSecret(t *testing.T, o pulumi.Output) (any, bool) {
+	t.Helper()
+	res, err := internals.UnsafeAwaitOutput(context.Background(), o)
+	require.NoError(t, err)
+	require.True(t, res.Known)
+	return res.Value, res.Secret
+}
+
+func TestDevSecretsAreSecret(t *testing.T) {
+	var cluster *stacks.Cluster
+	rec, err := mockrun.Run(func(ctx *pulumi.Context) error {
+		cfg, err := stacks.Load(ctx)
+		if err != nil {
+			return err
+		}
+		cluster, err = stacks.Deploy(ctx, cfg)
+		return err
+	}, "dev", stackConfig(t, "dev", devSecrets), "milner:woodpeckerAgentSecret")
+	require.NoError(t, err)
+	require.NotNil(t, cluster.Talos)
+
+	kc, secret := awaitSecret(t, cluster.Talos.Kubeconfig)
+	assert.True(t, secret, "kubeconfig must be secret")
+	assert.Contains(t, kc, "kind: Config")
+	_, secret = awaitSecret(t, cluster.Talos.Talosconfig)
+	assert.True(t, secret, "talosconfig must be secret")
+	_, secret = awaitSecret(t, cluster.Talos.HealthyKubeconfig)
+	assert.True(t, secret, "the gated kubeconfig must stay secret")
+
+	s, ok := rec.ByName(tSecrets, "milner-dev-secrets")
+	require.True(t, ok)
+	assert.True(t, s.Options.Protect, "the cluster secrets are created once and protected")
+	assert.ElementsMatch(t, []string{"machineSecrets", "clientConfiguration"}, s.Options.AdditionalSecretOutputs)
+
+	// The Woodpecker agent secret reaches the release only as a secret.
+	w, ok := rec.ByName(tRelease, "woodpecker-release")
+	require.True(t, ok)
+	agent := w.Inputs["values"].ObjectValue()["agent"].ObjectValue()["env"].ObjectValue()["WOODPECKER_AGENT_SECRET"]
+	assert.True(t, agent.IsSecret(), "agent secret must be a secret input")
+	assert.Equal(t, "test-agent-secret", agent.SecretValue().Element.StringValue())
+}
+
+func TestDevHealthGateOrdersApps(t *testing.T) {
+	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
+	health := rec.InvokesOf("talos:cluster/getHealth:getHealth")
+	require.Len(t, health, 1, "one health check between the Talos layer and the apps")
+	var cps []string
+	for _, v := range health[0].Args["controlPlaneNodes"].ArrayValue() {
+		cps = append(cps, v.StringValue())
+	}
+	assert.Equal(t, []string{"10.73.0.11", "10.73.0.12", "10.73.0.13"}, cps)
+}
+
+func TestDevHelmReleases(t *testing.T) {
+	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
+	for name, want := range map[string]struct {
+		chart, version, ns string
+		retain             bool
+	}{
+		"vault-release":      {"vault", "0.29.1", "vault", true},
+		"woodpecker-release": {"oci://ghcr.io/woodpecker-ci/helm/woodpecker", "3.2.0", "woodpecker", false},
+	} {
+		r, ok := rec.ByName(tRelease, name)
+		require.True(t, ok, name)
+		assert.Equal(t, strings.TrimSuffix(name, "-release"), r.Inputs["name"].StringValue(), "fixed release name")
+		assert.Equal(t, want.chart, r.Inputs["chart"].StringValue())
+		assert.Equal(t, want.version, r.Inputs["version"].StringValue())
+		assert.Equal(t, want.ns, r.Inputs["namespace"].StringValue())
+		assert.True(t, r.Inputs["atomic"].BoolValue(), "upgrades roll back on failure")
+		assert.Equal(t, want.retain, r.Options.RetainOnDelete, name)
+		assert.False(t, r.Options.Protect, name)
+	}
+	k8s := rec.ByType(tK8sProvider)
+	require.Len(t, k8s, 1)
+	assert.Equal(t, "milner-dev", k8s[0].Inputs["clusterIdentifier"].StringValue(), "a rotated kubeconfig must not replace the releases")
+}
+
+// substrateInputs returns, by name, the inputs of every pool, network,
+// volume and domain that the engine diffs: inputs a resource lists in
+// ignoreChanges never plan an update or a replace.
+func substrateInputs(rec *mockrun.Recorder) map[string]resource.PropertyMap {
+	out := map[string]resource.PropertyMap{}
+	for _, token := range []string{tPool, tNetwork, tVolume, tDomain} {
+		for _, r := range rec.ByType(token) {
+			in := r.Inputs.Copy()
+			for _, ignored := range r.Options.IgnoreChanges {
+				delete(in, resource.PropertyKey(ignored))
+			}
+			out[token+"::"+r.Name] = in
+		}
+	}
+	return out
+}
+
+func TestTalosVersionBumpTouchesNoSubstrate(t *testing.T) {
+	base := stackConfig(t, "dev", devSecrets)
+	bumped := patchKey(t, base, "milner:cluster", func(v any) any {
+		v.(map[string]any)["talosVersion"] = "v1.9.6"
+		return v
+	})
+	before, after := runStack(t, "dev", base), runStack(t, "dev", bumped)
+
+	assert.Equal(t, substrateInputs(before), substrateInputs(after), "a Talos version bump must not change any volume, domain, pool or network input")
+	// The boot media's source follows the version but only seeds new disks.
+	boot, ok := after.ByName(tVolume, "milner-dev-boot")
+	require.True(t, ok)
+	assert.Equal(t, []string{"source"}, boot.Options.IgnoreChanges)
+	for _, token := range []string{tSecrets} {
+		b, a := before.ByType(token), after.ByType(token)
+		require.Len(t, a, 1)
+		assert.Contains(t, a[0].Options.IgnoreChanges, "talosVersion", "the secrets bundle ignores the version it was created with")
+		assert.NotEqual(t, b[0].Inputs["talosVersion"], a[0].Inputs["talosVersion"])
+	}
+	// The bump does reach the Talos layer, as an in-place config delta.
+	b, _ := before.ByName(tApply, "cp-1-apply")
+	a, _ := after.ByName(tApply, "cp-1-apply")
+	assert.NotEqual(t, b.Inputs["configPatches"], a.Inputs["configPatches"], "the installer image follows the version")
+}
+
+func TestLayerStop(t *testing.T) {
+	for _, tc := range []struct {
+		stop      string
+		forbidden []string
+		want      []string
+	}{
+		{"substrate", []string{"talos:", "kubernetes:", talosnode.Type, helmapp.Type, tK8sProvider}, []string{tDomain}},
+		{"talos", []string{"kubernetes:", helmapp.Type, tK8sProvider}, []string{tDomain, tApply, tBootstrap}},
+	} {
+		t.Run(tc.stop, func(t *testing.T) {
+			cfg := stackConfig(t, "dev", nil) // no app secrets: a stopped apps layer needs none
+			cfg["milner:stopAfter"] = tc.stop
+			rec := runStack(t, "dev", cfg)
+			for _, r := range rec.Registrations() {
+				for _, f := range tc.forbidden {
+					assert.False(t, strings.HasPrefix(r.Type, f), "stopAfter %s registered %s %s", tc.stop, r.Type, r.Name)
+				}
+			}
+			for _, w := range tc.want {
+				assert.NotEmpty(t, rec.ByType(w), w)
+			}
+			if tc.stop == "substrate" {
+				assert.Empty(t, rec.Invokes(), "no Talos invoke before the Talos layer")
+			}
+		})
+	}
+}
+
+func TestMissingSecretIsAClearErrorAndRegistersNothing(t *testing.T) {
+	rec, err := mockrun.Run(stacks.Program, "dev", stackConfig(t, "dev", nil))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "milner:woodpeckerAgentSecret")
+	assert.Contains(t, err.Error(), "pulumi config set --secret milner:woodpeckerAgentSecret")
+	assert.Empty(t, rec.Registrations())
+}
+
+func TestAdoptedDomainIsImported(t *testing.T) {
+	const uuid = "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69"
+	cfg := patchKey(t, stackConfig(t, "dev", devSecrets), "milner:nodes", func(v any) any {
+		v.([]any)[1].(map[string]any)["adoptId"] = uuid
+		return v
+	})
+	rec := runStack(t, "dev", cfg)
+	for _, d := range rec.ByType(tDomain) {
+		if d.Name == "milner-dev-cp-2" {
+			assert.Equal(t, uuid, d.Options.ImportID)
+			assert.ElementsMatch(t, substrate.LibvirtDomainIgnoredOnAdopt, d.Options.IgnoreChanges)
+			continue
+		}
+		assert.Empty(t, d.Options.ImportID, d.Name)
+		assert.Empty(t, d.Options.IgnoreChanges, d.Name)
+	}
+}
