@@ -6,7 +6,10 @@ set -euo pipefail
 
 uri=qemu:///system
 log=/var/log/libvirt/libvirtd.log
-pkgs=(libvirt-daemon-system qemu-system-x86 qemu-utils dnsmasq-base)
+# xsltproc: terraform-provider-libvirt runs it for a network's xml.xslt,
+# which the program sets (the DHCP range). qemu-utils gives qemu-img and
+# qemu-io (the integration tests write and read markers in volumes).
+pkgs=(libvirt-daemon-system qemu-system-x86 qemu-utils dnsmasq-base xsltproc)
 
 # 1. Packages (a fresh machine has none of them; apt-get update only then).
 missing=()

@@ -2,10 +2,11 @@
 # Builds the pinned tools Milner needs into <repo>/.tools/bin:
 #   pulumi                    - the Pulumi CLI, pinned by tools/pulumi/go.mod
 #   pulumi-resource-libvirt   - the bridged libvirt provider, pinned by tools/libvirt-provider/go.mod
+#   golangci-lint             - the linter CI runs, pinned by tools/lint/go.mod
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt]...   (default: both)
+# Usage: scripts/tools.sh [pulumi|libvirt|lint]...   (default: pulumi libvirt)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,6 +51,8 @@ for t in "${targets[@]}"; do
         "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$pulumi_ver" ;;
     libvirt)
       build pulumi-resource-libvirt "$root/tools/libvirt-provider" . "" ;;
-    *) echo "tools: unknown tool '$t' (want pulumi or libvirt)" >&2; exit 2 ;;
+    lint)
+      build golangci-lint "$root/tools/lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "" ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt or lint)" >&2; exit 2 ;;
   esac
 done

@@ -19,6 +19,17 @@ const LibvirtType = "milner:components:LibvirtSubstrate"
 // import), so adopted domains ignore exactly these; 0.9.6+ reads them.
 var LibvirtDomainIgnoredOnAdopt = []string{"type", "fwCfgName", "coreosIgnition", "qemuAgent"}
 
+// LibvirtDomainNeverReadBack lists the domain inputs that
+// terraform-provider-libvirt 0.8.x reads back empty on every domain (the NIC's
+// addresses and hostname come from DHCP leases, which a node with a static
+// Talos address never takes). Without ignoring them, every preview after an
+// up would plan a replace of every domain. They still set the network's DHCP
+// reservation and DNS entry when the domain is created; a changed address
+// reaches a running node through its Talos config, not a domain replace.
+// The paths name the one NIC by index: the bridged provider matches ignored
+// paths exactly, without wildcards.
+var LibvirtDomainNeverReadBack = []string{"networkInterfaces[0].addresses", "networkInterfaces[0].hostname"}
+
 // LibvirtNetworkMode is how the cluster network reaches the outside.
 type LibvirtNetworkMode string
 
@@ -185,6 +196,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 	domainOpts := append(child,
 		pulumi.ReplaceOnChanges([]string{"*"}),
 		pulumi.DeleteBeforeReplace(true),
+		pulumi.IgnoreChanges(LibvirtDomainNeverReadBack),
 	)
 	if spec.AdoptID != "" {
 		domainOpts = append(domainOpts,
