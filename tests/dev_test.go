@@ -409,10 +409,37 @@ func TestAdoptedDomainIsImported(t *testing.T) {
 	for _, d := range rec.ByType(tDomain) {
 		if d.Name == "milner-dev-cp-2" {
 			assert.Equal(t, uuid, d.Options.ImportID)
-			assert.ElementsMatch(t, substrate.LibvirtDomainIgnoredOnAdopt, d.Options.IgnoreChanges)
+			assert.ElementsMatch(t, append(slices.Clone(substrate.LibvirtDomainNeverReadBack), substrate.LibvirtDomainIgnoredOnAdopt...), d.Options.IgnoreChanges)
 			continue
 		}
 		assert.Empty(t, d.Options.ImportID, d.Name)
-		assert.Empty(t, d.Options.IgnoreChanges, d.Name)
+		assert.ElementsMatch(t, substrate.LibvirtDomainNeverReadBack, d.Options.IgnoreChanges, d.Name)
 	}
+}
+
+func TestDevNetwork(t *testing.T) {
+	cfg := stackConfig(t, "dev", devSecrets)
+	rec := runStack(t, "dev", cfg)
+	nets := rec.ByType(tNetwork)
+	require.Len(t, nets, 1)
+	n := nets[0].Inputs
+	assert.Equal(t, "nat", n["mode"].StringValue())
+	assert.False(t, n["dns"].ObjectValue()["localOnly"].BoolValue(), "a NAT network forwards DNS upstream")
+	xslt := n["xml"].ObjectValue()["xslt"].StringValue()
+	assert.Contains(t, xslt, `<xsl:attribute name="start">10.73.0.100</xsl:attribute>`)
+	assert.Contains(t, xslt, `<xsl:attribute name="end">10.73.0.199</xsl:attribute>`)
+
+	// Without a dhcpRange, libvirt's own range stands and no XSLT is set;
+	// an isolated network keeps DNS to itself.
+	isolated := patchKey(t, cfg, "milner:network", func(v any) any {
+		m := v.(map[string]any)
+		delete(m, "dhcpRange")
+		m["mode"] = "isolated"
+		return m
+	})
+	n = runStack(t, "dev", isolated).ByType(tNetwork)[0].Inputs
+	assert.Equal(t, "none", n["mode"].StringValue(), "isolated is libvirt's mode none: no forward")
+	assert.True(t, n["dns"].ObjectValue()["localOnly"].BoolValue())
+	_, hasXML := n["xml"]
+	assert.False(t, hasXML)
 }

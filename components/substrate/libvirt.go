@@ -66,7 +66,8 @@ type LibvirtArgs struct {
 	NetworkMode LibvirtNetworkMode
 	// CIDR is the node network; libvirt takes its first host address.
 	CIDR netip.Prefix
-	// DHCPStart and DHCPEnd bound the addresses handed to MACs without a reservation.
+	// DHCPStart and DHCPEnd bound the addresses handed to MACs without a
+	// reservation; when unset, libvirt serves the whole network (.2 up).
 	DHCPStart, DHCPEnd netip.Addr
 	// Nodes are the nodes to create, in config order.
 	Nodes []NodeSpec
@@ -117,17 +118,20 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: pool: %w", name, err)
 	}
-	network, err := libvirt.NewNetwork(ctx, name+"-net", &libvirt.NetworkArgs{
+	netArgs := &libvirt.NetworkArgs{
 		Name:      pulumi.String(name),
 		Mode:      pulumi.String(args.NetworkMode.providerMode()),
 		Addresses: pulumi.StringArray{pulumi.String(args.CIDR.String())},
 		Autostart: pulumi.Bool(true),
 		Dhcp:      &libvirt.NetworkDhcpArgs{Enabled: pulumi.Bool(true)},
-		Dns:       &libvirt.NetworkDnsArgs{Enabled: pulumi.Bool(true), LocalOnly: pulumi.Bool(true)},
-		Xml: &libvirt.NetworkXmlArgs{
-			Xslt: pulumi.String(dhcpRangeXSLT(args.DHCPStart, args.DHCPEnd)),
-		},
-	}, append(child, pulumi.Protect(true))...)
+		// An isolated network answers only its own names; a NAT network
+		// forwards the rest upstream so nodes can pull images.
+		Dns: &libvirt.NetworkDnsArgs{Enabled: pulumi.Bool(true), LocalOnly: pulumi.Bool(args.NetworkMode == NetworkIsolated)},
+	}
+	if args.DHCPStart.IsValid() && args.DHCPEnd.IsValid() {
+		netArgs.Xml = &libvirt.NetworkXmlArgs{Xslt: pulumi.String(dhcpRangeXSLT(args.DHCPStart, args.DHCPEnd))}
+	}
+	network, err := libvirt.NewNetwork(ctx, name+"-net", netArgs, append(child, pulumi.Protect(true))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: network: %w", name, err)
 	}
