@@ -84,7 +84,8 @@ type LibvirtConfig struct {
 	BootImage string `json:"bootImage,omitempty"`
 }
 
-// ProxmoxConfig is milner:substrate.proxmox.
+// ProxmoxConfig is milner:substrate.proxmox. The API token is not here: it
+// is the secret key milner:proxmoxApiToken (see ProxmoxTokenKey).
 type ProxmoxConfig struct {
 	// Endpoint is the Proxmox VE API URL, e.g. https://pve.lan:8006/.
 	Endpoint string `json:"endpoint"`
@@ -92,19 +93,24 @@ type ProxmoxConfig struct {
 	Insecure bool `json:"insecure,omitempty"`
 	// NodeName is the Proxmox node the VMs run on.
 	NodeName string `json:"nodeName"`
-	// OSDatastore holds the node VMs' OS disks.
+	// OSDatastore holds the node VMs' OS disks and cloud-init drives.
 	OSDatastore string `json:"osDatastore"`
-	// DataDatastore holds the persistent data disks.
+	// DataDatastore holds the persistent data disks (owned by the holder VMs).
 	DataDatastore string `json:"dataDatastore"`
-	// ImageDatastore holds the Talos boot images (content type iso/import).
+	// ImageDatastore holds the Talos boot images; it must allow content type "import".
 	ImageDatastore string `json:"imageDatastore"`
 	// Bridge is the Linux bridge the node NICs attach to.
 	Bridge string `json:"bridge"`
-	// DiskInterface is the bus of both disks: virtio, scsi or sata.
-	DiskInterface string `json:"diskInterface,omitempty"`
-	// ImageURL is the Talos image to download; defaults to the image factory's nocloud image of talosVersion.
+	// DiskInterface is the bus of both disks of a node VM: virtio (default), scsi or sata.
+	DiskInterface substrate.DiskInterface `json:"diskInterface,omitempty"`
+	// ImageURL is the uncompressed Talos nocloud disk image to download;
+	// defaults to the image factory's nocloud qcow2 of talosVersion.
 	ImageURL string `json:"imageUrl,omitempty"`
 }
+
+// ProxmoxTokenKey is the secret config key holding the Proxmox VE API token
+// (user@realm!tokenid=secret), read only when the substrate kind is proxmox.
+const ProxmoxTokenKey = "proxmoxApiToken"
 
 // NetworkConfig is milner:network.
 type NetworkConfig struct {
@@ -237,6 +243,7 @@ func (l Layer) Includes(x Layer) bool { return x.rank() <= l.rank() }
 // without running the program.
 type ConfigSource interface {
 	GetConfig(key string) (string, bool)
+	IsConfigSecret(key string) bool
 }
 
 var _ ConfigSource = (*pulumi.Context)(nil)
@@ -265,17 +272,31 @@ func Load(src ConfigSource) (*Config, error) {
 			break
 		}
 		for _, k := range sortedKeys(app.SecretValues) {
-			secret := app.SecretValues[k]
-			if _, ok := src.GetConfig(key(secret)); !ok {
-				p.addf(fmt.Sprintf("%s:%s", Namespace, secret), "secret is not set (needed by app %q); run `pulumi config set --secret %s:%s <value>`", app.Name, Namespace, secret)
-			}
+			checkSecret(src, app.SecretValues[k], fmt.Sprintf("app %q", app.Name), &p)
 		}
+	}
+	if cfg.Substrate.Kind == substrate.KindProxmox {
+		checkProxmoxToken(src, &p)
 	}
 	cfg.Warnings = p.warns
 	if len(p.errs) > 0 {
 		return nil, p.err()
 	}
 	return &cfg, nil
+}
+
+// checkSecret reports a secret key that is missing, empty (Pulumi.yaml
+// declares secret keys with an empty default, so stacks that do not need
+// them need not set them) or stored in plain text.
+func checkSecret(src ConfigSource, k, neededBy string, p *problems) {
+	full := key(k)
+	howto := fmt.Sprintf("run `pulumi config set --secret %s <value>`", full)
+	switch v, ok := src.GetConfig(full); {
+	case !ok || v == "":
+		p.addf(full, "secret is not set (needed by %s); %s", neededBy, howto)
+	case !src.IsConfigSecret(full):
+		p.addf(full, "is stored in plain text; %s", howto)
+	}
 }
 
 // key returns the full config key of a milner: key.
@@ -369,10 +390,12 @@ func (c *Config) applyDefaults() {
 	}
 	if px := c.Substrate.Proxmox; px != nil {
 		if px.DiskInterface == "" {
-			px.DiskInterface = "virtio"
+			px.DiskInterface = substrate.DiskVirtio
 		}
 		if px.ImageURL == "" {
-			px.ImageURL = fmt.Sprintf("https://factory.talos.dev/image/%s/%s/nocloud-amd64.raw.gz", DefaultSchematic, c.Cluster.TalosVersion)
+			// qcow2, not raw.gz: PVE's "import" content (API import, no SSH)
+			// takes uncompressed images only.
+			px.ImageURL = fmt.Sprintf("https://factory.talos.dev/image/%s/%s/nocloud-amd64.qcow2", DefaultSchematic, c.Cluster.TalosVersion)
 		}
 	}
 	if c.Network.Mode == "" {

@@ -21,7 +21,7 @@ func baseConfig() obj {
 		return obj{"name": name, "role": role, "address": addr, "mac": mac}
 	}
 	return obj{
-		"cluster": obj{"name": "t", "talosVersion": "v1.9.5", "kubernetesVersion": "v1.32.3", "vip": "10.9.0.240"},
+		"cluster":   obj{"name": "t", "talosVersion": "v1.9.5", "kubernetesVersion": "v1.32.3", "vip": "10.9.0.240"},
 		"substrate": obj{"kind": "libvirt", "libvirt": obj{"domainType": "qemu"}},
 		"network": obj{
 			"mode": "isolated", "cidr": "10.9.0.0/24",
@@ -43,7 +43,7 @@ func baseConfig() obj {
 }
 
 // raw turns a config object into the raw values the engine passes a program.
-func raw(t *testing.T, c obj) map[string]string {
+func raw(t testing.TB, c obj) map[string]string {
 	t.Helper()
 	out := map[string]string{"milner:vaultToken": "t0k3n"}
 	for k, v := range c {
@@ -99,6 +99,9 @@ type mapSource map[string]string
 
 func (m mapSource) GetConfig(k string) (string, bool) { v, ok := m[k]; return v, ok }
 
+// IsConfigSecret treats every key ending in "Token" as secret, as the tests set them.
+func (m mapSource) IsConfigSecret(k string) bool { return strings.HasSuffix(k, "Token") }
+
 func TestBadConfigs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -106,7 +109,7 @@ func TestBadConfigs(t *testing.T) {
 		want string // the config path and the gist of the message
 	}{
 		{"missing cluster", func(c obj) { delete(c, "cluster") }, "milner:cluster: is required"},
-		{"unknown top-level field", func(c obj) { at(c, "cluster")["nmae"] = "x" }, `milner:cluster: unknown key "nmae"`},
+		{"unknown cluster key", func(c obj) { at(c, "cluster")["clusterName"] = "x" }, `milner:cluster: unknown key "clusterName"`},
 		{"unknown node field", func(c obj) { at(c, "nodes", 2)["memroyMiB"] = 4096 }, `milner:nodes[2]: unknown key "memroyMiB"`},
 		{"wrong node field type", func(c obj) { at(c, "nodes", 1)["vcpu"] = "four" }, "milner:nodes[1]: vcpu: want int, got string"},
 		{"bad cluster name", func(c obj) { at(c, "cluster")["name"] = "My_Cluster" }, "milner:cluster.name:"},
@@ -147,7 +150,10 @@ func TestBadConfigs(t *testing.T) {
 		{"address in dhcp range", func(c obj) { at(c, "nodes", 3)["address"] = "10.9.0.120" }, "milner:nodes[3].address: 10.9.0.120 is inside the DHCP range"},
 		{"address in vip range", func(c obj) { at(c, "nodes", 3)["address"] = "10.9.0.242" }, "milner:nodes[3].address: 10.9.0.242 is inside the vipRange"},
 		{"duplicate mac", func(c obj) { at(c, "nodes", 1)["mac"] = "52:54:00:09:00:11" }, "milner:nodes[1].mac: 52:54:00:09:00:11 is also the MAC of nodes[0]"},
-		{"duplicate mac other case", func(c obj) { at(c, "nodes", 1)["mac"] = "52:54:00:09:00:1A"; at(c, "nodes", 2)["mac"] = "52:54:00:09:00:1a" }, "milner:nodes[2].mac: 52:54:00:09:00:1a is also the MAC of nodes[1]"},
+		{"duplicate mac other case", func(c obj) {
+			at(c, "nodes", 1)["mac"] = "52:54:00:09:00:1A"
+			at(c, "nodes", 2)["mac"] = "52:54:00:09:00:1a"
+		}, "milner:nodes[2].mac: 52:54:00:09:00:1a is also the MAC of nodes[1]"},
 		{"bad mac", func(c obj) { at(c, "nodes", 0)["mac"] = "52:54:00:09:00" }, "milner:nodes[0].mac:"},
 		{"multicast mac", func(c obj) { at(c, "nodes", 0)["mac"] = "01:00:5e:00:00:01" }, "milner:nodes[0].mac: 01:00:5e:00:00:01 is a multicast address"},
 		{"memory below talos minimum", func(c obj) { at(c, "nodes", 2)["memoryMiB"] = 512 }, "milner:nodes[2].memoryMiB: 512 is below the Talos minimum of 2048"},
@@ -187,6 +193,21 @@ func TestMissingAppSecretNamesTheCommand(t *testing.T) {
 	assert.Contains(t, err.Error(), "milner:vaultToken: secret is not set")
 	assert.Contains(t, err.Error(), "pulumi config set --secret milner:vaultToken <value>")
 	assert.Empty(t, rec.Registrations())
+}
+
+func TestPlainTextSecretIsRefused(t *testing.T) {
+	rec, err := mockrun.Run(stacks.Program, "t", raw(t, baseConfig())) // vaultToken set, but not as a secret
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "milner:vaultToken: is stored in plain text; run `pulumi config set --secret milner:vaultToken <value>`")
+	assert.Empty(t, rec.Registrations())
+}
+
+func TestEmptySecretIsMissing(t *testing.T) {
+	r := raw(t, baseConfig())
+	r["milner:vaultToken"] = ""
+	_, err := stacks.Load(mapSource(r))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "milner:vaultToken: secret is not set")
 }
 
 func TestEveryProblemIsReportedAtOnce(t *testing.T) {

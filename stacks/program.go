@@ -15,6 +15,7 @@ import (
 	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
 	"github.com/milner/milner/components/helmapp"
@@ -111,7 +112,25 @@ func newSubstrate(ctx *pulumi.Context, cfg *Config) (substrate.Substrate, error)
 		}
 		return substrate.NewLibvirt(ctx, name, args)
 	case substrate.KindProxmox:
-		return nil, fmt.Errorf("substrate %q: kind proxmox is not implemented yet", name)
+		px := cfg.Substrate.Proxmox
+		return substrate.NewProxmox(ctx, name, &substrate.ProxmoxArgs{
+			Endpoint: px.Endpoint,
+			Insecure: px.Insecure,
+			// Load has checked the token is set; it stays an Output, secret.
+			APIToken:       config.GetSecret(ctx, key(ProxmoxTokenKey)),
+			NodeName:       px.NodeName,
+			OSDatastore:    px.OSDatastore,
+			DataDatastore:  px.DataDatastore,
+			ImageDatastore: px.ImageDatastore,
+			Bridge:         px.Bridge,
+			DiskInterface:  px.DiskInterface,
+			ImageURL:       px.ImageURL,
+			TalosVersion:   cfg.Cluster.TalosVersion,
+			Prefix:         net.Prefix,
+			Gateway:        net.GatewayAddr,
+			Nameservers:    net.NameserverAddrs,
+			Nodes:          cfg.NodeSpecs(),
+		})
 	default:
 		return nil, fmt.Errorf("substrate %q: unknown kind %q", name, cfg.Substrate.Kind)
 	}

@@ -3,9 +3,11 @@ package stacks
 import (
 	"fmt"
 	"net/netip"
+	pathpkg "path"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/mod/semver"
@@ -31,6 +33,20 @@ var (
 	secretKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 	uuidRe    = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
+
+// proxmoxToken matches the shape of a Proxmox VE API token: user@realm!tokenid=secret.
+var proxmoxToken = regexp.MustCompile(`^[^@\s]+@[^!\s]+![^=\s]+=\S+$`)
+
+// checkProxmoxToken reports a missing, plain-text or malformed Proxmox API
+// token. The value is never echoed: it is a secret.
+func checkProxmoxToken(src ConfigSource, p *problems) {
+	full := key(ProxmoxTokenKey)
+	n := len(p.errs)
+	checkSecret(src, ProxmoxTokenKey, "substrate kind proxmox", p)
+	if tok, _ := src.GetConfig(full); len(p.errs) == n && !proxmoxToken.MatchString(tok) {
+		p.addf(full, "is not a Proxmox VE API token of the form user@realm!tokenid=secret")
+	}
+}
 
 // exactVersion reports whether v is one exact semantic version (v1.2.3 or
 // 1.2.3, with an optional pre-release), not a range or a shorthand.
@@ -121,8 +137,37 @@ func (c *Config) validateSubstrate(p *problems) {
 				p.addf(path+".proxmox."+field, "is required")
 			}
 		}
-		if !slices.Contains([]string{"virtio", "scsi", "sata"}, px.DiskInterface) {
-			p.addf(path+".proxmox.diskInterface", "unknown disk interface %q (want virtio, scsi or sata)", px.DiskInterface)
+		if !px.DiskInterface.Valid() {
+			p.addf(path+".proxmox.diskInterface", "unknown disk interface %q (want one of %v)", px.DiskInterface, substrate.DiskInterfaces)
+		}
+		if !strings.HasPrefix(px.ImageURL, "https://") || !slices.Contains([]string{".qcow2", ".raw", ".vmdk"}, pathpkg.Ext(px.ImageURL)) {
+			p.addf(path+".proxmox.imageUrl", "%q is not an https:// URL of an uncompressed disk image (.qcow2, .raw or .vmdk), as PVE's import content type needs", px.ImageURL)
+		}
+		c.validateProxmoxNodes(p)
+	}
+}
+
+// validateProxmoxNodes checks what the Proxmox substrate derives from each
+// node: its disk holder's VM id (vmId + substrate.HolderVMIDOffset) and its
+// adoption id. Range and uniqueness of vmId itself are checked with the nodes.
+func (c *Config) validateProxmoxNodes(p *problems) {
+	vmids := map[int]int{}
+	for i, n := range c.Nodes {
+		vmids[n.VMID] = i
+	}
+	for i, n := range c.Nodes {
+		np := fmt.Sprintf("%s[%d]", key("nodes"), i)
+		if n.VMID < MinProxmoxVMID || n.VMID > MaxProxmoxVMID {
+			continue
+		}
+		h := substrate.HolderVMID(n.VMID)
+		if h > MaxProxmoxVMID {
+			p.addf(np+".vmId", "%d leaves no room for its disk holder VM %d (vmId + %d) below %d", n.VMID, h, substrate.HolderVMIDOffset, MaxProxmoxVMID)
+		} else if j, taken := vmids[h]; taken {
+			p.addf(np+".vmId", "%d's disk holder VM id %d (vmId + %d) is the VM id of nodes[%d]", n.VMID, h, substrate.HolderVMIDOffset, j)
+		}
+		if n.AdoptID != "" && n.AdoptID != strconv.Itoa(n.VMID) {
+			p.addf(np+".adoptId", "%q is not this node's vmId %d: a Proxmox VM is adopted under its own id", n.AdoptID, n.VMID)
 		}
 	}
 }

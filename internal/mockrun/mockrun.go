@@ -7,6 +7,7 @@ package mockrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -192,8 +193,8 @@ func Run(program pulumi.RunFunc, stack string, config map[string]string, secretK
 	if err != nil {
 		return nil, err
 	}
-	defer ctx.Close()
-	return rec, pulumi.RunWithContext(ctx, program)
+	runErr := pulumi.RunWithContext(ctx, program)
+	return rec, errors.Join(runErr, ctx.Close())
 }
 
 // ReadStackConfig reads the config block of a Pulumi.<stack>.yaml into raw

@@ -1,0 +1,338 @@
+package substrate
+
+// The Proxmox VE substrate. Logical names created here are a state contract:
+//   - "<cluster>" (the component) and "<cluster>-proxmox" (its provider);
+//   - "<cluster>-<node>-disks": the never-started holder VM that owns the
+//     node's OS and data disks. A rename plans its delete, which Protect refuses;
+//   - "<cluster>-<node>": the node VM, the one disposable resource. A rename
+//     replaces the node VM (its disks survive);
+//   - "<cluster>-image-<talosVersion>": one Talos image per version. A new
+//     name downloads a new image; the old one is retained on the datastore.
+// The Proxmox VM ids (nodes[i].vmId for node VMs, vmId+HolderVMIDOffset for
+// holders) and VM names are the same kind of contract with the Proxmox host.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// ProxmoxType is the type token of the Proxmox substrate component. It is
+// part of every child's URN: changing it orphans the whole substrate in state.
+const ProxmoxType = "milner:components:ProxmoxSubstrate"
+
+// HolderVMIDOffset is added to a node's VM id to give the VM id of its disk
+// holder (node 150 keeps its disks in VM 1150). Fixed ids make adoption and
+// recovery a lookup, not a search, and avoid Proxmox's next-id race when
+// several VMs are created at once.
+const HolderVMIDOffset = 1000
+
+// ProxmoxHolderIgnoredChanges lists the holder VM inputs ignored after
+// creation: the OS disk's source image only seeds a new disk, so a Talos
+// version or image bump never touches (or tries to replace) an existing OS
+// disk; running nodes upgrade in place through Talos.
+var ProxmoxHolderIgnoredChanges = []string{"disks[0].importFrom"}
+
+// DiskInterface is the bus both disks of a node VM use.
+type DiskInterface string
+
+// The disk interfaces Proxmox supports for Talos nodes.
+const (
+	DiskVirtio DiskInterface = "virtio"
+	DiskSCSI   DiskInterface = "scsi"
+	DiskSATA   DiskInterface = "sata"
+)
+
+// DiskInterfaces lists every known DiskInterface, for validation messages.
+var DiskInterfaces = []DiskInterface{DiskVirtio, DiskSCSI, DiskSATA}
+
+// Valid reports whether d is a known disk interface.
+func (d DiskInterface) Valid() bool {
+	switch d {
+	case DiskVirtio, DiskSCSI, DiskSATA:
+		return true
+	default:
+		return false
+	}
+}
+
+// devices returns the guest device names of the first and second disk on
+// the interface: virtio-blk disks are /dev/vdX, SCSI and SATA are /dev/sdX.
+func (d DiskInterface) devices() (first, second string) {
+	if d == DiskVirtio {
+		return "/dev/vda", "/dev/vdb"
+	}
+	return "/dev/sda", "/dev/sdb"
+}
+
+// ProxmoxArgs configures a Proxmox VE substrate.
+type ProxmoxArgs struct {
+	// Endpoint is the Proxmox VE API URL, e.g. https://pve.lan:8006/.
+	Endpoint string
+	// Insecure skips TLS verification of the API.
+	Insecure bool
+	// APIToken is the API token (user@realm!id=secret), a secret.
+	APIToken pulumi.StringInput
+	// NodeName is the Proxmox node every VM runs on.
+	NodeName string
+	// OSDatastore holds the OS disks and the cloud-init drives.
+	OSDatastore string
+	// DataDatastore holds the holder VMs' data disks.
+	DataDatastore string
+	// ImageDatastore holds the Talos images; it must allow content type "import".
+	ImageDatastore string
+	// Bridge is the Linux bridge the node NICs attach to.
+	Bridge string
+	// DiskInterface is the bus of both disks of a node VM.
+	DiskInterface DiskInterface
+	// ImageURL is the uncompressed Talos nocloud disk image to download.
+	ImageURL string
+	// TalosVersion names the image, so a version bump adds an image.
+	TalosVersion string
+	// Prefix is the node network, giving the address's prefix length.
+	Prefix netip.Prefix
+	// Gateway is the default route handed to nodes at first boot.
+	Gateway netip.Addr
+	// Nameservers are handed to nodes at first boot.
+	Nameservers []netip.Addr
+	// Nodes are the nodes to create, in config order.
+	Nodes []NodeSpec
+}
+
+// Proxmox is a substrate of Proxmox VE VMs on one Proxmox node.
+type Proxmox struct {
+	pulumi.ResourceState
+
+	// ImageID is the Proxmox file id of the current Talos image.
+	ImageID pulumi.IDOutput `pulumi:"imageId"`
+
+	nodes []Node
+}
+
+var _ Substrate = (*Proxmox)(nil)
+
+// Nodes returns the facts of every node, in config order.
+func (p *Proxmox) Nodes() []Node { return p.nodes }
+
+// NewProxmox creates the Talos image, and per node a protected holder VM
+// owning the disks and a disposable node VM attaching them. name is the
+// cluster name; every Proxmox object is named after it.
+func NewProxmox(ctx *pulumi.Context, name string, args *ProxmoxArgs, opts ...pulumi.ResourceOption) (*Proxmox, error) {
+	p := &Proxmox{}
+	if err := ctx.RegisterComponentResource(ProxmoxType, name, p, opts...); err != nil {
+		return nil, err
+	}
+	prov, err := proxmoxve.NewProvider(ctx, name+"-proxmox", &proxmoxve.ProviderArgs{
+		Endpoint: pulumi.String(args.Endpoint),
+		Insecure: pulumi.Bool(args.Insecure),
+		ApiToken: args.APIToken,
+	}, pulumi.Parent(p))
+	if err != nil {
+		return nil, fmt.Errorf("proxmox substrate %q: provider: %w", name, err)
+	}
+	child := []pulumi.ResourceOption{pulumi.Parent(p), pulumi.Provider(prov)}
+
+	// One image per Talos version, retained on delete rather than protected:
+	// a version bump drops the old image from the program, which Protect
+	// would turn into a failed update; RetainOnDelete lets it leave state
+	// and never deletes a file from the host (prune old images by hand).
+	// The file name carries a hash of the URL, so a new URL (another
+	// schematic) is a new file, never an overwrite of one in use.
+	image, err := download.NewFile(ctx, name+"-image-"+args.TalosVersion, &download.FileArgs{
+		NodeName:    pulumi.String(args.NodeName),
+		DatastoreId: pulumi.String(args.ImageDatastore),
+		// Content type import: PVE imports it through the API (import-from),
+		// with no SSH access to the host.
+		ContentType: pulumi.String("import"),
+		Url:         pulumi.String(args.ImageURL),
+		FileName:    pulumi.String(imageFileName(name, args.TalosVersion, args.ImageURL)),
+		// The factory builds images on demand; never re-download one over a
+		// Content-Length difference.
+		Overwrite: pulumi.Bool(false),
+	}, append(child, pulumi.RetainOnDelete(true))...)
+	if err != nil {
+		return nil, fmt.Errorf("proxmox substrate %q: image: %w", name, err)
+	}
+
+	for _, spec := range args.Nodes {
+		n, err := newProxmoxNode(ctx, name, spec, args, image, child)
+		if err != nil {
+			return nil, fmt.Errorf("proxmox substrate %q: node %q: %w", name, spec.Name, err)
+		}
+		p.nodes = append(p.nodes, n)
+	}
+
+	p.ImageID = image.ID()
+	outputs := pulumi.Map{"imageId": p.ImageID}
+	for _, n := range p.nodes {
+		outputs[n.Name+"VmId"] = n.MachineID
+	}
+	if err := ctx.RegisterResourceOutputs(p, outputs); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newProxmoxNode creates one node's holder VM, owning its OS and data disks,
+// and its node VM, attaching them.
+func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *ProxmoxArgs,
+	image *download.File, child []pulumi.ResourceOption,
+) (Node, error) {
+	base := cluster + "-" + spec.Name
+
+	// The holder is never started: it only owns the node's disks, so that
+	// they are not the node VM's and survive its replacement (bpg's
+	// "attached disks" pattern). Both disks, not only the data disk: Talos
+	// keeps its machine config and etcd's data on the install disk, so a
+	// node VM replaced with a fresh OS disk would come back unconfigured and
+	// as a stranger to etcd (and a change to every node VM at once would
+	// lose etcd). Kept this way, a replace is a reboot on the same disks, as
+	// with libvirt's separate volumes.
+	// Protected twice: by the engine, so no plan deletes or replaces it, and
+	// by Proxmox, so no one removes it or its disks by hand. Its disks sit
+	// on scsi0/scsi1 whatever the node's bus, so a change of bus never
+	// touches the holder.
+	holder, err := vm.NewVirtualMachine(ctx, base+"-disks", &vm.VirtualMachineArgs{
+		NodeName:    pulumi.String(args.NodeName),
+		VmId:        pulumi.Int(HolderVMID(spec.VMID)),
+		Name:        pulumi.String(base + "-disks"),
+		Description: pulumi.String("Milner: holds the disks of " + base + ", which attaches them. Never start it."),
+		Started:     pulumi.Bool(false),
+		OnBoot:      pulumi.Bool(false),
+		Protection:  pulumi.Bool(true),
+		Disks: vm.VirtualMachineDiskArray{
+			// The OS disk, imported from the Talos image through the API.
+			&vm.VirtualMachineDiskArgs{
+				Interface:   pulumi.String("scsi0"),
+				DatastoreId: pulumi.String(args.OSDatastore),
+				ImportFrom:  image.ID(),
+				Size:        pulumi.Int(spec.OSDiskGiB),
+				FileFormat:  pulumi.String("raw"),
+			},
+			&vm.VirtualMachineDiskArgs{
+				Interface:   pulumi.String("scsi1"),
+				DatastoreId: pulumi.String(args.DataDatastore),
+				Size:        pulumi.Int(spec.DataDiskGiB),
+				FileFormat:  pulumi.String("raw"),
+			},
+		},
+	}, append(child, pulumi.Protect(true), pulumi.IgnoreChanges(ProxmoxHolderIgnoredChanges))...)
+	if err != nil {
+		return Node{}, fmt.Errorf("disk holder: %w", err)
+	}
+	// The node VM attaches the holder's disks by their path, in order: the
+	// OS disk as <bus>0, the data disk as <bus>1. Never resized or moved
+	// through the node VM (resize the holder, see the README).
+	bus := args.DiskInterface
+	var disks vm.VirtualMachineDiskArray
+	for i := range 2 {
+		d := holder.Disks.Index(pulumi.Int(i))
+		disks = append(disks, &vm.VirtualMachineDiskArgs{
+			Interface:       pulumi.String(fmt.Sprintf("%s%d", bus, i)),
+			DatastoreId:     d.DatastoreId(),
+			PathInDatastore: d.PathInDatastore(),
+			FileFormat:      d.FileFormat(),
+			Size:            d.Size(),
+		})
+	}
+
+	installDisk, dataDisk := bus.devices()
+	nameservers := pulumi.StringArray{}
+	for _, ns := range args.Nameservers {
+		nameservers = append(nameservers, pulumi.String(ns.String()))
+	}
+
+	// The node VM is the one disposable resource: any change to it is
+	// honestly a recreation, and the old VM must be gone before the new one
+	// takes its id, MAC and disks (one disk must never be attached to two
+	// running VMs).
+	vmOpts := append(child,
+		pulumi.ReplaceOnChanges([]string{"*"}),
+		pulumi.DeleteBeforeReplace(true),
+	)
+	if spec.AdoptID != "" {
+		// Config validation holds adoptId to the node's vmId: the import
+		// must not plan a replace, which the engine refuses on import.
+		vmOpts = append(vmOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(args.NodeName, spec.VMID))))
+	}
+	node, err := vm.NewVirtualMachine(ctx, base, &vm.VirtualMachineArgs{
+		NodeName: pulumi.String(args.NodeName),
+		VmId:     pulumi.Int(spec.VMID),
+		Name:     pulumi.String(base),
+		Started:  pulumi.Bool(true),
+		OnBoot:   pulumi.Bool(true),
+		// Talos needs x86-64-v2; a named model, unlike "host", keeps the VM
+		// portable across hosts.
+		Cpu:             &vm.VirtualMachineCpuArgs{Cores: pulumi.Int(spec.VCPU), Type: pulumi.String("x86-64-v2-AES")},
+		Memory:          &vm.VirtualMachineMemoryArgs{Dedicated: pulumi.Int(spec.MemoryMiB)},
+		OperatingSystem: &vm.VirtualMachineOperatingSystemArgs{Type: pulumi.String("l26")},
+		// The vanilla Talos image has no guest agent; Proxmox would wait for it.
+		Agent:      &vm.VirtualMachineAgentArgs{Enabled: pulumi.Bool(false)},
+		Disks:      disks,
+		BootOrders: pulumi.StringArray{pulumi.String(string(bus) + "0")},
+		NetworkDevices: vm.VirtualMachineNetworkDeviceArray{
+			&vm.VirtualMachineNetworkDeviceArgs{
+				Bridge: pulumi.String(args.Bridge),
+				Model:  pulumi.String("virtio"),
+				// Proxmox reports MACs in upper case; so must the input, or
+				// every refresh would plan a replace.
+				MacAddress: pulumi.String(strings.ToUpper(spec.MAC)),
+			},
+		},
+		// The first-boot address, through the nocloud drive: Talos'
+		// maintenance mode takes it, so the machine config is applied to
+		// the node's own static address with no DHCP assumption. The machine
+		// config then sets the same address for good.
+		Initialization: &vm.VirtualMachineInitializationArgs{
+			DatastoreId: pulumi.String(args.OSDatastore),
+			IpConfigs: vm.VirtualMachineInitializationIpConfigArray{
+				&vm.VirtualMachineInitializationIpConfigArgs{
+					Ipv4: &vm.VirtualMachineInitializationIpConfigIpv4Args{
+						Address: pulumi.String(netip.PrefixFrom(spec.Address, args.Prefix.Bits()).String()),
+						Gateway: pulumi.String(args.Gateway.String()),
+					},
+				},
+			},
+			Dns: &vm.VirtualMachineInitializationDnsArgs{Servers: nameservers},
+		},
+		SerialDevices: vm.VirtualMachineSerialDeviceArray{
+			&vm.VirtualMachineSerialDeviceArgs{Device: pulumi.String("socket")},
+		},
+	}, vmOpts...)
+	if err != nil {
+		return Node{}, fmt.Errorf("vm: %w", err)
+	}
+	return Node{
+		Name:        spec.Name,
+		Role:        spec.Role,
+		Address:     spec.Address,
+		InstallDisk: installDisk,
+		DataDisk:    dataDisk,
+		MachineID:   node.ID(),
+	}, nil
+}
+
+// imageFileName names a Talos image on the datastore: the cluster, the
+// version and a short hash of the URL, with the URL's extension (PVE's
+// import content type accepts .qcow2, .raw and .vmdk).
+func imageFileName(cluster, talosVersion, url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return fmt.Sprintf("%s-talos-%s-%s%s", cluster, talosVersion, hex.EncodeToString(sum[:4]), path.Ext(url))
+}
+
+// HolderVMID returns the VM id of the disk holder of the node with VM id vmID.
+func HolderVMID(vmID int) int { return vmID + HolderVMIDOffset }
+
+// ProxmoxImportID returns the id the provider imports a VM by: "<proxmox node>/<vm id>".
+func ProxmoxImportID(nodeName string, vmID int) string {
+	return nodeName + "/" + strconv.Itoa(vmID)
+}

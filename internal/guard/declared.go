@@ -1,0 +1,40 @@
+package guard
+
+import (
+	"maps"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+
+	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/stacks"
+)
+
+// DeclaredLibvirt runs the stack's config through the program under the
+// recording mock, stopped after the substrate layer (so no secret is
+// needed), and returns the libvirt objects it declares with their names.
+// The names come from the program itself, never from a copy of its naming.
+func DeclaredLibvirt(stack string, cfg map[string]string) ([]Declared, error) {
+	cfg = maps.Clone(cfg)
+	cfg["milner:stopAfter"] = string(stacks.LayerSubstrate)
+	rec, err := mockrun.Run(stacks.Program, stack, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var out []Declared
+	for _, r := range rec.Registrations() {
+		switch r.Type {
+		case TypeDomain, TypeVolume, TypeNetwork, TypePool:
+		default:
+			continue
+		}
+		d := Declared{Type: r.Type, Logical: r.Name, Name: r.Inputs["name"].StringValue()}
+		if r.Type == TypeDomain {
+			// Domains are named "<cluster>-<node>" under the "<cluster>" component.
+			cluster := resource.URN(r.Parent).Name()
+			d.Node = strings.TrimPrefix(r.Name, cluster+"-")
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}

@@ -1,0 +1,104 @@
+package guard
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/internal/mockrun"
+)
+
+func devDeclared(t *testing.T) []Declared {
+	t.Helper()
+	cfg, err := mockrun.ReadStackConfig("../../Pulumi.dev.yaml")
+	require.NoError(t, err)
+	d, err := DeclaredLibvirt("dev", cfg)
+	require.NoError(t, err)
+	return d
+}
+
+func TestDeclaredLibvirtNamesComeFromTheProgram(t *testing.T) {
+	d := devDeclared(t)
+	require.Len(t, d, 12) // pool, network, boot, 3 x (os, data, domain)
+	i := slices.IndexFunc(d, func(x Declared) bool { return x.Logical == "milner-dev-cp-2" })
+	require.GreaterOrEqual(t, i, 0)
+	assert.Equal(t, Declared{Type: TypeDomain, Logical: "milner-dev-cp-2", Name: "milner-dev-cp-2", Node: "cp-2"}, d[i])
+	i = slices.IndexFunc(d, func(x Declared) bool { return x.Logical == "milner-dev-cp-1-data" })
+	assert.Equal(t, "milner-dev-cp-1-data.qcow2", d[i].Name)
+}
+
+// state builds an inState function over "type::logical" entries.
+func state(entries ...string) func(string, string) bool {
+	return func(typ, logical string) bool { return slices.Contains(entries, typ+"::"+logical) }
+}
+
+func TestCheck(t *testing.T) {
+	declared := devDeclared(t)
+	var all []string
+	var live []Object
+	for _, d := range declared {
+		all = append(all, d.Type+"::"+d.Logical)
+		live = append(live, Object{Type: d.Type, Name: d.Name, ID: "id-of-" + d.Name})
+	}
+	withoutCP2 := slices.DeleteFunc(slices.Clone(all), func(s string) bool { return s == TypeDomain+"::milner-dev-cp-2" })
+	liveWithoutCP3 := slices.DeleteFunc(slices.Clone(live), func(o Object) bool { return o.Name == "milner-dev-cp-3" })
+
+	for _, tc := range []struct {
+		name    string
+		inState func(string, string) bool
+		live    []Object
+		want    []string // substrings, one per finding, in order
+	}{
+		{"converged", state(all...), live, nil},
+		{"clean install: nothing live, nothing in state", state(), nil, nil},
+		{"partly created: a domain not yet created is fine", state(all...), liveWithoutCP3, nil},
+		{"unrelated live objects are ignored", state(all...), append(slices.Clone(live), Object{Type: TypeDomain, Name: "someone-else"}), nil},
+		{"orphan domain", state(withoutCP2...), live, []string{
+			`domain "milner-dev-cp-2" (milner-dev-cp-2) exists on the host but not in the state of stack "dev"`,
+		}},
+		{"empty state, live cluster", state(), live, []string{
+			`the state of stack "dev" holds no substrate resource, but 12 of its objects live on the host`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Check("dev", declared, tc.inState, tc.live)
+			if tc.want == nil {
+				assert.Empty(t, got)
+				return
+			}
+			require.NotEmpty(t, got)
+			for i, w := range tc.want {
+				assert.Contains(t, got[i].Problem, w)
+			}
+		})
+	}
+}
+
+func TestOrphanDomainFixIsTheExactAdoptCommand(t *testing.T) {
+	declared := devDeclared(t)
+	live := []Object{{Type: TypeDomain, Name: "milner-dev-cp-2", ID: "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69"}}
+	got := Check("dev", declared, state(TypePool+"::milner-dev-pool"), live)
+	require.Len(t, got, 1)
+	assert.Equal(t, "milner adopt --stack dev --node cp-2 --id 0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69", got[0].Fix)
+}
+
+func TestEmptyStateFixNamesRestoreAndAdopt(t *testing.T) {
+	declared := devDeclared(t)
+	live := []Object{
+		{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1"},
+		{Type: TypeVolume, Name: "milner-dev-cp-1-data.qcow2", ID: "/pool/milner-dev-cp-1-data.qcow2"},
+	}
+	got := Check("dev", declared, state(), live)
+	require.Len(t, got, 3)
+	assert.True(t, strings.HasPrefix(got[0].Fix, "restore the state file"))
+	assert.Contains(t, got[0].Fix, "milner adopt --stack dev --node cp-1 --id u1")
+	assert.Contains(t, got[2].Fix, "pulumi import --stack dev 'libvirt:index/volume:Volume' 'milner-dev-cp-1-data'")
+}
+
+func TestUUIDFormat(t *testing.T) {
+	u := [16]byte{0x0f, 0x4a, 0x6c, 0x1e, 0x8d, 0x2b, 0x4a, 0x57, 0x9a, 0x0e, 0x2f, 0x1d, 0x3c, 0x4b, 0x5a, 0x69}
+	assert.Equal(t, "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69", uuid(u))
+}
