@@ -1,5 +1,5 @@
 # Milner's everyday commands. CI runs .ci/run, which runs `make ci`.
-.PHONY: test lint vet integration tools libvirt flake-check ci
+.PHONY: test lint vet integration tools tools-lint libvirt flake-check conformance ci
 
 # Unit and whole-program tests (mocks; no engine, no libvirt, no network).
 test:
@@ -28,4 +28,10 @@ integration: tools libvirt
 flake-check:
 	nix-instantiate --parse flake.nix >/dev/null
 
-ci: vet lint test flake-check integration
+# Docs rendered from the committed stack files must match; every stack must
+# satisfy the layer rules under mocks.
+conformance:
+	go run ./cmd/milner docs --check
+	go run ./cmd/milner check --all
+
+ci: vet lint test flake-check conformance integration

@@ -1,0 +1,193 @@
+// Package conformance evaluates the layer rules of the seeds on what a stack
+// asks the engine for: the program runs under the recording mock
+// (internal/mockrun) and each Rule reads its registrations and invokes. The
+// figure `conformance <stack>: N/M` counts the rules that hold among those
+// that apply to the layers the stack declares.
+package conformance
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/semver"
+
+	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/stacks"
+)
+
+// Evidence is what the rules read.
+type Evidence struct {
+	// Config is the stack's typed config.
+	Config *stacks.Config
+	// Regs are the registrations of one run of the program.
+	Regs []mockrun.Registration
+	// Invokes are the provider functions that run called.
+	Invokes []mockrun.Invoke
+	// Bumped are the registrations of a second run with the Talos version
+	// bumped (cluster.talosVersion, next patch release).
+	Bumped []mockrun.Registration
+	// BumpedInvokes are the invokes of the bumped run.
+	BumpedInvokes []mockrun.Invoke
+	// BumpedVersion is the Talos version of the bumped run.
+	BumpedVersion string
+}
+
+// Collect runs the program twice for one stack under the mock: as
+// configured, and with the Talos version bumped. raw is the stack's raw
+// config (full keys); secretKeys are the keys to mark secret.
+func Collect(stack string, raw map[string]string, secretKeys []string) (*Evidence, error) {
+	cfg, err := stacks.Load(source{raw, secretKeys})
+	if err != nil {
+		return nil, fmt.Errorf("conformance %s: %w", stack, err)
+	}
+	rec, err := mockrun.Run(stacks.Program, stack, raw, secretKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("conformance %s: run: %w", stack, err)
+	}
+	bumpedRaw, version, err := bumpTalos(raw)
+	if err != nil {
+		return nil, fmt.Errorf("conformance %s: %w", stack, err)
+	}
+	bumped, err := mockrun.Run(stacks.Program, stack, bumpedRaw, secretKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("conformance %s: run with Talos %s: %w", stack, version, err)
+	}
+	return &Evidence{
+		Config:        cfg,
+		Regs:          rec.Registrations(),
+		Invokes:       rec.Invokes(),
+		Bumped:        bumped.Registrations(),
+		BumpedInvokes: bumped.Invokes(),
+		BumpedVersion: version,
+	}, nil
+}
+
+// source is raw config with its secret keys, as stacks.Load reads it.
+type source struct {
+	raw     map[string]string
+	secrets []string
+}
+
+func (s source) GetConfig(k string) (string, bool) {
+	v, ok := s.raw[k]
+	return v, ok
+}
+
+func (s source) IsConfigSecret(k string) bool {
+	for _, x := range s.secrets {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// bumpTalos returns a copy of raw with milner:cluster.talosVersion raised to
+// the next patch release, and that version.
+func bumpTalos(raw map[string]string) (map[string]string, string, error) {
+	k := stacks.Namespace + ":cluster"
+	var cluster map[string]any
+	if err := json.Unmarshal([]byte(raw[k]), &cluster); err != nil {
+		return nil, "", fmt.Errorf("bump talosVersion: %s: %w", k, err)
+	}
+	v, _ := cluster["talosVersion"].(string)
+	next, err := nextPatch(v)
+	if err != nil {
+		return nil, "", fmt.Errorf("bump talosVersion: %w", err)
+	}
+	cluster["talosVersion"] = next
+	b, err := json.Marshal(cluster)
+	if err != nil {
+		return nil, "", err
+	}
+	out := maps.Clone(raw)
+	out[k] = string(b)
+	return out, next, nil
+}
+
+// nextPatch returns the next patch release of an exact version: v1.9.5 -> v1.9.6.
+func nextPatch(v string) (string, error) {
+	if !semver.IsValid(v) || semver.Canonical(v) != v || semver.Prerelease(v) != "" {
+		return "", fmt.Errorf("%q is not an exact release version", v)
+	}
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	patch, err := strconv.Atoi(parts[2])
+	if err != nil {
+		return "", fmt.Errorf("%q: %w", v, err)
+	}
+	return fmt.Sprintf("v%s.%s.%d", parts[0], parts[1], patch+1), nil
+}
+
+// Result is one rule's verdict on one stack.
+type Result struct {
+	// Rule is the rule's name.
+	Rule string
+	// Applies is false when the stack declares none of the rule's layer.
+	Applies bool
+	// Problems are the violations; none means the rule holds.
+	Problems []string
+}
+
+// Figure is the conformance of one stack.
+type Figure struct {
+	// Stack is the stack name.
+	Stack string
+	// Results holds one result per rule, in Rules order.
+	Results []Result
+}
+
+// Evaluate applies every rule to the evidence of one stack.
+func Evaluate(stack string, ev *Evidence) Figure {
+	f := Figure{Stack: stack}
+	for _, r := range Rules {
+		res := Result{Rule: r.Name, Applies: ev.Config.StopAfter.Includes(r.Layer)}
+		if res.Applies {
+			res.Problems = r.Check(ev)
+		}
+		f.Results = append(f.Results, res)
+	}
+	return f
+}
+
+// Score returns the rules that hold and the rules that apply.
+func (f Figure) Score() (passed, applicable int) {
+	for _, r := range f.Results {
+		if !r.Applies {
+			continue
+		}
+		applicable++
+		if len(r.Problems) == 0 {
+			passed++
+		}
+	}
+	return passed, applicable
+}
+
+// OK reports whether every applicable rule holds.
+func (f Figure) OK() bool {
+	p, a := f.Score()
+	return p == a
+}
+
+// String is the figure's report: `conformance <stack>: N/M`, then each
+// failing rule with its problems and each rule that does not apply.
+func (f Figure) String() string {
+	var b strings.Builder
+	p, a := f.Score()
+	fmt.Fprintf(&b, "conformance %s: %d/%d\n", f.Stack, p, a)
+	for _, r := range f.Results {
+		switch {
+		case !r.Applies:
+			fmt.Fprintf(&b, "  n/a   %s (layer not declared)\n", r.Rule)
+		case len(r.Problems) > 0:
+			fmt.Fprintf(&b, "  FAIL  %s\n", r.Rule)
+			for _, pr := range r.Problems {
+				fmt.Fprintf(&b, "          - %s\n", pr)
+			}
+		}
+	}
+	return b.String()
+}

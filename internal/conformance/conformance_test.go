@@ -1,0 +1,264 @@
+package conformance
+
+import (
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+
+	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/mockrun"
+)
+
+const root = "../.."
+
+var (
+	devOnce sync.Once
+	devEv   *Evidence
+	devErr  error
+)
+
+// dev returns a private copy of the committed dev stack's evidence.
+func dev(t *testing.T) *Evidence {
+	t.Helper()
+	devOnce.Do(func() {
+		s, err := docs.ReadStack(filepath.Join(root, "Pulumi.dev.yaml"))
+		if err != nil {
+			devErr = err
+			return
+		}
+		devEv, devErr = Collect(s.Name, s.Raw, s.SecretKeys)
+	})
+	if devErr != nil {
+		t.Fatal(devErr)
+	}
+	ev := *devEv
+	ev.Regs = slices.Clone(devEv.Regs)
+	ev.Bumped = slices.Clone(devEv.Bumped)
+	ev.Invokes = slices.Clone(devEv.Invokes)
+	ev.BumpedInvokes = slices.Clone(devEv.BumpedInvokes)
+	return &ev
+}
+
+// edit applies f to a copy of the registration of that name in regs.
+func edit(t *testing.T, regs []mockrun.Registration, name string, f func(r *mockrun.Registration)) {
+	t.Helper()
+	for i := range regs {
+		if regs[i].Name == name && regs[i].Custom {
+			r := regs[i]
+			r.Inputs = maps.Clone(r.Inputs)
+			r.Options.ReplaceOnChanges = slices.Clone(r.Options.ReplaceOnChanges)
+			r.Options.IgnoreChanges = slices.Clone(r.Options.IgnoreChanges)
+			r.Options.AdditionalSecretOutputs = slices.Clone(r.Options.AdditionalSecretOutputs)
+			f(&r)
+			regs[i] = r
+			return
+		}
+	}
+	t.Fatalf("no registration %s", name)
+}
+
+func drop(regs []mockrun.Registration, name string) []mockrun.Registration {
+	return slices.DeleteFunc(regs, func(r mockrun.Registration) bool { return r.Name == name })
+}
+
+func TestEveryRuleHoldsOnDev(t *testing.T) {
+	fig := Evaluate("dev", dev(t))
+	for _, r := range fig.Results {
+		if !r.Applies || len(r.Problems) > 0 {
+			t.Errorf("%s: applies %v, problems %q", r.Rule, r.Applies, r.Problems)
+		}
+	}
+	if p, a := fig.Score(); p != len(Rules) || a != len(Rules) {
+		t.Errorf("dev scores %d/%d, want %d/%d", p, a, len(Rules), len(Rules))
+	}
+}
+
+// failureCase doctors the dev evidence so that exactly one rule breaks.
+type failureCase struct {
+	rule   string
+	doctor func(t *testing.T, ev *Evidence)
+	want   string
+}
+
+// failureCases holds one case per way a rule can break.
+var failureCases = []failureCase{
+	{"persistent substrate is protected", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "milner-dev-cp-1-data", func(r *mockrun.Registration) { r.Options.Protect = false })
+	}, "milner-dev-cp-1-data (libvirt:index/volume:Volume) is not protected"},
+	{"replace-on-change and delete-before-replace on every node VM, and only there", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "milner-dev-cp-2", func(r *mockrun.Registration) { r.Options.DeleteBeforeReplace = false })
+	}, "node VM milner-dev-cp-2 lacks"},
+	{"replace-on-change and delete-before-replace on every node VM, and only there", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "milner-dev-pool", func(r *mockrun.Registration) { r.Options.ReplaceOnChanges = []string{"*"} })
+	}, "milner-dev-pool (libvirt:index/pool:Pool) is not a node VM"},
+	{"node disks are separate resources attached to the replaceable VM", func(t *testing.T, ev *Evidence) {
+		ev.Regs = drop(ev.Regs, "milner-dev-cp-3-data")
+	}, "node cp-3: no disk resource milner-dev-cp-3-data"},
+	{"node disks are separate resources attached to the replaceable VM", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "milner-dev-cp-1", func(r *mockrun.Registration) { r.Options.Dependencies = nil })
+	}, "VM milner-dev-cp-1 does not attach milner-dev-cp-1-data"},
+	{"a Talos version bump changes no substrate input", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Bumped, "milner-dev-cp-1", func(r *mockrun.Registration) { r.Inputs["memory"] = resource.NewProperty(8192.0) })
+	}, "milner-dev-cp-1: Talos v1.9.6 changes memory"},
+	{"a Talos version bump changes no substrate input", func(t *testing.T, ev *Evidence) {
+		// Without its ignoreChanges, the boot volume's source (the
+		// image of the Talos version) would change on a bump.
+		edit(t, ev.Regs, "milner-dev-boot", func(r *mockrun.Registration) { r.Options.IgnoreChanges = nil })
+	}, "milner-dev-boot: Talos v1.9.6 changes source"},
+	{"a Talos version bump changes no substrate input", func(t *testing.T, ev *Evidence) {
+		ev.Bumped = drop(ev.Bumped, "milner-dev-net")
+	}, "milner-dev-net leaves the program"},
+	{"every substrate, node and app resource has a parent component", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "cp-2-apply", func(r *mockrun.Registration) { r.Parent = "" })
+	}, "cp-2-apply (talos:machine/configurationApply:ConfigurationApply) has no parent component"},
+	{"Talos config is applied staged_if_needing_reboot", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "cp-1-apply", func(r *mockrun.Registration) { r.Inputs["applyMode"] = resource.NewProperty("reboot") })
+	}, `cp-1-apply applies with mode "reboot"`},
+	{"destroying a Talos config never resets the node", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "cp-3-apply", func(r *mockrun.Registration) {
+			r.Inputs["onDestroy"] = resource.NewProperty(resource.PropertyMap{"reset": resource.NewProperty(true)})
+		})
+	}, "cp-3-apply: onDestroy.reset is not set to false"},
+	{"destroying a Talos config never resets the node", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "cp-3-apply", func(r *mockrun.Registration) { delete(r.Inputs, "onDestroy") })
+	}, "cp-3-apply: onDestroy.reset is not set to false"},
+	{"exactly one bootstrap, on the first control plane", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "cp-1-bootstrap", func(r *mockrun.Registration) { r.Name = "cp-2-bootstrap" })
+	}, "bootstrap cp-2-bootstrap is not on the first control plane cp-1"},
+	{"exactly one bootstrap, on the first control plane", func(t *testing.T, ev *Evidence) {
+		b, _ := byName(ev.Regs, "cp-1-bootstrap")
+		b.Name = "cp-2-bootstrap"
+		ev.Regs = append(ev.Regs, b)
+	}, "2 bootstraps, want exactly 1"},
+	{"cluster secrets are protected and secret", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "milner-dev-secrets", func(r *mockrun.Registration) { r.Options.Protect = false })
+	}, "milner-dev-secrets is not protected"},
+	{"cluster secrets are protected and secret", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "milner-dev-secrets", func(r *mockrun.Registration) { r.Options.AdditionalSecretOutputs = nil })
+	}, "milner-dev-secrets does not mark output machineSecrets secret"},
+	{"releases have a fixed name and are atomic", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "vault-release", func(r *mockrun.Registration) { delete(r.Inputs, "name") })
+	}, "vault-release has no fixed release name"},
+	{"releases have a fixed name and are atomic", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "woodpecker-release", func(r *mockrun.Registration) { r.Inputs["atomic"] = resource.NewProperty(false) })
+	}, "woodpecker-release is not atomic"},
+	{"chart versions are pinned", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "vault-release", func(r *mockrun.Registration) { r.Inputs["version"] = resource.NewProperty("^0.29") })
+	}, `vault-release: chart version "^0.29" is not pinned`},
+}
+
+func TestEveryRuleCanFail(t *testing.T) {
+	for _, tt := range failureCases {
+		t.Run(tt.rule+"/"+tt.want, func(t *testing.T) {
+			ev := dev(t)
+			tt.doctor(t, ev)
+			fig := Evaluate("dev", ev)
+			for _, r := range fig.Results {
+				failed := len(r.Problems) > 0
+				if r.Rule != tt.rule {
+					if failed {
+						t.Errorf("doctoring for %q also broke %q: %q", tt.rule, r.Rule, r.Problems)
+					}
+					continue
+				}
+				if !failed || !strings.Contains(strings.Join(r.Problems, "\n"), tt.want) {
+					t.Errorf("%s: problems %q, want one saying %q", r.Rule, r.Problems, tt.want)
+				}
+			}
+			if fig.OK() {
+				t.Error("the figure is OK with a broken rule")
+			}
+		})
+	}
+}
+
+func TestEveryRuleHasAFailureCase(t *testing.T) {
+	for _, r := range Rules {
+		if !slices.ContainsFunc(failureCases, func(c failureCase) bool { return c.rule == r.Name }) {
+			t.Errorf("rule %q has no failure case", r.Name)
+		}
+	}
+}
+
+// TestCommittedStacksConform is the CI gate: every committed stack holds
+// every rule that applies to it.
+func TestCommittedStacksConform(t *testing.T) {
+	ss, err := docs.ReadStacks(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		ev, err := Collect(s.Name, s.Raw, s.SecretKeys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fig := Evaluate(s.Name, ev); !fig.OK() {
+			t.Errorf("%s", fig)
+		}
+	}
+}
+
+func TestFigureString(t *testing.T) {
+	f := Figure{Stack: "x", Results: []Result{
+		{Rule: "a", Applies: true},
+		{Rule: "b", Applies: true, Problems: []string{"p1"}},
+		{Rule: "c"},
+	}}
+	want := "conformance x: 1/2\n  FAIL  b\n          - p1\n  n/a   c (layer not declared)\n"
+	if got := f.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestNextPatch(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"v1.9.5", "v1.9.6"},
+		{"v1.10.0", "v1.10.1"},
+		{"v1.9", ""},
+		{"v1.9.5-beta.1", ""},
+	}
+	for _, tt := range tests {
+		got, err := nextPatch(tt.in)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("nextPatch(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// TestBootMediaMayBeRetainedInsteadOfProtected: the Proxmox image of a Talos
+// version is retained on delete (a bump drops it from the program), which
+// the protect rule accepts for boot media and for nothing else.
+func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
+	s, err := docs.ReadStack(filepath.Join(root, "Pulumi.prod.yaml"))
+	if err != nil {
+		t.Skipf("no prod stack: %v", err)
+	}
+	ev, err := Collect(s.Name, s.Raw, s.SecretKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := persistentProtected(ev); len(p) > 0 {
+		t.Fatalf("prod: %q", p)
+	}
+	var image string
+	for _, r := range ev.Regs {
+		if slices.Contains(bootMediaTypes, r.Type) {
+			image = r.Name
+		}
+	}
+	if image == "" {
+		t.Fatal("prod declares no boot image")
+	}
+	edit(t, ev.Regs, image, func(r *mockrun.Registration) { r.Options.RetainOnDelete, r.Options.Protect = false, false })
+	if p := persistentProtected(ev); len(p) != 1 || !strings.Contains(p[0], image+" (proxmoxve:Download/file:File) is not protected") {
+		t.Errorf("image neither retained nor protected: problems %q", p)
+	}
+	if p := versionBumpSafe(ev); len(p) != 1 || !strings.Contains(p[0], image+" leaves the program") {
+		t.Errorf("image dropped by the bump without retainOnDelete: problems %q", p)
+	}
+}

@@ -1,0 +1,112 @@
+package docs
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// root is the repository root, where the stack files are committed.
+const root = "../.."
+
+// TestCommittedDocsMatchTheStacks is the drift gate: the committed docs
+// must be exactly what the committed stack configs render to.
+func TestCommittedDocsMatchTheStacks(t *testing.T) {
+	drifted, err := Drift(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(drifted) > 0 {
+		t.Fatalf("%v differ from the rendering of the stack configs; run `go run ./cmd/milner docs` and commit the result", drifted)
+	}
+}
+
+func TestRenderDev(t *testing.T) {
+	s, err := ReadStack(filepath.Join(root, "Pulumi.dev.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := RenderStack(s)
+	for _, want := range []string{
+		"## dev\n",
+		"| cp-1 | controlplane | 4 | 6144 MiB | 20 GiB | 40 GiB | 10.73.0.11 | — |",
+		"| vault | vault | vault | https://helm.releases.hashicorp.com | 0.29.1 | vault |",
+		"```mermaid\nflowchart LR\n",
+		`cfg_cp_1["cp-1 controlplane config, bootstraps etcd"]`,
+		"talos --> health{",
+		"health --> apps",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("dev rendering does not contain %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, Placeholder) {
+		t.Errorf("the rendering shows a secret placeholder:\n%s", got)
+	}
+	if want := []string{"milner:woodpeckerAgentSecret"}; strings.Join(s.SecretKeys, ",") != strings.Join(want, ",") {
+		t.Errorf("secret keys %q, want %q", s.SecretKeys, want)
+	}
+}
+
+func TestReplaceSection(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+		ok               bool
+	}{
+		{"replaces between markers",
+			"a\n" + BeginMarker + "\nold\n" + EndMarker + "\nb\n",
+			"a\n" + BeginMarker + "\n" + header + "new\n" + EndMarker + "\nb\n", true},
+		{"no markers", "a\nb\n", "a\nb\n", false},
+		{"markers out of order", EndMarker + "\n" + BeginMarker + "\n", EndMarker + "\n" + BeginMarker + "\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := ReplaceSection(tt.text, "new\n")
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("ReplaceSection = %q, %v; want %q, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestDriftIsCaught(t *testing.T) {
+	dir := t.TempDir()
+	stack, err := os.ReadFile(filepath.Join(root, "Pulumi.dev.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := "# x\n" + BeginMarker + "\n" + EndMarker + "\n"
+	for name, text := range map[string]string{"Pulumi.dev.yaml": string(stack), "README.md": readme} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	written, err := Write(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"README.md", File}; !slices.Equal(written, want) {
+		t.Fatalf("wrote %q, want %q", written, want)
+	}
+	if drifted, err := Drift(dir); err != nil || len(drifted) != 0 {
+		t.Fatalf("right after Write: drifted %q, %v", drifted, err)
+	}
+
+	// A hand edit of the docs, then a config change the docs do not follow.
+	if err := os.WriteFile(filepath.Join(dir, File), []byte("hand-edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(stack), "memoryMiB: 6144", "memoryMiB: 8192", 1)
+	if err := os.WriteFile(filepath.Join(dir, "Pulumi.dev.yaml"), []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	drifted, err := Drift(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{File}; !slices.Equal(drifted, want) {
+		t.Errorf("drifted %q, want %q", drifted, want)
+	}
+}

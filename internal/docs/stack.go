@@ -1,0 +1,166 @@
+// Package docs renders the committed stack configs into the docs that
+// describe them (node inventory, apps, a diagram of the layers), so that the
+// docs are generated from the source of truth and a test catches any drift.
+package docs
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/stacks"
+)
+
+// Placeholder is the value every secret config key gets when a stack is
+// loaded without its passphrase. Nothing rendered ever shows a secret.
+const Placeholder = "placeholder-secret"
+
+// PlaceholderProxmoxToken is the placeholder of the Proxmox API token, in
+// the token's shape (validation checks it).
+const PlaceholderProxmoxToken = "milner@pve!placeholder=placeholder-secret"
+
+// Stack is one committed stack file, loaded without its secrets.
+type Stack struct {
+	// Name is the stack name, from Pulumi.<name>.yaml.
+	Name string
+	// Raw is the stack's config as the engine passes it to the program, with
+	// Placeholder for every secret key.
+	Raw map[string]string
+	// SecretKeys are the full keys (milner:x) given Placeholder values.
+	SecretKeys []string
+	// Config is the typed, validated config.
+	Config *stacks.Config
+}
+
+// StackFiles returns the stack files committed in root, sorted by name.
+func StackFiles(root string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(root, "Pulumi.*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// StackName returns the stack name of a Pulumi.<stack>.yaml path.
+func StackName(path string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "Pulumi."), ".yaml")
+}
+
+// source is raw config by full key with its secret keys: the ConfigSource
+// stacks.Load reads.
+type source struct {
+	raw     map[string]string
+	secrets []string
+}
+
+func (s source) GetConfig(key string) (string, bool) {
+	v, ok := s.raw[key]
+	return v, ok
+}
+
+func (s source) IsConfigSecret(key string) bool { return slices.Contains(s.secrets, key) }
+
+var _ stacks.ConfigSource = source{}
+
+// ReadStack reads and validates one stack file. Secret keys (the encrypted
+// values in the file and those the apps name in secretValues) get
+// Placeholder values, so a stack loads without its passphrase.
+func ReadStack(path string) (*Stack, error) {
+	name := StackName(path)
+	raw, err := mockrun.ReadStackConfig(path)
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: %w", name, err)
+	}
+	secrets, err := secretKeys(path, raw)
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: %w", name, err)
+	}
+	for _, k := range secrets {
+		raw[k] = Placeholder
+		if k == stacks.Namespace+":"+stacks.ProxmoxTokenKey {
+			raw[k] = PlaceholderProxmoxToken
+		}
+	}
+	cfg, err := stacks.Load(source{raw: raw, secrets: secrets})
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: %w", name, err)
+	}
+	return &Stack{Name: name, Raw: raw, SecretKeys: secrets, Config: cfg}, nil
+}
+
+// ReadStacks reads every stack file committed in root.
+func ReadStacks(root string) ([]*Stack, error) {
+	files, err := StackFiles(root)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no Pulumi.<stack>.yaml in %s", root)
+	}
+	var out []*Stack
+	for _, f := range files {
+		s, err := ReadStack(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// secretKeys lists the secret keys of a stack file, sorted: the keys whose
+// values are encrypted (secure:), the keys apps read secret values from, and
+// the Proxmox API token of a Proxmox stack.
+func secretKeys(path string, raw map[string]string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var file struct {
+		Config map[string]any `yaml:"config"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		return nil, err
+	}
+	var keys []string
+	for k, v := range file.Config {
+		if m, ok := v.(map[string]any); ok && len(m) == 1 && m["secure"] != nil {
+			if !strings.Contains(k, ":") {
+				k = mockrun.Project + ":" + k
+			}
+			keys = append(keys, k)
+		}
+	}
+	add := func(k string) {
+		if k = stacks.Namespace + ":" + k; !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	// Leniently: stacks.Load reports malformed values with their paths.
+	var apps []struct {
+		SecretValues map[string]string `json:"secretValues"`
+	}
+	_ = json.Unmarshal([]byte(raw[stacks.Namespace+":apps"]), &apps)
+	for _, a := range apps {
+		for _, k := range a.SecretValues {
+			add(k)
+		}
+	}
+	var sub struct {
+		Kind substrate.Kind `json:"kind"`
+	}
+	_ = json.Unmarshal([]byte(raw[stacks.Namespace+":substrate"]), &sub)
+	if sub.Kind == substrate.KindProxmox {
+		add(stacks.ProxmoxTokenKey)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}

@@ -1,0 +1,105 @@
+package gate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Refusal is one reason `milner up` must not apply a preview.
+type Refusal struct {
+	// Resource is the logical name (or node) the refusal is about.
+	Resource string
+	// Reason says what the preview would do and why that is refused.
+	Reason string
+	// Instead says what to do instead.
+	Instead string
+}
+
+func (r Refusal) String() string {
+	return fmt.Sprintf("%s: %s; %s", r.Resource, r.Reason, r.Instead)
+}
+
+// Check applies the refusal rules to a report. replaceNodes are the nodes
+// named with --replace: the node VMs the user asked to recreate. An empty
+// result means the preview may be applied.
+//
+// The rules: no replace or delete of persistent substrate; no replace of
+// anything but a node VM; no delete of a Helm release or of the cluster
+// secrets; and the node VMs replaced are exactly the nodes named. A delete
+// of a resource retained on delete only drops it from state, so it is
+// never refused.
+func Check(r Report, replaceNodes []string) []Refusal {
+	var out []Refusal
+	teardown := fmt.Sprintf("this would destroy data; for a full teardown use `milner teardown --stack %s`", r.Stack)
+	persistent := r.Delta(Persistent)
+	for _, c := range persistent.Replaces {
+		out = append(out, Refusal{c.Name,
+			fmt.Sprintf("%s is persistent substrate and would be replaced (forced by %s)", c.Type, keys(c)),
+			"revert the change to " + keys(c) + "; " + teardown})
+	}
+	for _, c := range persistent.Deletes {
+		if c.Retained {
+			continue // e.g. an old boot image: it leaves state and stays.
+		}
+		out = append(out, Refusal{c.Name,
+			fmt.Sprintf("%s is persistent substrate and would be deleted", c.Type),
+			"restore it in the stack config; " + teardown})
+	}
+
+	for _, l := range Layers {
+		if l == Persistent || l == Disposable {
+			continue
+		}
+		for _, c := range r.Delta(l).Replaces {
+			out = append(out, Refusal{c.Name,
+				fmt.Sprintf("%s would be replaced (forced by %s); only node VMs are ever replaced", c.Type, keys(c)),
+				"revert the change to " + keys(c) + " or make it an in-place update"})
+		}
+	}
+
+	for _, c := range r.Delta(Apps).Deletes {
+		if c.Type == TypeHelmRelease && !c.Retained {
+			out = append(out, Refusal{c.Name,
+				"the Helm release would be deleted with its workloads",
+				"keep the app in milner:apps (rename it with previousNames), or set retainOnDelete before removing it"})
+		}
+	}
+	for _, c := range r.Delta(Talos).Deletes {
+		if c.Type == TypeTalosSecrets {
+			out = append(out, Refusal{c.Name,
+				"the cluster secrets would be deleted; without them no node can be managed again",
+				"restore the cluster in the stack config; to remove the whole cluster use `milner teardown --stack " + r.Stack + "`"})
+		}
+	}
+
+	var replaced []string
+	for _, c := range r.Delta(Disposable).Replaces {
+		replaced = append(replaced, c.Node)
+		if !slices.Contains(replaceNodes, c.Node) {
+			out = append(out, Refusal{c.Name,
+				fmt.Sprintf("the VM of node %s would be replaced (forced by %s) but --replace does not name it", c.Node, keys(c)),
+				fmt.Sprintf("if the node is meant to be recreated run `milner up --stack %s --replace %s`; otherwise revert the change to %s", r.Stack, c.Node, keys(c))})
+		}
+	}
+	for _, n := range replaceNodes {
+		if !slices.Contains(replaced, n) {
+			out = append(out, Refusal{n,
+				"named in --replace but the preview does not replace its VM",
+				"check the node name against docs/stacks.md and name exactly the nodes to recreate"})
+		}
+	}
+	return out
+}
+
+// keys names the properties forcing a replace.
+func keys(c Change) string {
+	switch {
+	case len(c.Keys) > 0:
+		return strings.Join(c.Keys, ", ")
+	case len(c.Diffs) > 0:
+		return strings.Join(c.Diffs, ", ")
+	default:
+		return "an explicit replace"
+	}
+}

@@ -1,0 +1,233 @@
+package gate
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+)
+
+// Change is one resource the preview changes.
+type Change struct {
+	// Name is the logical name.
+	Name string
+	// Type is the type token.
+	Type string
+	// URN is the resource's URN.
+	URN string
+	// Node is the node a node VM or a Talos configuration belongs to ("" otherwise).
+	Node string
+	// Keys are the properties that force a replace.
+	Keys []string
+	// Diffs are the properties that change.
+	Diffs []string
+	// Retained is set when a delete only removes the resource from state.
+	Retained bool
+}
+
+// Delta is what a preview changes in one layer.
+type Delta struct {
+	// Layer is the layer.
+	Layer Layer
+	// Creates are new resources.
+	Creates []Change
+	// Updates are in-place updates.
+	Updates []Change
+	// Replaces are resources deleted and created again.
+	Replaces []Change
+	// Deletes are resources removed.
+	Deletes []Change
+	// Imports are existing resources adopted into state.
+	Imports []Change
+}
+
+// Empty reports whether the delta changes nothing.
+func (d Delta) Empty() bool {
+	return len(d.Creates)+len(d.Updates)+len(d.Replaces)+len(d.Deletes)+len(d.Imports) == 0
+}
+
+// Report is a preview's delta, grouped by layer.
+type Report struct {
+	// Stack is the stack the preview ran on.
+	Stack string
+	// Deltas holds one Delta per layer, in Layers order.
+	Deltas []Delta
+	// Reboots are the nodes whose Talos configuration changes in place: the
+	// change may stage a reboot (apply mode staged_if_needing_reboot).
+	Reboots []string
+}
+
+// Delta returns the delta of one layer.
+func (r Report) Delta(l Layer) Delta {
+	for _, d := range r.Deltas {
+		if d.Layer == l {
+			return d
+		}
+	}
+	return Delta{Layer: l}
+}
+
+// Empty reports whether the preview changes nothing.
+func (r Report) Empty() bool {
+	for _, d := range r.Deltas {
+		if !d.Empty() {
+			return false
+		}
+	}
+	return true
+}
+
+// kind is what a preview does to one resource, folded over its steps.
+type kind int
+
+const (
+	kindNone kind = iota
+	kindUpdate
+	kindCreate
+	kindImport
+	kindDelete
+	kindReplace
+)
+
+// kindOf maps an engine op to a kind. A replace shows as up to three steps
+// (create-replacement, replace, delete-replaced); all three fold into one.
+func kindOf(op apitype.OpType) kind {
+	switch op {
+	case apitype.OpCreate:
+		return kindCreate
+	case apitype.OpUpdate:
+		return kindUpdate
+	case apitype.OpDelete:
+		return kindDelete
+	case apitype.OpReplace, apitype.OpCreateReplacement, apitype.OpDeleteReplaced, apitype.OpImportReplacement:
+		return kindReplace
+	case apitype.OpImport:
+		return kindImport
+	default:
+		// same, read, refresh, discard, ...: nothing changes in the cluster.
+		return kindNone
+	}
+}
+
+// NewReport folds a preview's steps into a report. cluster is the cluster
+// name: node VMs are named "<cluster>-<node>", Talos configurations "<node>-apply".
+func NewReport(steps []Step, cluster string) Report {
+	type entry struct {
+		kind   kind
+		change Change
+	}
+	byURN := map[string]*entry{}
+	var order []string
+	stack := ""
+	for _, s := range steps {
+		if stack == "" {
+			stack = s.Stack()
+		}
+		e, ok := byURN[s.URN]
+		if !ok {
+			e = &entry{change: Change{Name: s.Name(), Type: s.Type, URN: s.URN}}
+			byURN[s.URN] = e
+			order = append(order, s.URN)
+		}
+		e.kind = max(e.kind, kindOf(s.Op))
+		e.change.Keys = union(e.change.Keys, s.Keys)
+		e.change.Diffs = union(e.change.Diffs, s.Diffs)
+		e.change.Retained = e.change.Retained || s.Retained
+	}
+
+	r := Report{Stack: stack}
+	deltas := map[Layer]*Delta{}
+	for _, l := range Layers {
+		deltas[l] = &Delta{Layer: l}
+	}
+	for _, urn := range order {
+		e := byURN[urn]
+		c := e.change
+		layer := LayerOf(c.Type, c.Name)
+		switch {
+		case layer == Disposable:
+			c.Node = strings.TrimPrefix(c.Name, cluster+"-")
+		case c.Type == TypeConfigApply:
+			c.Node = strings.TrimSuffix(c.Name, "-apply")
+		}
+		d := deltas[layer]
+		switch e.kind {
+		case kindCreate:
+			d.Creates = append(d.Creates, c)
+		case kindUpdate:
+			d.Updates = append(d.Updates, c)
+			if c.Type == TypeConfigApply {
+				r.Reboots = append(r.Reboots, c.Node)
+			}
+		case kindReplace:
+			d.Replaces = append(d.Replaces, c)
+		case kindDelete:
+			d.Deletes = append(d.Deletes, c)
+		case kindImport:
+			d.Imports = append(d.Imports, c)
+		}
+	}
+	for _, l := range Layers {
+		r.Deltas = append(r.Deltas, *deltas[l])
+	}
+	slices.Sort(r.Reboots)
+	return r
+}
+
+// union appends the elements of b missing from a.
+func union(a, b []string) []string {
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			a = append(a, s)
+		}
+	}
+	return a
+}
+
+// Write prints the report to w, as fmt.Print would (a terminal's write
+// error is not the gate's business).
+func (r Report) Write(w io.Writer) { _, _ = io.WriteString(w, r.String()) }
+
+// String is the report for a human: every layer with a change, then the
+// nodes that may stage a reboot.
+func (r Report) String() string {
+	var w strings.Builder
+	if r.Empty() {
+		fmt.Fprintf(&w, "stack %s: no changes\n", r.Stack)
+		return w.String()
+	}
+	fmt.Fprintf(&w, "stack %s: delta by layer\n", r.Stack)
+	for _, d := range r.Deltas {
+		if d.Empty() {
+			continue
+		}
+		fmt.Fprintf(&w, "\n%s:\n", d.Layer)
+		writeChanges(&w, "create", d.Creates, false)
+		writeChanges(&w, "update", d.Updates, false)
+		writeChanges(&w, "replace", d.Replaces, true)
+		writeChanges(&w, "delete", d.Deletes, false)
+		writeChanges(&w, "import", d.Imports, false)
+	}
+	if len(r.Reboots) > 0 {
+		fmt.Fprintf(&w, "\nTalos config changes (may stage a reboot): %s\n", strings.Join(r.Reboots, ", "))
+	}
+	return w.String()
+}
+
+func writeChanges(w *strings.Builder, verb string, cs []Change, withKeys bool) {
+	for _, c := range cs {
+		line := fmt.Sprintf("  %-7s %s (%s)", verb, c.Name, c.Type)
+		if c.Retained && verb == "delete" {
+			line += " retained: leaves state, stays live"
+		}
+		switch {
+		case withKeys && len(c.Keys) > 0:
+			line += " forced by " + strings.Join(c.Keys, ", ")
+		case len(c.Diffs) > 0:
+			line += ": " + strings.Join(c.Diffs, ", ")
+		}
+		w.WriteString(line + "\n")
+	}
+}
