@@ -58,7 +58,6 @@ func SetNodeField(path, node, field, value string) ([]byte, error) {
 	return nil, fmt.Errorf("%s: no node %q in milner:nodes (nodes: %v)", path, node, names)
 }
 
-
 // lookup returns the value of key in a mapping node, or nil.
 func lookup(m *yaml.Node, key string) *yaml.Node {
 	if m == nil || m.Kind != yaml.MappingNode {
