@@ -17,7 +17,9 @@ const LibvirtType = "milner:components:LibvirtSubstrate"
 // terraform-provider-libvirt 0.8.x never fills on read. An imported domain
 // would otherwise always plan a replace (and the engine refuses a replace on
 // import), so adopted domains ignore exactly these; 0.9.6+ reads them.
-var LibvirtDomainIgnoredOnAdopt = []string{"type", "fwCfgName", "coreosIgnition", "qemuAgent"}
+// bootDevices and consoles: seen unread on a real import (tests/integration
+// TestAdoptDomain), so they are on the list too.
+var LibvirtDomainIgnoredOnAdopt = []string{"type", "fwCfgName", "coreosIgnition", "qemuAgent", "bootDevices", "consoles"}
 
 // LibvirtDomainNeverReadBack lists the domain inputs that
 // terraform-provider-libvirt 0.8.x reads back empty on every domain (the NIC's

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+
+	"github.com/milner/milner/internal/engine"
+)
+
+func init() {
+	register("preview", "show what `up` would change (Pulumi engine, local file backend)", runPreview)
+}
+
+// runPreview is `milner preview --stack <name> [--refresh]`.
+func runPreview(args []string) error {
+	fs := flag.NewFlagSet("preview", flag.ContinueOnError)
+	eo := engineFlags(fs)
+	refresh := fs.Bool("refresh", false, "read every resource back from its provider first")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if eo.Stack == "" {
+		return errors.New("--stack is required")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	st, err := engine.Open(ctx, *eo)
+	if err != nil {
+		return err
+	}
+	_, err = st.Preview(ctx, *refresh)
+	return err
+}
+
+// engineFlags declares the flags every engine verb shares and returns the
+// options they fill.
+func engineFlags(fs *flag.FlagSet) *engine.Options {
+	o := &engine.Options{}
+	fs.StringVar(&o.Stack, "stack", "", "stack name; its config is Pulumi.<stack>.yaml in the repo (required)")
+	fs.StringVar(&o.Repo, "repo", ".", "repository root (holds .tools/bin and the stack files)")
+	fs.StringVar(&o.StateDir, "state", "", fmt.Sprintf("file backend directory (default <repo>/%s); passphrase from $%s", engine.DefaultStateDir, engine.PassphraseEnv))
+	return o
+}

@@ -1,0 +1,352 @@
+//go:build integration
+
+// Package integration runs the Milner program on the real Pulumi engine with
+// the real libvirt provider against this machine's libvirtd: what happens,
+// not only what the program asks for. Every scenario has its own cluster
+// name (so its own pool, network and domain names), its own isolated subnet,
+// pool directory and file backend, and removes all of it when it ends, also
+// on failure.
+//
+// Needs: scripts/tools.sh (the CLI and plugin in .tools/bin) and
+// scripts/libvirt-up.sh (libvirtd on qemu:///system). Run as root:
+//
+//	go test -tags integration ./tests/integration/ -v
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/milner/milner/internal/engine"
+)
+
+const (
+	uri = "qemu:///system"
+	// base holds every scenario's pool directory, boot image and state.
+	base = "/var/lib/milner/it"
+	// Type tokens of the libvirt resources.
+	tPool    = "libvirt:index/pool:Pool"
+	tNetwork = "libvirt:index/network:Network"
+	tVolume  = "libvirt:index/volume:Volume"
+	tDomain  = "libvirt:index/domain:Domain"
+)
+
+// repo is the repository root.
+var repo = func() string {
+	r, err := filepath.Abs("../..")
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
+func TestMain(m *testing.M) {
+	for _, bin := range []string{"pulumi", "pulumi-resource-libvirt"} {
+		if _, err := os.Stat(filepath.Join(repo, ".tools", "bin", bin)); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: %v (run scripts/tools.sh)\n", err)
+			os.Exit(1)
+		}
+	}
+	if out, err := exec.Command("virsh", "-c", uri, "version").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: libvirtd does not answer (run scripts/libvirt-up.sh): %v: %s\n", err, out)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// node is one node of a scenario's config.
+type node struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	VCPU    int    `json:"vcpu"`
+	Memory  int    `json:"memoryMiB"`
+	OSDisk  int    `json:"osDiskGiB"`
+	Data    int    `json:"dataDiskGiB"`
+	Address string `json:"address"`
+	MAC     string `json:"mac"`
+	AdoptID string `json:"adoptId,omitempty"`
+}
+
+// scenario is one test's cluster: its names, paths, config and stack.
+type scenario struct {
+	t       *testing.T
+	cluster string // names the pool, the network and every domain and volume
+	dir     string // pool, boot image and state
+	subnet  int    // the third octet of 10.199.<subnet>.0/24
+	talos   string
+	boot    string // bootImage
+	nodes   []node
+	stack   *engine.Stack
+}
+
+// newScenario prepares a two-node cluster (one control plane, one worker, at
+// the smallest sizes validation allows) on 10.199.<subnet>.0/24 and opens
+// its stack. Cleanup is registered before anything is created.
+func newScenario(t *testing.T, id string, subnet int) *scenario {
+	t.Helper()
+	s := &scenario{
+		t:       t,
+		cluster: "milner-it-" + id,
+		dir:     filepath.Join(base, id),
+		subnet:  subnet,
+		talos:   "v1.9.5",
+	}
+	s.boot = filepath.Join(s.dir, "boot.qcow2")
+	s.nodes = []node{
+		{Name: "cp-1", Role: "controlplane", VCPU: 1, Memory: 2048, OSDisk: 10, Data: 1, Address: s.addr(11), MAC: s.mac(0x11)},
+		{Name: "w-1", Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: s.addr(21), MAC: s.mac(0x21)},
+	}
+	// The progress log closes after the cleanup below has used it.
+	progress := logWriter(t)
+	// Leftovers of an interrupted earlier run would make every create fail.
+	s.virshCleanup()
+	t.Cleanup(s.cleanup)
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "qemu-img", "create", "-q", "-f", "qcow2", s.boot, "64M")
+
+	ctx := context.Background()
+	st, err := engine.Open(ctx, engine.Options{
+		Stack:      "it",
+		Repo:       repo,
+		StateDir:   filepath.Join(s.dir, "state"),
+		ConfigFile: filepath.Join(repo, "Pulumi.local.yaml"),
+		Overrides:  s.config(),
+		Passphrase: "milner-it",
+		Progress:   progress,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stack = st
+	return s
+}
+
+func (s *scenario) addr(host int) string { return fmt.Sprintf("10.199.%d.%d", s.subnet, host) }
+func (s *scenario) mac(b int) string     { return fmt.Sprintf("52:54:00:c7:%02x:%02x", s.subnet, b) }
+
+// domain is the libvirt name of a node's domain; vol the path of a volume.
+func (s *scenario) domain(n string) string { return s.cluster + "-" + n }
+func (s *scenario) vol(n, kind string) string {
+	return filepath.Join(s.dir, "pool", s.cluster+"-"+n+"-"+kind+".qcow2")
+}
+
+// config is the scenario's overrides of Pulumi.local.yaml: everything that
+// names or places something, so scenarios never touch each other or the
+// local stack.
+func (s *scenario) config() map[string]string {
+	j := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		return string(b)
+	}
+	return map[string]string{
+		"milner:cluster": j(map[string]any{
+			"name": s.cluster, "talosVersion": s.talos, "kubernetesVersion": "v1.32.3", "vip": s.addr(240),
+		}),
+		"milner:substrate": j(map[string]any{"kind": "libvirt", "libvirt": map[string]any{
+			"uri": uri, "domainType": "qemu", "poolPath": filepath.Join(s.dir, "pool"), "bootImage": s.boot,
+		}}),
+		"milner:network": j(map[string]any{
+			"mode": "isolated", "cidr": fmt.Sprintf("10.199.%d.0/24", s.subnet),
+			"dhcpRange": map[string]any{"start": s.addr(100), "end": s.addr(199)},
+		}),
+		"milner:nodes":     j(s.nodes),
+		"milner:stopAfter": "substrate",
+	}
+}
+
+// apply writes the scenario's current config to its stack.
+func (s *scenario) apply() {
+	s.t.Helper()
+	if err := s.stack.SetConfig(context.Background(), s.config()); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// up runs `up` and fails the test if it fails.
+func (s *scenario) up() *engine.Result {
+	s.t.Helper()
+	start := time.Now()
+	r, err := s.stack.Up(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Logf("up: %v in %s", r.Summary, time.Since(start).Round(time.Millisecond))
+	return r
+}
+
+// preview runs a preview and fails the test if it fails.
+func (s *scenario) preview(refresh bool) *engine.Result {
+	s.t.Helper()
+	r, err := s.stack.Preview(context.Background(), refresh)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return r
+}
+
+// requireNoChanges fails unless r changes nothing.
+func (s *scenario) requireNoChanges(what string, r *engine.Result) {
+	s.t.Helper()
+	if ch := r.Changes(); len(ch) > 0 {
+		s.t.Fatalf("%s: want no changes, got %s", what, steps(ch))
+	}
+	for op, n := range r.Summary {
+		if op != "same" && n > 0 {
+			s.t.Fatalf("%s: want only unchanged resources, summary is %v", what, r.Summary)
+		}
+	}
+}
+
+// stateIDs returns the ids of the resources of one type in state, by logical name.
+func (s *scenario) stateIDs(typ string) map[string]string {
+	s.t.Helper()
+	res, err := s.stack.Resources(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, r := range res {
+		if r.Type == typ {
+			ids[r.URN[strings.LastIndex(r.URN, "::")+2:]] = r.ID
+		}
+	}
+	return ids
+}
+
+// cleanup removes everything the scenario made: through the engine first
+// (unprotect, destroy), then whatever is left in libvirt, by name.
+func (s *scenario) cleanup() {
+	if s.stack != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := s.stack.UnprotectAll(ctx); err != nil {
+			s.t.Logf("cleanup: %v", err)
+		}
+		if _, err := s.stack.Destroy(ctx); err != nil {
+			s.t.Logf("cleanup: %v", err)
+		}
+	}
+	s.virshCleanup()
+}
+
+// virshCleanup removes the scenario's domains, network, pool and directory
+// from libvirt and disk. Each step is best effort: what is not there is fine.
+func (s *scenario) virshCleanup() {
+	try := func(args ...string) string {
+		out, _ := virshOut(args...) //nolint:errcheck // best effort, see above
+		return out
+	}
+	for _, d := range strings.Fields(try("list", "--all", "--name")) {
+		if strings.HasPrefix(d, s.cluster+"-") {
+			try("destroy", d)
+			try("undefine", d, "--nvram")
+		}
+	}
+	try("net-destroy", s.cluster)
+	try("net-undefine", s.cluster)
+	for _, v := range strings.Fields(try("vol-list", s.cluster, "--name")) {
+		try("vol-delete", v, "--pool", s.cluster)
+	}
+	try("pool-destroy", s.cluster)
+	try("pool-undefine", s.cluster)
+	if err := os.RemoveAll(s.dir); err != nil {
+		s.t.Logf("cleanup: %v", err)
+	}
+}
+
+// virshOut runs virsh and returns its trimmed stdout.
+func virshOut(args ...string) (string, error) {
+	var stderr strings.Builder
+	cmd := exec.Command("virsh", append([]string{"-c", uri}, args...)...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// virsh runs virsh and fails the test if it fails.
+func virsh(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := virshOut(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// run runs a command and fails the test if it fails.
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// domains returns the scenario's domain names in libvirt, sorted.
+func (s *scenario) domains() []string {
+	out := virsh(s.t, "list", "--all", "--name")
+	var ds []string
+	for _, d := range strings.Fields(out) {
+		if strings.HasPrefix(d, s.cluster+"-") {
+			ds = append(ds, d)
+		}
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+// inode returns a file's inode number: a recreated volume has a new one.
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// steps formats steps for failure messages.
+func steps(ss []engine.Step) string {
+	var b strings.Builder
+	for _, s := range ss {
+		fmt.Fprintf(&b, "\n  %s %s %s keys=%v diffs=%v failed=%v", s.Op, s.Type, s.Name(), s.Keys, s.Diffs, s.Failed)
+	}
+	return b.String()
+}
+
+// logWriter sends Pulumi's progress to the test log, line by line.
+func logWriter(t *testing.T) io.Writer {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if line := strings.TrimRight(sc.Text(), " "); line != "" {
+				t.Log(line)
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = pw.Close(); <-done }) // a pipe's Close never fails
+	return pw
+}
