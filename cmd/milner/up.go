@@ -4,20 +4,39 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 
 	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/gate"
 )
 
 func init() {
-	register("up", "apply the stack: create, update and replace until it matches the program", runUp)
+	register("up", "preview, refuse what the layer rules forbid, confirm, then apply exactly the previewed delta", runUp)
 }
 
-// runUp is `milner up --stack <name>`.
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// runUp is `milner up --stack <name> [--replace <node>]... [--yes]`.
+//
+// Before touching anything it refuses live substrate objects missing from
+// state (empty state, orphans), then previews and refuses any delta the
+// layer rules forbid. After a typed confirmation (or --yes) it applies the
+// preview's saved update plan, so the engine itself refuses to do anything
+// the preview did not show.
 func runUp(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	eo := engineFlags(fs)
+	var replace stringList
+	fs.Var(&replace, "replace", "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
+	yes := fs.Bool("yes", false, "apply without the typed confirmation")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,6 +49,48 @@ func runUp(args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = st.Up(ctx)
+	if err := guardSubstrate(ctx, st); err != nil {
+		return err
+	}
+
+	cluster := clusterName(st.Config())
+	plan := engine.PlanOptions{}
+	if len(replace) > 0 {
+		resources, err := st.Resources(ctx)
+		if err != nil {
+			return err
+		}
+		if plan.Replace, err = replaceTargets(resources, cluster, replace); err != nil {
+			return err
+		}
+	}
+	dir, err := os.MkdirTemp("", "milner-plan-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	plan.PlanFile = filepath.Join(dir, "plan.json")
+
+	preview, err := st.PreviewPlan(ctx, plan)
+	if err != nil {
+		return err
+	}
+	report := gate.NewReport(gate.StepsFromEvents(preview.Events), cluster)
+	report.Write(os.Stdout)
+	if refusals := gate.Check(report, replace); len(refusals) > 0 {
+		fmt.Fprintf(os.Stderr, "milner up: refused before touching anything (%d problems):\n", len(refusals))
+		for _, r := range refusals {
+			fmt.Fprintf(os.Stderr, "  - %s\n", r)
+		}
+		return fmt.Errorf("refused: the preview breaks %d layer rules; nothing was applied", len(refusals))
+	}
+	if report.Empty() {
+		fmt.Printf("milner up: stack %q has no changes\n", eo.Stack)
+		return nil
+	}
+	if !*yes && !confirm(os.Stdin, os.Stdout, eo.Stack) {
+		return errors.New("refused: not confirmed; nothing was applied")
+	}
+	_, err = st.UpPlan(ctx, plan)
 	return err
 }

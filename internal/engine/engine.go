@@ -141,6 +141,9 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		"PULUMI_SKIP_UPDATE_CHECK": "true",
 		// Plugins come only from .tools/bin; never look for them online.
 		"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+		// Update plans (preview --save-plan, up --plan) are still behind
+		// the experimental flag; milner up applies nothing but the plan.
+		"PULUMI_EXPERIMENTAL": "true",
 	}
 	project := workspace.Project{
 		Name:    tokens.PackageName(mockrun.Project),
@@ -260,6 +263,35 @@ func (s *Stack) Preview(ctx context.Context, refresh bool) (*Result, error) {
 	}
 	return s.run(ctx, "preview", func(ch chan<- events.EngineEvent) error {
 		_, err := s.stack.Preview(ctx, append(opts, optpreview.EventStreams(ch))...)
+		return err
+	})
+}
+
+// PlanOptions configure a preview whose plan an up then applies.
+type PlanOptions struct {
+	// Replace are URNs the engine replaces even though nothing changed
+	// (the node VMs named with `milner up --replace`).
+	Replace []string
+	// PlanFile is where the preview saves its update plan; UpPlan applies
+	// that plan, and the engine fails the up if it would do anything the
+	// preview did not show.
+	PlanFile string
+}
+
+// PreviewPlan previews and saves the update plan to o.PlanFile.
+func (s *Stack) PreviewPlan(ctx context.Context, o PlanOptions) (*Result, error) {
+	return s.run(ctx, "preview", func(ch chan<- events.EngineEvent) error {
+		_, err := s.stack.Preview(ctx, optpreview.ProgressStreams(s.progress), optpreview.EventStreams(ch),
+			optpreview.Replace(o.Replace), optpreview.Plan(o.PlanFile))
+		return err
+	})
+}
+
+// UpPlan applies exactly the plan PreviewPlan saved.
+func (s *Stack) UpPlan(ctx context.Context, o PlanOptions) (*Result, error) {
+	return s.run(ctx, "up", func(ch chan<- events.EngineEvent) error {
+		_, err := s.stack.Up(ctx, optup.ProgressStreams(s.progress), optup.EventStreams(ch),
+			optup.Replace(o.Replace), optup.Plan(o.PlanFile))
 		return err
 	})
 }
