@@ -28,6 +28,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
@@ -66,7 +67,8 @@ type Options struct {
 	// the project and stack settings, with the passphrase salt) lives in it too.
 	StateDir string
 	// ConfigFile is the stack file whose config block the stack gets; default
-	// <Repo>/Pulumi.<Stack>.yaml. Encrypted (secure:) values are not read yet.
+	// <Repo>/Pulumi.<Stack>.yaml. Its encrypted (secure:) values are
+	// decrypted by the CLI with the same passphrase and set again as secrets.
 	ConfigFile string
 	// Overrides replace values of ConfigFile by full key (milner:nodes), raw
 	// as the program reads them: strings as they are, objects as JSON.
@@ -161,7 +163,62 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if err := s.SetConfig(ctx, cfg); err != nil {
 		return nil, err
 	}
+	if err := s.copySecrets(ctx, cmd, o); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// copySecrets gives the workspace stack the secret values of the stack file
+// (set there with `pulumi config set --secret`). The CLI decrypts them in
+// the repo, with the stack file's salt and the same passphrase, and they are
+// set again as secrets: they never touch disk in the clear.
+func (s *Stack) copySecrets(ctx context.Context, cmd auto.PulumiCommand, o Options) error {
+	b, err := os.ReadFile(o.ConfigFile)
+	if err != nil {
+		return err
+	}
+	var file struct {
+		Config map[string]any `yaml:"config"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		return fmt.Errorf("stack %q: %w", o.Stack, err)
+	}
+	var secure []string
+	for k, v := range file.Config {
+		if m, ok := v.(map[string]any); ok && m["secure"] != nil {
+			secure = append(secure, k)
+		}
+	}
+	if len(secure) == 0 {
+		return nil
+	}
+	env := make([]string, 0, len(s.env))
+	for k, v := range s.env {
+		env = append(env, k+"="+v)
+	}
+	// --config-file: the CLI reads the repo's stack file, not the workspace copy.
+	out, stderr, _, err := cmd.Run(ctx, o.Repo, nil, nil, nil, env,
+		"config", "--show-secrets", "--json", "--stack", o.Stack, "--config-file", o.ConfigFile)
+	if err != nil {
+		return fmt.Errorf("stack %q: decrypt the secrets of %s (is %s the passphrase they were set with?): %w: %s", o.Stack, o.ConfigFile, PassphraseEnv, err, stderr)
+	}
+	var values map[string]struct {
+		Value string `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(out), &values); err != nil {
+		return fmt.Errorf("stack %q: decode secrets: %w", o.Stack, err)
+	}
+	for _, k := range secure {
+		full := k
+		if !strings.Contains(k, ":") {
+			full = mockrun.Project + ":" + k
+		}
+		if err := s.stack.SetConfig(ctx, full, auto.ConfigValue{Value: values[full].Value, Secret: true}); err != nil {
+			return fmt.Errorf("stack %q: set secret %s: %w", o.Stack, full, err)
+		}
+	}
+	return nil
 }
 
 // passphrase picks the stack's passphrase: Options, then MILNER_PASSPHRASE,

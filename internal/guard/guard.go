@@ -32,6 +32,8 @@ type Object struct {
 	// ID is what the provider uses as the resource id: the UUID of a
 	// domain, network or pool, the key (path) of a volume.
 	ID string
+	// Stopped is set for a defined domain that is not running.
+	Stopped bool
 }
 
 // Declared is one libvirt object the stack declares.
@@ -80,6 +82,11 @@ func Check(stack string, declared []Declared, inState func(typ, logical string) 
 		f := Finding{Problem: fmt.Sprintf("%s %q (%s) exists on the host but not in the state of stack %q: an up would fail on it or create a duplicate", kind(d.Type), d.Name, d.Logical, stack)}
 		if d.Type == TypeDomain && d.Node != "" {
 			cmd := fmt.Sprintf("milner adopt --stack %s --node %s --id %s", stack, d.Node, o.ID)
+			if o.Stopped {
+				// A crash between define and start leaves the domain shut
+				// off; the config says running, so adoption needs it started.
+				cmd = fmt.Sprintf("virsh start %s && %s", d.Name, cmd)
+			}
 			adopt = append(adopt, cmd)
 			f.Fix = cmd
 		} else {
@@ -139,7 +146,8 @@ func ListLibvirt(uri string) ([]Object, error) {
 		return nil, fmt.Errorf("%s: list domains: %w", uri, err)
 	}
 	for _, d := range domains {
-		out = append(out, Object{Type: TypeDomain, Name: d.Name, ID: uuid(d.UUID)})
+		// libvirt gives an inactive domain the id -1.
+		out = append(out, Object{Type: TypeDomain, Name: d.Name, ID: uuid(d.UUID), Stopped: d.ID < 0})
 	}
 	nets, _, err := l.ConnectListAllNetworks(1, 0)
 	if err != nil {

@@ -85,6 +85,14 @@ func TestOrphanDomainFixIsTheExactAdoptCommand(t *testing.T) {
 	assert.Equal(t, "milner adopt --stack dev --node cp-2 --id 0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69", got[0].Fix)
 }
 
+func TestStoppedOrphanIsStartedBeforeAdoption(t *testing.T) {
+	declared := devDeclared(t)
+	live := []Object{{Type: TypeDomain, Name: "milner-dev-cp-3", ID: "u3", Stopped: true}}
+	got := Check("dev", declared, state(TypePool+"::milner-dev-pool"), live)
+	require.Len(t, got, 1)
+	assert.Equal(t, "virsh start milner-dev-cp-3 && milner adopt --stack dev --node cp-3 --id u3", got[0].Fix)
+}
+
 func TestEmptyStateFixNamesRestoreAndAdopt(t *testing.T) {
 	declared := devDeclared(t)
 	live := []Object{
