@@ -91,6 +91,29 @@ func runUp(args []string) error {
 	if !*yes && !confirm(os.Stdin, os.Stdout, eo.Stack) {
 		return errors.New("refused: not confirmed; nothing was applied")
 	}
-	_, err = st.UpPlan(ctx, plan)
-	return err
+	if _, err := st.UpPlan(ctx, plan); err != nil {
+		return err
+	}
+	return writeClientFiles(ctx, st, *eo)
+}
+
+// writeClientFiles writes the stack's kubeconfig and talosconfig outputs,
+// when it has them, to the files teardown removes (mode 0600: they are
+// credentials; the state directory is git-ignored).
+func writeClientFiles(ctx context.Context, st *engine.Stack, eo engine.Options) error {
+	for i, output := range []string{"kubeconfig", "talosconfig"} {
+		v, ok, err := st.StringOutput(ctx, output)
+		if err != nil || !ok {
+			return err
+		}
+		path := clientFiles(eo)[i]
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(v), 0o600); err != nil {
+			return err
+		}
+		fmt.Printf("milner up: wrote %s\n", path)
+	}
+	return nil
 }

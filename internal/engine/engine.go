@@ -471,3 +471,14 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	}
 	return out, nil
 }
+
+// StringOutput returns one string stack output, secret or not ("" and false
+// when the stack has no such output).
+func (s *Stack) StringOutput(ctx context.Context, name string) (string, bool, error) {
+	outs, err := s.stack.Outputs(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("stack %q: outputs: %w", s.Name(), err)
+	}
+	v, ok := outs[name].Value.(string)
+	return v, ok, nil
+}
