@@ -52,20 +52,25 @@ func stackConfig(t testing.TB, stack string, secrets map[string]string) map[stri
 	return cfg
 }
 
-// runStack runs the program on cfg and fails the test on error.
+// runStack runs the program on cfg, with every test secret key marked
+// secret, and fails the test on error.
 func runStack(t testing.TB, stack string, cfg map[string]string) *mockrun.Recorder {
 	t.Helper()
-	rec, err := mockrun.Run(stacks.Program, stack, cfg, slices.Collect(maps.Keys(devSecrets))...)
+	secretKeys := slices.Sorted(maps.Keys(devSecrets))
+	secretKeys = append(secretKeys, slices.Sorted(maps.Keys(prodSecrets))...)
+	rec, err := mockrun.Run(stacks.Program, stack, cfg, secretKeys...)
 	require.NoError(t, err)
 	return rec
 }
 
-// patchKey rewrites one object-valued key of cfg through edit.
-func patchKey(t testing.TB, cfg map[string]string, key string, edit func(v any) any) map[string]string {
+// patchKey returns a copy of cfg with one object-valued key changed by edit,
+// which changes the decoded value in place.
+func patchKey(t testing.TB, cfg map[string]string, key string, edit func(v any)) map[string]string {
 	t.Helper()
 	var v any
 	require.NoError(t, json.Unmarshal([]byte(cfg[key]), &v))
-	b, err := json.Marshal(edit(v))
+	edit(v)
+	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	out := maps.Clone(cfg)
 	out[key] = string(b)
@@ -340,10 +345,7 @@ func substrateInputs(rec *mockrun.Recorder) map[string]resource.PropertyMap {
 
 func TestTalosVersionBumpTouchesNoSubstrate(t *testing.T) {
 	base := stackConfig(t, "dev", devSecrets)
-	bumped := patchKey(t, base, "milner:cluster", func(v any) any {
-		v.(map[string]any)["talosVersion"] = "v1.9.6"
-		return v
-	})
+	bumped := patchKey(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = "v1.9.6" })
 	before, after := runStack(t, "dev", base), runStack(t, "dev", bumped)
 
 	assert.Equal(t, substrateInputs(before), substrateInputs(after), "a Talos version bump must not change any volume, domain, pool or network input")
@@ -401,9 +403,8 @@ func TestMissingSecretIsAClearErrorAndRegistersNothing(t *testing.T) {
 
 func TestAdoptedDomainIsImported(t *testing.T) {
 	const uuid = "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69"
-	cfg := patchKey(t, stackConfig(t, "dev", devSecrets), "milner:nodes", func(v any) any {
+	cfg := patchKey(t, stackConfig(t, "dev", devSecrets), "milner:nodes", func(v any) {
 		v.([]any)[1].(map[string]any)["adoptId"] = uuid
-		return v
 	})
 	rec := runStack(t, "dev", cfg)
 	for _, d := range rec.ByType(tDomain) {
@@ -431,11 +432,10 @@ func TestDevNetwork(t *testing.T) {
 
 	// Without a dhcpRange, libvirt's own range stands and no XSLT is set;
 	// an isolated network keeps DNS to itself.
-	isolated := patchKey(t, cfg, "milner:network", func(v any) any {
+	isolated := patchKey(t, cfg, "milner:network", func(v any) {
 		m := v.(map[string]any)
 		delete(m, "dhcpRange")
 		m["mode"] = "isolated"
-		return m
 	})
 	n = runStack(t, "dev", isolated).ByType(tNetwork)[0].Inputs
 	assert.Equal(t, "none", n["mode"].StringValue(), "isolated is libvirt's mode none: no forward")

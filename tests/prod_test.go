@@ -5,7 +5,6 @@ package tests
 // prefixed "prod" so they never collide with the dev tests' helpers.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -15,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,7 +21,6 @@ import (
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/mockrun"
-	"github.com/milner/milner/stacks"
 )
 
 // Type tokens of the prod substrate.
@@ -50,35 +47,6 @@ var prodNodes = []struct {
 	{"cp-3", 152, "192.168.1.52"},
 }
 
-// prodConfig reads a committed stack file plus the given secrets.
-func prodConfig(t testing.TB, stack string, secrets map[string]string) map[string]string {
-	t.Helper()
-	cfg, err := mockrun.ReadStackConfig("../Pulumi." + stack + ".yaml")
-	require.NoError(t, err)
-	maps.Copy(cfg, secrets)
-	return cfg
-}
-
-// prodRun runs the program on cfg with every key of prodSecrets marked secret.
-func prodRun(t testing.TB, stack string, cfg map[string]string) *mockrun.Recorder {
-	t.Helper()
-	rec, err := mockrun.Run(stacks.Program, stack, cfg, slices.Sorted(maps.Keys(prodSecrets))...)
-	require.NoError(t, err)
-	return rec
-}
-
-// prodEdit rewrites one object-valued key of cfg through edit.
-func prodEdit(t testing.TB, cfg map[string]string, key string, edit func(v any)) map[string]string {
-	t.Helper()
-	var v any
-	require.NoError(t, json.Unmarshal([]byte(cfg[key]), &v))
-	edit(v)
-	b, err := json.Marshal(v)
-	require.NoError(t, err)
-	out := maps.Clone(cfg)
-	out[key] = string(b)
-	return out
-}
 
 // prodNames returns the logical names of regs.
 func prodNames(regs []mockrun.Registration) []string {
@@ -108,7 +76,7 @@ func prodDisks(t testing.TB, r mockrun.Registration) []resource.PropertyMap {
 }
 
 func TestProdCountsPerType(t *testing.T) {
-	rec := prodRun(t, "prod", prodConfig(t, "prod", prodSecrets))
+	rec := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
 	assert.Equal(t, map[string]int{
 		substrate.ProxmoxType:           1,
 		prodTProvider:                   1,
@@ -126,7 +94,7 @@ func TestProdCountsPerType(t *testing.T) {
 }
 
 func TestProdLogicalNames(t *testing.T) {
-	rec := prodRun(t, "prod", prodConfig(t, "prod", prodSecrets))
+	rec := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
 	for token, want := range map[string][]string{
 		substrate.ProxmoxType: {"milner-prod"},
 		prodTProvider:         {"milner-prod-proxmox"},
@@ -159,8 +127,8 @@ func TestProdTypeTokenIsPinned(t *testing.T) {
 // TestProdAndDevSubstratesDoNotMix runs both committed stacks: prod declares
 // no libvirt resource and dev no Proxmox one.
 func TestProdAndDevSubstratesDoNotMix(t *testing.T) {
-	prod := prodRun(t, "prod", prodConfig(t, "prod", prodSecrets))
-	dev := prodRun(t, "dev", prodConfig(t, "dev", prodSecrets))
+	prod := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
+	dev := runStack(t, "dev", stackConfig(t, "dev", prodSecrets))
 	for _, r := range prod.Registrations() {
 		assert.NotContains(t, strings.ToLower(r.Type), "libvirt", "prod registered %s %s", r.Type, r.Name)
 	}
@@ -225,8 +193,8 @@ func prodInvokeTokens(rec *mockrun.Recorder) map[string]int {
 // the Talos and Helm layers are the same components, with the same names,
 // parents, options and input keys, so dev exercises what prod runs.
 func TestProdTalosAndHelmLayersMatchDev(t *testing.T) {
-	prod := prodRun(t, "prod", prodConfig(t, "prod", prodSecrets))
-	dev := prodRun(t, "dev", prodConfig(t, "dev", prodSecrets))
+	prod := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
+	dev := runStack(t, "dev", stackConfig(t, "dev", prodSecrets))
 	p, d := prodLayerShapes(prod, "milner-prod"), prodLayerShapes(dev, "milner-dev")
 	require.NotEmpty(t, p)
 	assert.Equal(t, d, p)
@@ -243,7 +211,7 @@ func TestProdTalosAndHelmLayersMatchDev(t *testing.T) {
 }
 
 func TestProdProtectRetainAndReplacePolicy(t *testing.T) {
-	rec := prodRun(t, "prod", prodConfig(t, "prod", prodSecrets))
+	rec := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
 	holders, nodes := map[string]bool{}, map[string]bool{}
 	for _, n := range prodNodes {
 		holders["milner-prod-"+n.name+"-disks"] = true
@@ -279,7 +247,7 @@ func TestProdProtectRetainAndReplacePolicy(t *testing.T) {
 }
 
 func TestProdProviderAndParents(t *testing.T) {
-	rec := prodRun(t, "prod", prodConfig(t, "prod", prodSecrets))
+	rec := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
 	provs := rec.ByType(prodTProvider)
 	require.Len(t, provs, 1)
 	prov := provs[0]
@@ -293,49 +261,11 @@ func TestProdProviderAndParents(t *testing.T) {
 	}
 }
 
-// prodPVE is the recording mock plus one thing Proxmox does that a generic
-// mock cannot guess: it names every disk it creates in a datastore and
-// reports the name as the disk's pathInDatastore (vm-<vmid>-disk-<n> on
-// LVM-thin). mockrun.Run copies inputs to outputs, so under it the attached
-// disks' paths are null.
-type prodPVE struct{ *mockrun.Recorder }
-
-func (m prodPVE) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
-	id, out, err := m.Recorder.NewResource(args)
-	if err != nil || args.TypeToken != prodTVM {
-		return id, out, err
-	}
-	vmID := int(args.Inputs["vmId"].NumberValue())
-	var disks []resource.PropertyValue
-	for i, d := range out["disks"].ArrayValue() {
-		disk := d.ObjectValue().Copy()
-		if p, ok := disk["pathInDatastore"]; !ok || p.IsNull() {
-			disk["pathInDatastore"] = resource.NewProperty(fmt.Sprintf("vm-%d-disk-%d", vmID, i))
-		}
-		disks = append(disks, resource.NewProperty(disk))
-	}
-	out["disks"] = resource.NewProperty(disks)
-	return id, out, nil
-}
-
-// prodRunPVE is prodRun under prodPVE.
-func prodRunPVE(t testing.TB, cfg map[string]string) *mockrun.Recorder {
-	t.Helper()
-	mock := prodPVE{&mockrun.Recorder{}}
-	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
-		Project: mockrun.Project, Stack: "prod", Config: cfg,
-		ConfigSecretKeys: slices.Sorted(maps.Keys(prodSecrets)), Mocks: mock,
-	})
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, ctx.Close()) }()
-	require.NoError(t, pulumi.RunWithContext(ctx, stacks.Program))
-	return mock.Recorder
-}
 
 // TestProdNodeAttachesHolderDisksByPath: the OS and data disks are the
 // holder's, and the node VM only attaches them, by the paths Proxmox gave them.
 func TestProdNodeAttachesHolderDisksByPath(t *testing.T) {
-	rec := prodRunPVE(t, prodConfig(t, "prod", prodSecrets))
+	rec := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
 	for _, n := range prodNodes {
 		holder := prodVM(t, rec, "milner-prod-"+n.name+"-disks")
 		node := prodVM(t, rec, "milner-prod-"+n.name)
@@ -369,7 +299,7 @@ func TestProdNodeAttachesHolderDisksByPath(t *testing.T) {
 // TestProdStaticAddressing: the node's first-boot address (nocloud drive)
 // and its machine config agree, with no DHCP.
 func TestProdStaticAddressing(t *testing.T) {
-	rec := prodRun(t, "prod", prodConfig(t, "prod", prodSecrets))
+	rec := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
 	for _, n := range prodNodes {
 		node := prodVM(t, rec, "milner-prod-"+n.name)
 		init := node.Inputs["initialization"].ObjectValue()
@@ -434,10 +364,10 @@ func TestProdInstallDiskMatchesInterface(t *testing.T) {
 		{"sata", "/dev/sda", "/dev/sdb"},
 	} {
 		t.Run(tc.iface, func(t *testing.T) {
-			cfg := prodEdit(t, prodConfig(t, "prod", prodSecrets), "milner:substrate", func(v any) {
+			cfg := patchKey(t, stackConfig(t, "prod", prodSecrets), "milner:substrate", func(v any) {
 				v.(map[string]any)["proxmox"].(map[string]any)["diskInterface"] = tc.iface
 			})
-			rec := prodRun(t, "prod", cfg)
+			rec := runStack(t, "prod", cfg)
 			disks := prodDisks(t, prodVM(t, rec, "milner-prod-cp-1"))
 			require.Len(t, disks, 2)
 			assert.Equal(t, tc.iface+"0", disks[0]["interface"].StringValue())
@@ -473,9 +403,9 @@ func prodWithoutPaths(t testing.TB, in resource.PropertyMap, paths []string) res
 // TestProdTalosVersionBumpReplacesNoVMOrDisk: a version bump adds an image
 // and changes no VM input the engine would act on.
 func TestProdTalosVersionBumpReplacesNoVMOrDisk(t *testing.T) {
-	base := prodConfig(t, "prod", prodSecrets)
-	bumped := prodEdit(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = "v1.9.6" })
-	before, after := prodRun(t, "prod", base), prodRun(t, "prod", bumped)
+	base := stackConfig(t, "prod", prodSecrets)
+	bumped := patchKey(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = "v1.9.6" })
+	before, after := runStack(t, "prod", base), runStack(t, "prod", bumped)
 
 	assert.Equal(t, []string{"milner-prod-image-v1.9.5"}, prodNames(before.ByType(prodTImage)))
 	assert.Equal(t, []string{"milner-prod-image-v1.9.6"}, prodNames(after.ByType(prodTImage)), "a bump adds a new image")
@@ -501,10 +431,10 @@ func TestProdTalosVersionBumpReplacesNoVMOrDisk(t *testing.T) {
 // TestProdAdoptedNodeIsImported: adoptId imports the existing node VM under
 // the provider's "<proxmox node>/<vm id>" id; nothing else is imported.
 func TestProdAdoptedNodeIsImported(t *testing.T) {
-	cfg := prodEdit(t, prodConfig(t, "prod", prodSecrets), "milner:nodes", func(v any) {
+	cfg := patchKey(t, stackConfig(t, "prod", prodSecrets), "milner:nodes", func(v any) {
 		v.([]any)[1].(map[string]any)["adoptId"] = strconv.Itoa(prodNodes[1].vmID)
 	})
-	rec := prodRun(t, "prod", cfg)
+	rec := runStack(t, "prod", cfg)
 	for _, r := range rec.Registrations() {
 		want := ""
 		if r.Type == prodTVM && r.Name == "milner-prod-cp-2" {

@@ -6,12 +6,10 @@ package docs
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/mockrun"
@@ -120,24 +118,9 @@ func ReadStacks(root string) ([]*Stack, error) {
 // values are encrypted (secure:), the keys apps read secret values from, and
 // the Proxmox API token of a Proxmox stack.
 func secretKeys(path string, raw map[string]string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	keys, err := mockrun.SecureKeys(path)
 	if err != nil {
 		return nil, err
-	}
-	var file struct {
-		Config map[string]any `yaml:"config"`
-	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		return nil, err
-	}
-	var keys []string
-	for k, v := range file.Config {
-		if m, ok := v.(map[string]any); ok && len(m) == 1 && m["secure"] != nil {
-			if !strings.Contains(k, ":") {
-				k = mockrun.Project + ":" + k
-			}
-			keys = append(keys, k)
-		}
 	}
 	add := func(k string) {
 		if k = stacks.Namespace + ":" + k; !slices.Contains(keys, k) {

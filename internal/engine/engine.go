@@ -28,7 +28,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
@@ -174,21 +173,9 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 // the repo, with the stack file's salt and the same passphrase, and they are
 // set again as secrets: they never touch disk in the clear.
 func (s *Stack) copySecrets(ctx context.Context, cmd auto.PulumiCommand, o Options) error {
-	b, err := os.ReadFile(o.ConfigFile)
+	secure, err := mockrun.SecureKeys(o.ConfigFile)
 	if err != nil {
-		return err
-	}
-	var file struct {
-		Config map[string]any `yaml:"config"`
-	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
 		return fmt.Errorf("stack %q: %w", o.Stack, err)
-	}
-	var secure []string
-	for k, v := range file.Config {
-		if m, ok := v.(map[string]any); ok && m["secure"] != nil {
-			secure = append(secure, k)
-		}
 	}
 	if len(secure) == 0 {
 		return nil
@@ -209,11 +196,7 @@ func (s *Stack) copySecrets(ctx context.Context, cmd auto.PulumiCommand, o Optio
 	if err := json.Unmarshal([]byte(out), &values); err != nil {
 		return fmt.Errorf("stack %q: decode secrets: %w", o.Stack, err)
 	}
-	for _, k := range secure {
-		full := k
-		if !strings.Contains(k, ":") {
-			full = mockrun.Project + ":" + k
-		}
+	for _, full := range secure {
 		if err := s.stack.SetConfig(ctx, full, auto.ConfigValue{Value: values[full].Value, Secret: true}); err != nil {
 			return fmt.Errorf("stack %q: set secret %s: %w", o.Stack, full, err)
 		}

@@ -200,24 +200,16 @@ func Run(program pulumi.RunFunc, stack string, config map[string]string, secretK
 // ReadStackConfig reads the config block of a Pulumi.<stack>.yaml into raw
 // config values as the engine passes them to a program: strings as they
 // are, everything else as JSON, keys namespaced by the project. Encrypted
-// (secure:) values are skipped: they need the stack's passphrase.
+// (secure:) values are skipped: they need the stack's passphrase (see
+// SecureKeys).
 func ReadStackConfig(path string) (map[string]string, error) {
-	b, err := os.ReadFile(path)
+	block, err := readConfigBlock(path)
 	if err != nil {
 		return nil, err
 	}
-	var file struct {
-		Config map[string]any `yaml:"config"`
-	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
 	out := map[string]string{}
-	for k, v := range file.Config {
-		if !strings.Contains(k, ":") {
-			k = Project + ":" + k
-		}
-		if m, ok := v.(map[string]any); ok && len(m) == 1 && m["secure"] != nil {
+	for k, v := range block {
+		if isSecure(v) {
 			continue
 		}
 		if s, ok := v.(string); ok {
@@ -231,6 +223,52 @@ func ReadStackConfig(path string) (map[string]string, error) {
 		out[k] = string(j)
 	}
 	return out, nil
+}
+
+// SecureKeys lists, sorted, the keys of a stack file whose values are
+// encrypted (set with `pulumi config set --secret`).
+func SecureKeys(path string) ([]string, error) {
+	block, err := readConfigBlock(path)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for k, v := range block {
+		if isSecure(v) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// readConfigBlock reads the config block of a stack file, keys namespaced
+// by the project.
+func readConfigBlock(path string) (map[string]any, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var file struct {
+		Config map[string]any `yaml:"config"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	out := make(map[string]any, len(file.Config))
+	for k, v := range file.Config {
+		if !strings.Contains(k, ":") {
+			k = Project + ":" + k
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// isSecure reports an encrypted value ({secure: <ciphertext>}).
+func isSecure(v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 1 && m["secure"] != nil
 }
 
 // str builds a string property.
@@ -253,6 +291,21 @@ func mockOutputs(token string, inputs resource.PropertyMap) resource.PropertyMap
 		out["resolvedApplyMode"] = str("auto")
 	case "talos:cluster/kubeconfig:Kubeconfig":
 		out["kubeconfigRaw"] = str("apiVersion: v1\nkind: Config\n# mock kubeconfig\n")
+	case "proxmoxve:VM/virtualMachine:VirtualMachine":
+		// Proxmox names every disk it creates in a datastore and reports the
+		// name as its pathInDatastore (vm-<vmid>-disk-<n> on LVM-thin); a
+		// VM that attaches disks by path reports the paths it was given.
+		var disks []resource.PropertyValue
+		for i, d := range inputs["disks"].ArrayValue() {
+			disk := d.ObjectValue().Copy()
+			if p, ok := disk["pathInDatastore"]; !ok || p.IsNull() {
+				disk["pathInDatastore"] = str(fmt.Sprintf("vm-%d-disk-%d", int(inputs["vmId"].NumberValue()), i))
+			}
+			disks = append(disks, resource.NewProperty(disk))
+		}
+		if disks != nil {
+			out["disks"] = resource.NewProperty(disks)
+		}
 	case "kubernetes:helm.sh/v3:Release":
 		out["status"] = resource.NewProperty(resource.PropertyMap{"status": str("deployed"), "revision": resource.NewProperty(1.0)})
 	}
