@@ -47,7 +47,6 @@ var prodNodes = []struct {
 	{"cp-3", 152, "192.168.1.52"},
 }
 
-
 // prodNames returns the logical names of regs.
 func prodNames(regs []mockrun.Registration) []string {
 	out := []string{}
@@ -260,7 +259,6 @@ func TestProdProviderAndParents(t *testing.T) {
 		assert.Contains(t, r.Provider, "::milner-prod-proxmox::", "%s uses the explicit provider", r.Name)
 	}
 }
-
 
 // TestProdNodeAttachesHolderDisksByPath: the OS and data disks are the
 // holder's, and the node VM only attaches them, by the paths Proxmox gave them.

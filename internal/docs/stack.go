@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
