@@ -425,6 +425,8 @@ func TestDevNetwork(t *testing.T) {
 	require.Len(t, nets, 1)
 	n := nets[0].Inputs
 	assert.Equal(t, "nat", n["mode"].StringValue())
+	assert.Equal(t, substrate.BridgeName("milner-dev"), n["bridge"].StringValue())
+	assert.Len(t, n["bridge"].StringValue(), 14, "a Linux interface name has at most 15 characters")
 	assert.False(t, n["dns"].ObjectValue()["localOnly"].BoolValue(), "a NAT network forwards DNS upstream")
 	xslt := n["xml"].ObjectValue()["xslt"].StringValue()
 	assert.Contains(t, xslt, `<xsl:attribute name="start">10.73.0.100</xsl:attribute>`)

@@ -1,6 +1,8 @@
 package substrate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -122,6 +124,7 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 	}
 	netArgs := &libvirt.NetworkArgs{
 		Name:      pulumi.String(name),
+		Bridge:    pulumi.String(BridgeName(name)),
 		Mode:      pulumi.String(args.NetworkMode.providerMode()),
 		Addresses: pulumi.StringArray{pulumi.String(args.CIDR.String())},
 		Autostart: pulumi.Bool(true),
@@ -249,6 +252,14 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		DataDisk:    "/dev/vdb",
 		MachineID:   domain.ID(),
 	}, nil
+}
+
+// BridgeName is the host bridge of a cluster's network: explicit and derived
+// from the cluster name, because libvirt's automatic virbrN names collide when
+// two networks are created at the same moment. Linux allows 15 characters.
+func BridgeName(cluster string) string {
+	sum := sha256.Sum256([]byte(cluster))
+	return "mlnr" + hex.EncodeToString(sum[:])[:10]
 }
 
 // dhcpRangeXSLT narrows the DHCP range terraform-provider-libvirt derives

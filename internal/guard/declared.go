@@ -28,7 +28,7 @@ func DeclaredLibvirt(stack string, cfg map[string]string) ([]Declared, error) {
 		default:
 			continue
 		}
-		d := Declared{Type: r.Type, Logical: r.Name, Name: r.Inputs["name"].StringValue()}
+		d := Declared{Type: r.Type, Logical: r.Name, Name: r.Inputs["name"].StringValue(), ImportID: r.Options.ImportID}
 		if r.Type == TypeDomain {
 			// Domains are named "<cluster>-<node>" under the "<cluster>" component.
 			cluster := resource.URN(r.Parent).Name()

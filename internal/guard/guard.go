@@ -46,6 +46,9 @@ type Declared struct {
 	Name string
 	// Node is the node a domain belongs to; "" for other objects.
 	Node string
+	// ImportID is the id the program imports this object under (a node's
+	// adoptId): the live object with that id is being adopted, not orphaned.
+	ImportID string
 }
 
 // Finding is one reason to refuse an up, with what to do instead.
@@ -76,7 +79,7 @@ func Check(stack string, declared []Declared, inState func(typ, logical string) 
 			continue
 		}
 		o, ok := byName[d.Type+"::"+d.Name]
-		if !ok {
+		if !ok || (d.ImportID != "" && strings.EqualFold(d.ImportID, o.ID)) {
 			continue
 		}
 		f := Finding{Problem: fmt.Sprintf("%s %q (%s) exists on the host but not in the state of stack %q: an up would fail on it or create a duplicate", kind(d.Type), d.Name, d.Logical, stack)}

@@ -85,6 +85,21 @@ func TestOrphanDomainFixIsTheExactAdoptCommand(t *testing.T) {
 	assert.Equal(t, "milner adopt --stack dev --node cp-2 --id 0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69", got[0].Fix)
 }
 
+func TestAdoptedDomainIsNotAnOrphan(t *testing.T) {
+	cfg, err := mockrun.ReadStackConfig("../../Pulumi.dev.yaml")
+	require.NoError(t, err)
+	cfg["milner:nodes"] = strings.Replace(cfg["milner:nodes"], `"name":"cp-2"`, `"adoptId":"0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69","name":"cp-2"`, 1)
+	declared, err := DeclaredLibvirt("dev", cfg)
+	require.NoError(t, err)
+	inState := state(TypePool + "::milner-dev-pool")
+
+	adopted := []Object{{Type: TypeDomain, Name: "milner-dev-cp-2", ID: "0F4A6C1E-8D2B-4A57-9A0E-2F1D3C4B5A69"}}
+	assert.Empty(t, Check("dev", declared, inState, adopted), "the domain adoptId names is the one the up imports")
+
+	other := []Object{{Type: TypeDomain, Name: "milner-dev-cp-2", ID: "11111111-2222-3333-4444-555555555555"}}
+	assert.Len(t, Check("dev", declared, inState, other), 1, "a domain of that name with another UUID is still an orphan")
+}
+
 func TestStoppedOrphanIsStartedBeforeAdoption(t *testing.T) {
 	declared := devDeclared(t)
 	live := []Object{{Type: TypeDomain, Name: "milner-dev-cp-3", ID: "u3", Stopped: true}}

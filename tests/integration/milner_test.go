@@ -1,0 +1,446 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The `milner` command, driven black-box: the binary is built once per test
+// process and run against a scenario directory that stands in for a repo
+// (its own Pulumi.it.yaml, the repo's .tools and CLI pin) with the
+// scenario's file backend. Stack "it" and passphrase "milner-it" are the
+// harness's, so its cleanup (unprotect, destroy, then virsh by name) also
+// covers what the command made.
+
+// milnerStack is the stack name the command is given.
+const milnerStack = "it"
+
+var (
+	milnerOnce sync.Once
+	milnerBin  string
+	milnerErr  error
+)
+
+// milnerBinary builds cmd/milner once and returns its path.
+func milnerBinary(t *testing.T) string {
+	t.Helper()
+	milnerOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "milner-it-bin-")
+		if err != nil {
+			milnerErr = err
+			return
+		}
+		milnerBin = filepath.Join(dir, "milner")
+		cmd := exec.Command("go", "build", "-o", milnerBin, "./cmd/milner")
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			milnerErr = fmt.Errorf("go build ./cmd/milner: %w: %s", err, out)
+		}
+	})
+	if milnerErr != nil {
+		t.Fatal(milnerErr)
+	}
+	return milnerBin
+}
+
+// cmdResult is one run of the milner binary.
+type cmdResult struct {
+	code   int
+	stdout string
+	stderr string
+}
+
+func (r cmdResult) out() string { return r.stdout + r.stderr }
+
+// milnerScenario is a harness scenario driven through the milner binary.
+type milnerScenario struct {
+	*scenario
+	bin string
+}
+
+// newMilnerScenario prepares a harness scenario and turns its directory into
+// a repo for the command: the stack file, .tools and tools/pulumi/go.mod
+// (internal/engine/cli.go reads the CLI pin from it). Before the harness's
+// cleanup, `milner teardown --confirm it` removes the stack.
+func newMilnerScenario(t *testing.T, id string, subnet int) *milnerScenario {
+	t.Helper()
+	bin := milnerBinary(t)
+	s := &milnerScenario{scenario: newScenario(t, id, subnet), bin: bin}
+	if err := os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(s.dir, ".tools")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(s.dir, "tools", "pulumi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(repo, "tools", "pulumi", "go.mod"), filepath.Join(s.dir, "tools", "pulumi", "go.mod")); err != nil {
+		t.Fatal(err)
+	}
+	s.writeStackFile()
+	// Runs before the harness's cleanup (registered earlier, run later).
+	t.Cleanup(func() {
+		if !fileExists(s.stackFile()) {
+			return
+		}
+		if r := s.milnerIn("", "teardown", "--confirm", milnerStack); r.code != 0 {
+			t.Logf("cleanup: milner teardown exited %d:\n%s", r.code, r.out())
+		}
+	})
+	return s
+}
+
+// stackFile is the scenario's Pulumi.it.yaml.
+func (s *milnerScenario) stackFile() string {
+	return filepath.Join(s.dir, "Pulumi."+milnerStack+".yaml")
+}
+
+// writeStackFile writes the scenario's current config as a block-style
+// stack file, the shape of a committed Pulumi.<stack>.yaml.
+func (s *milnerScenario) writeStackFile() {
+	s.t.Helper()
+	cfg := map[string]any{}
+	for k, v := range s.config() {
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			val = v // a plain string (milner:stopAfter)
+		}
+		cfg[k] = val
+	}
+	b, err := yaml.Marshal(map[string]any{"config": cfg})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(s.stackFile(), b, 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// milner runs the binary with --stack, --repo and --state after the verb,
+// stdin empty, and logs what it printed.
+func (s *milnerScenario) milner(args ...string) cmdResult {
+	s.t.Helper()
+	return s.milnerIn("", args...)
+}
+
+// milnerIn is milner with stdin.
+func (s *milnerScenario) milnerIn(stdin string, args ...string) cmdResult {
+	s.t.Helper()
+	full := append([]string{args[0], "--stack", milnerStack, "--repo", s.dir, "--state", filepath.Join(s.dir, "state")}, args[1:]...)
+	cmd := exec.Command(s.bin, full...)
+	cmd.Env = append(os.Environ(), "MILNER_PASSPHRASE=milner-it")
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		s.t.Fatalf("milner %s: %v", strings.Join(args, " "), err)
+	}
+	s.t.Logf("milner %s: exit %d in %s\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.code,
+		time.Since(start).Round(time.Millisecond), r.stdout, r.stderr)
+	return r
+}
+
+// mustMilner runs the binary and fails the test unless it exits 0.
+func (s *milnerScenario) mustMilner(args ...string) cmdResult {
+	s.t.Helper()
+	r := s.milner(args...)
+	if r.code != 0 {
+		s.t.Fatalf("milner %s: exit %d, want 0:\n%s", strings.Join(args, " "), r.code, r.out())
+	}
+	return r
+}
+
+// refused requires a non-zero exit whose output says want.
+func refused(t *testing.T, what string, r cmdResult, want ...string) {
+	t.Helper()
+	if r.code == 0 {
+		t.Fatalf("%s: exit 0, want a refusal:\n%s", what, r.out())
+	}
+	for _, w := range want {
+		if !strings.Contains(r.out(), w) {
+			t.Errorf("%s: output lacks %q:\n%s", what, w, r.out())
+		}
+	}
+}
+
+// uuids returns the libvirt UUID of each of the scenario's domains.
+func (s *milnerScenario) uuids() map[string]string {
+	s.t.Helper()
+	out := map[string]string{}
+	for _, d := range s.domains() {
+		out[d] = virsh(s.t, "domuuid", d)
+	}
+	return out
+}
+
+// hasNoChanges requires an `up` that printed the no-change line.
+func (s *milnerScenario) hasNoChanges(what string, r cmdResult) {
+	s.t.Helper()
+	if want := fmt.Sprintf("stack %q has no changes", milnerStack); !strings.Contains(r.stdout, want) {
+		s.t.Errorf("%s: stdout lacks %q:\n%s", what, want, r.out())
+	}
+}
+
+// 1. The gate refuses a domain replace that --replace does not name and
+// applies nothing; naming the node replaces exactly its domain and keeps its
+// data volume.
+func TestMilnerGateReplace(t *testing.T) {
+	s := newMilnerScenario(t, "m-gate", 21)
+	s.mustMilner("up", "--yes")
+	cp, w := s.domain("cp-1"), s.domain("w-1")
+	before := s.uuids()
+	if len(before) != 2 {
+		t.Fatalf("after up: domains %v, want %s and %s", before, cp, w)
+	}
+	data := s.vol("w-1", "data")
+	oldInode := inode(t, data)
+
+	s.nodes[1].Memory = 1536
+	s.writeStackFile()
+	r := s.milner("up", "--yes")
+	refused(t, "up without --replace", r, "--replace does not name it", "milner up --stack it --replace w-1", "nothing was applied")
+	if after := s.uuids(); !maps.Equal(after, before) {
+		t.Fatalf("refused up changed domains: %v, were %v", after, before)
+	}
+	if info := virsh(t, "dominfo", w); !strings.Contains(info, "1048576 KiB") {
+		t.Errorf("refused up changed %s's memory:\n%s", w, info)
+	}
+
+	// Naming the other node is refused too: the replaced set must equal the
+	// named one, and w-1's replace is still unnamed.
+	r = s.milner("up", "--yes", "--replace", "cp-1")
+	refused(t, "up --replace cp-1", r, "the VM of node w-1 would be replaced (forced by memory) but --replace does not name it", "nothing was applied")
+	if after := s.uuids(); !maps.Equal(after, before) {
+		t.Fatalf("refused up changed domains: %v, were %v", after, before)
+	}
+
+	s.mustMilner("up", "--yes", "--replace", "w-1")
+	after := s.uuids()
+	if after[w] == "" || after[w] == before[w] {
+		t.Errorf("domain %s: uuid %q, was %q; want a new domain", w, after[w], before[w])
+	}
+	if after[cp] != before[cp] {
+		t.Errorf("domain %s: uuid %q, was %q; want it untouched", cp, after[cp], before[cp])
+	}
+	if info := virsh(t, "dominfo", w); !strings.Contains(info, "1572864 KiB") {
+		t.Errorf("domain %s does not have 1536 MiB:\n%s", w, info)
+	}
+	if ino := inode(t, data); ino != oldInode {
+		t.Errorf("data volume %s was recreated (inode %d, was %d)", data, ino, oldInode)
+	}
+	s.hasNoChanges("up after the replace", s.mustMilner("up", "--yes"))
+}
+
+// 2. A running domain defined with virsh for a node of a stack whose other
+// resources are up is adopted with `milner adopt`; the next up imports it
+// and then nothing changes.
+func TestMilnerAdopt(t *testing.T) {
+	s := newMilnerScenario(t, "m-adopt", 22)
+	s.mustMilner("up", "--yes")
+	dom := s.domain("w-1")
+	xml := virsh(t, "dumpxml", "--inactive", dom)
+	// The domain leaves Pulumi's hands: gone from libvirt, then from state
+	// (the harness's engine refresh; milner has no refresh verb).
+	virsh(t, "destroy", dom)
+	virsh(t, "undefine", dom)
+	if _, err := s.stack.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := s.stateIDs(tDomain)[dom]; ok {
+		t.Fatalf("domain %s still in state as %s after refresh", dom, id)
+	}
+	// Defined by hand, same shape, new UUID, running.
+	xml = regexp.MustCompile(`\s*<uuid>[^<]*</uuid>`).ReplaceAllString(xml, "")
+	file := filepath.Join(s.dir, dom+".xml")
+	if err := os.WriteFile(file, []byte(xml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	virsh(t, "define", file)
+	virsh(t, "autostart", dom)
+	virsh(t, "start", dom)
+	uuid := virsh(t, "domuuid", dom)
+
+	// Without adoption, up refuses the orphan and prints the adopt command.
+	r := s.milner("up", "--yes")
+	refused(t, "up with an orphan", r, fmt.Sprintf("milner adopt --stack it --node w-1 --id %s", uuid))
+
+	r = s.mustMilner("adopt", "--node", "w-1", "--id", uuid)
+	if !strings.Contains(r.stdout, "will be imported") {
+		t.Errorf("adopt: stdout lacks %q:\n%s", "will be imported", r.out())
+	}
+	b, err := os.ReadFile(s.stackFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `adoptId: "`+uuid+`"`) {
+		t.Fatalf("stack file has no adoptId %s:\n%s", uuid, b)
+	}
+
+	s.mustMilner("up", "--yes")
+	if id := s.stateIDs(tDomain)[dom]; id != uuid {
+		t.Errorf("state holds %s as %q, want the adopted %s", dom, id, uuid)
+	}
+	if got := virsh(t, "domuuid", dom); got != uuid {
+		t.Errorf("domain %s is now %s, want the adopted %s", dom, got, uuid)
+	}
+	if got := s.domains(); len(got) != 2 {
+		t.Errorf("domains %v, want exactly two", got)
+	}
+	s.mustMilner("preview")
+	s.requireNoChanges("engine preview after adoption", s.preview(false))
+	s.hasNoChanges("up after adoption", s.mustMilner("up", "--yes"))
+}
+
+// 3. With the state moved away, up refuses (empty state, live substrate) and
+// prints the adopt commands; nothing is created. With the state back, up
+// has no changes.
+func TestMilnerEmptyStateGuard(t *testing.T) {
+	s := newMilnerScenario(t, "m-guard", 23)
+	s.mustMilner("up", "--yes")
+	before := s.uuids()
+	disk := snapshotDisk(t, s.scenario)
+	nets := s.virshNames("net-list", "--all", "--name")
+	pools := s.virshNames("pool-list", "--all", "--name")
+
+	state, away := filepath.Join(s.dir, "state"), filepath.Join(s.dir, "state.away")
+	if err := os.Rename(state, away); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // puts the state back if the test stops early
+		if fileExists(away) {
+			_ = os.RemoveAll(state)
+			_ = os.Rename(away, state)
+		}
+	})
+	r := s.milner("up", "--yes")
+	refused(t, "up on empty state", r, "holds no substrate resource", "refused")
+	for _, n := range s.nodes {
+		d := s.domain(n.Name)
+		if want := fmt.Sprintf("milner adopt --stack it --node %s --id %s", n.Name, before[d]); !strings.Contains(r.out(), want) {
+			t.Errorf("refusal lacks %q", want)
+		}
+	}
+	if after := s.uuids(); !maps.Equal(after, before) {
+		t.Errorf("domains after the refused up: %v, were %v", after, before)
+	}
+	if after := snapshotDisk(t, s.scenario); !maps.Equal(after, disk) {
+		t.Errorf("volumes changed on disk:\n got %v\nwant %v", after, disk)
+	}
+	if got := s.virshNames("net-list", "--all", "--name"); !slices.Equal(got, nets) || len(got) != 1 {
+		t.Errorf("networks %v, were %v", got, nets)
+	}
+	if got := s.virshNames("pool-list", "--all", "--name"); !slices.Equal(got, pools) || len(got) != 1 {
+		t.Errorf("pools %v, were %v", got, pools)
+	}
+
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(away, state); err != nil {
+		t.Fatal(err)
+	}
+	s.hasNoChanges("up after the restore", s.mustMilner("up", "--yes"))
+	if after := s.uuids(); !maps.Equal(after, before) {
+		t.Errorf("domains after the restore: %v, were %v", after, before)
+	}
+}
+
+// 4. Teardown refuses without the typed stack name and any partial target,
+// deleting nothing; with --confirm it removes every domain, volume, network
+// and pool of the stack.
+func TestMilnerTeardown(t *testing.T) {
+	s := newMilnerScenario(t, "m-down", 24)
+	s.mustMilner("up", "--yes")
+	before := s.uuids()
+	disk := snapshotDisk(t, s.scenario)
+	if len(disk) != 1+2*len(s.nodes) {
+		t.Fatalf("pool holds %v, want %d volumes", disk, 1+2*len(s.nodes))
+	}
+	intact := func(what string) {
+		t.Helper()
+		if after := s.uuids(); !maps.Equal(after, before) {
+			t.Errorf("%s: domains %v, were %v", what, after, before)
+		}
+		if after := snapshotDisk(t, s.scenario); !maps.Equal(after, disk) {
+			t.Errorf("%s: volumes changed on disk:\n got %v\nwant %v", what, after, disk)
+		}
+		virsh(t, "net-info", s.cluster)
+		virsh(t, "pool-info", s.cluster)
+	}
+
+	refused(t, "teardown, empty stdin", s.milnerIn("", "teardown"), "refused", "nothing was deleted")
+	intact("after teardown with empty stdin")
+	refused(t, "teardown, wrong name typed", s.milnerIn("local\n", "teardown"), "refused", "nothing was deleted")
+	intact("after teardown with the wrong name")
+	refused(t, "teardown --confirm wrong", s.milner("teardown", "--confirm", "local"), "refused")
+	intact("after teardown --confirm local")
+	refused(t, "teardown with a target", s.milner("teardown", "--confirm", milnerStack, "w-1"), "refused", "takes no target")
+	intact("after teardown with a target")
+
+	r := s.mustMilner("teardown", "--confirm", milnerStack)
+	if !strings.Contains(r.stdout, "(protected)") {
+		t.Errorf("teardown did not list the protected resources:\n%s", r.stdout)
+	}
+	if got := s.domains(); len(got) > 0 {
+		t.Errorf("domains left: %v", got)
+	}
+	for _, n := range s.nodes {
+		for _, kind := range []string{"os", "data"} {
+			if p := s.vol(n.Name, kind); fileExists(p) {
+				t.Errorf("volume %s left on disk", p)
+			}
+		}
+	}
+	for p := range disk {
+		if fileExists(filepath.Join(s.dir, "pool", p)) {
+			t.Errorf("volume %s left on disk", p)
+		}
+	}
+	if _, err := virshOut("net-info", s.cluster); err == nil {
+		t.Errorf("network %s left", s.cluster)
+	}
+	if _, err := virshOut("pool-info", s.cluster); err == nil {
+		t.Errorf("pool %s left", s.cluster)
+	}
+	if res := s.stateIDs(tDomain); len(res) > 0 {
+		t.Errorf("state still holds domains %v", res)
+	}
+	// Nothing of the stack is left to destroy: a second teardown is a no-op.
+	s.mustMilner("teardown", "--confirm", milnerStack)
+}
+
+// virshNames runs a virsh list command and returns the names of the
+// scenario's objects in it (the cluster's name or its prefix), sorted: other
+// tests and benchmarks share the host.
+func (s *milnerScenario) virshNames(args ...string) []string {
+	s.t.Helper()
+	var names []string
+	for _, n := range strings.Fields(virsh(s.t, args...)) {
+		if n == s.cluster || strings.HasPrefix(n, s.cluster+"-") {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
