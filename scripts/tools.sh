@@ -6,7 +6,7 @@
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt|lint]...   (default: pulumi libvirt)
+# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench]...   (default: pulumi libvirt)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,6 +53,8 @@ for t in "${targets[@]}"; do
       build pulumi-resource-libvirt "$root/tools/libvirt-provider" . "" ;;
     lint)
       build golangci-lint "$root/tools/lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "" ;;
-    *) echo "tools: unknown tool '$t' (want pulumi, libvirt or lint)" >&2; exit 2 ;;
+    bench) # terraform-provider-libvirt for bench/ (Terraform's dev_overrides dir, .tools/tf)
+      mkdir -p "$root/.tools/tf"; bin="$root/.tools/tf" build terraform-provider-libvirt "$root/tools/terraform-provider-libvirt" . "" ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint or bench)" >&2; exit 2 ;;
   esac
 done
