@@ -215,27 +215,7 @@ func TestDevTalosApplyPolicy(t *testing.T) {
 
 func TestDevTalosPatch(t *testing.T) {
 	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
-	a, ok := rec.ByName(tApply, "cp-2-apply")
-	require.True(t, ok)
-	patches := a.Inputs["configPatches"].ArrayValue()
-	require.Len(t, patches, 1)
-	var patch struct {
-		Machine struct {
-			Network struct {
-				Hostname   string `json:"hostname"`
-				Interfaces []struct {
-					DeviceSelector map[string]string `json:"deviceSelector"`
-					Addresses      []string          `json:"addresses"`
-					VIP            map[string]string `json:"vip"`
-				} `json:"interfaces"`
-			} `json:"network"`
-			Install map[string]string `json:"install"`
-			Disks   []struct {
-				Device string `json:"device"`
-			} `json:"disks"`
-		} `json:"machine"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(patches[0].StringValue()), &patch))
+	patch := nodePatch(t, rec, "cp-2")
 	m := patch.Machine
 	assert.Equal(t, "cp-2", m.Network.Hostname)
 	require.Len(t, m.Network.Interfaces, 1)

@@ -312,7 +312,7 @@ func TestProdStaticAddressing(t *testing.T) {
 		require.Len(t, nic, 1)
 		assert.Equal(t, "vmbr0", nic[0].ObjectValue()["bridge"].StringValue())
 
-		patch := prodPatch(t, rec, n.name)
+		patch := nodePatch(t, rec, n.name)
 		iface := patch.Machine.Network.Interfaces
 		require.Len(t, iface, 1)
 		assert.Equal(t, []string{n.address + "/24"}, iface[0].Addresses, n.name)
@@ -322,10 +322,11 @@ func TestProdStaticAddressing(t *testing.T) {
 	}
 }
 
-// prodTalosPatch is the part of a node's Talos patch these tests read.
-type prodTalosPatch struct {
+// talosPatch is the part of a node's Talos patch the tests read.
+type talosPatch struct {
 	Machine struct {
 		Network struct {
+			Hostname   string `json:"hostname"`
 			Interfaces []struct {
 				DeviceSelector map[string]string `json:"deviceSelector"`
 				Addresses      []string          `json:"addresses"`
@@ -340,13 +341,13 @@ type prodTalosPatch struct {
 }
 
 // prodPatch decodes the Talos config patch of one node.
-func prodPatch(t testing.TB, rec *mockrun.Recorder, node string) prodTalosPatch {
+func nodePatch(t testing.TB, rec *mockrun.Recorder, node string) talosPatch {
 	t.Helper()
 	a, ok := rec.ByName("talos:machine/configurationApply:ConfigurationApply", node+"-apply")
 	require.True(t, ok, node)
 	patches := a.Inputs["configPatches"].ArrayValue()
 	require.Len(t, patches, 1)
-	var p prodTalosPatch
+	var p talosPatch
 	require.NoError(t, json.Unmarshal([]byte(patches[0].StringValue()), &p))
 	return p
 }
@@ -372,7 +373,7 @@ func TestProdInstallDiskMatchesInterface(t *testing.T) {
 			assert.Equal(t, tc.iface+"1", disks[1]["interface"].StringValue())
 			assert.Equal(t, []resource.PropertyValue{resource.NewProperty(tc.iface + "0")},
 				prodVM(t, rec, "milner-prod-cp-1").Inputs["bootOrders"].ArrayValue())
-			p := prodPatch(t, rec, "cp-1")
+			p := nodePatch(t, rec, "cp-1")
 			assert.Equal(t, tc.install, p.Machine.Install["disk"])
 			require.Len(t, p.Machine.Disks, 1)
 			assert.Equal(t, tc.data, p.Machine.Disks[0].Device)

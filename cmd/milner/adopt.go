@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 
-	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/stackfile"
 )
@@ -47,12 +44,11 @@ func runAdopt(args []string) error {
 		return cause
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	st, err := engine.Open(ctx, *eo)
+	ctx, stop, st, err := openStack(eo)
 	if err != nil {
 		return restore(err)
 	}
+	defer stop()
 	res, err := st.Preview(ctx, false)
 	if err != nil {
 		return restore(err)

@@ -26,14 +26,23 @@ func runPreview(args []string) error {
 	if eo.Stack == "" {
 		return errors.New("--stack is required")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	st, err := engine.Open(ctx, *eo)
+	ctx, stop, st, err := openStack(eo)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	_, err = st.Preview(ctx, *refresh)
 	return err
+}
+
+// openStack opens the stack of eo under a context that an interrupt
+// cancels; the caller defers stop.
+func openStack(eo *engine.Options) (ctx context.Context, stop context.CancelFunc, st *engine.Stack, err error) {
+	ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt)
+	if st, err = engine.Open(ctx, *eo); err != nil {
+		stop()
+	}
+	return ctx, stop, st, err
 }
 
 // engineFlags declares the flags every engine verb shares and returns the

@@ -2,12 +2,10 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 
@@ -34,12 +32,11 @@ func runTeardown(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("refused: teardown takes no target (got %v): it removes the whole stack or nothing; to recover one node use `milner up --stack %s --replace <node>`", fs.Args(), eo.Stack)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	st, err := engine.Open(ctx, *eo)
+	ctx, stop, st, err := openStack(eo)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	resources, err := st.Resources(ctx)
 	if err != nil {
 		return err

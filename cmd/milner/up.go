@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 
@@ -43,12 +42,11 @@ func runUp(args []string) error {
 	if eo.Stack == "" {
 		return errors.New("--stack is required")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	st, err := engine.Open(ctx, *eo)
+	ctx, stop, st, err := openStack(eo)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	if err := guardSubstrate(ctx, st); err != nil {
 		return err
 	}
