@@ -4,6 +4,7 @@
 #
 #   bench/run.sh                 # N = 3 and 30, 5 timed runs (P3: 3, or 2 at N = 30)
 #   BENCH_NODES="3" BENCH_RUNS=1 BENCH_P3_RUNS=1 bench/run.sh   # a quick check
+#   BENCH_BEFORE=<git ref> bench/run.sh   # also time Milner as of that commit
 #
 # It builds the pinned tools (Pulumi CLI, libvirt plugin, and the
 # terraform-provider-libvirt binary wired into Terraform with dev_overrides),
@@ -52,16 +53,14 @@ provider_installation {
 RC
 export TF_CLI_CONFIG_FILE="$work/terraformrc"
 
-# The "after" figures: Milner with the proposed engine change
-# (bench/proposals/engine-pinned-command.patch) applied to a copy of the repo.
-patched=""
-rm -rf "$work/patched" && mkdir -p "$work/patched"
-if tar -C "$root" --exclude=./.tools --exclude=./.git --exclude=./.pulumi --exclude=./bench/results -cf - . | tar -C "$work/patched" -xf - &&
-  patch -s -d "$work/patched" -p1 <"$root/bench/proposals/engine-pinned-command.patch" &&
-  (cd "$work/patched" && go build -o "$work/milnerbench-patched" ./bench/milnerbench); then
-  patched="$work/milnerbench-patched"
-else
-  echo "bench: the engine proposal does not apply to this checkout: no after figures" >&2
+# Before/after in one run: BENCH_BEFORE=<git ref> also times Milner as built
+# from that commit (its rows are tagged "(before)"), against the same graphs.
+before=""
+if [[ -n ${BENCH_BEFORE:-} ]]; then
+  rm -rf "$work/before" && mkdir -p "$work/before"
+  git -C "$root" archive "$BENCH_BEFORE" | tar -C "$work/before" -xf -
+  (cd "$work/before" && go build -o "$work/milnerbench-before" ./bench/milnerbench)
+  before="$work/milnerbench-before"
 fi
 
 clusters=()
@@ -109,11 +108,11 @@ for n in $nodes; do
   # Both graphs now exist: the no-op checks must plan nothing.
   $(milner "$mb" preview) 2>&1 | grep -q 'milnerbench preview: same=[0-9]*$' || { echo "bench: Milner's no-op preview plans changes" >&2; exit 1; }
   [[ -z $tf ]] || $(terra plan -refresh=false -detailed-exitcode) >/dev/null || { echo "bench: Terraform's no-op plan plans changes" >&2; exit 1; }
-  for bin in "$mb" $patched; do
+  for bin in $before "$mb"; do
     tag=""
     if [[ $bin != "$mb" ]]; then
-      tag=" (engine patch)"
-      # At large N a create takes minutes: the patch's P3 gain is per run, not per node.
+      tag=" (before)"
+      # At large N a create takes minutes: the gain is per run, not per node.
       ((n > 10 || r3 == 0)) || p3 "$bin" "$tag"
     fi
     cmp "P1$tag" -runs "$runs" -a "$(milner "$bin" preview)" -b "$(terra plan -refresh=false)"
