@@ -99,10 +99,14 @@ func runUp(args []string) error {
 // when it has them, to the files teardown removes (mode 0600: they are
 // credentials; the state directory is git-ignored).
 func writeClientFiles(ctx context.Context, st *engine.Stack, eo engine.Options) error {
+	outs, err := st.Outputs(ctx)
+	if err != nil {
+		return err
+	}
 	for i, output := range []string{"kubeconfig", "talosconfig"} {
-		v, ok, err := st.StringOutput(ctx, output)
-		if err != nil || !ok {
-			return err
+		v, ok := outs[output].(string)
+		if !ok {
+			return nil
 		}
 		path := clientFiles(eo)[i]
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

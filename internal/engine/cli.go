@@ -68,17 +68,32 @@ func pinnedVersion(repo string) (semver.Version, bool) {
 		return semver.Version{}, false
 	}
 	m := cliPin.FindSubmatch(b)
-	info, ok := debug.ReadBuildInfo()
-	if m == nil || !ok {
+	if m == nil || linkedSDK(repo) != "v"+string(m[1]) {
 		return semver.Version{}, false
 	}
-	for _, dep := range info.Deps {
-		if dep.Path == sdkModule && dep.Version == "v"+string(m[1]) {
-			v, err := semver.Parse(string(m[1]))
-			return v, err == nil
+	v, err := semver.Parse(string(m[1]))
+	return v, err == nil
+}
+
+// sdkRequire matches the SDK's requirement in the repo's go.mod.
+var sdkRequire = regexp.MustCompile(`(?m)^\s*github\.com/pulumi/pulumi/sdk/v3 (v\S+)`)
+
+// linkedSDK returns the version of the Pulumi SDK this binary links: from
+// its build info, or, when that records no dependencies (a test binary:
+// the integration tests), from the go.mod of the repo it was built from.
+func linkedSDK(repo string) string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == sdkModule {
+				return dep.Version
+			}
 		}
 	}
-	return semver.Version{}, false
+	b, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+	if m := sdkRequire.FindSubmatch(b); err == nil && m != nil {
+		return string(m[1])
+	}
+	return ""
 }
 
 // Version is the CLI's version.
@@ -96,7 +111,7 @@ func (c pinnedCLI) Version() semver.Version { return c.version }
 //     reads for its result: `stack output --json` (with and without
 //     --show-secrets) and then `stack history --json`. They are answered
 //     empty; the history read ends the window, so a caller's own later
-//     read of the outputs (Stack.StringOutput) runs the CLI as usual.
+//     read of the outputs (Stack.Outputs) runs the CLI as usual.
 func (c pinnedCLI) Run(ctx context.Context, workdir string, stdin io.Reader,
 	additionalOutput, additionalErrorOutput []io.Writer, additionalEnv []string, args ...string,
 ) (string, string, int, error) {

@@ -462,13 +462,17 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	return out, nil
 }
 
-// StringOutput returns one string stack output, secret or not ("" and false
-// when the stack has no such output).
-func (s *Stack) StringOutput(ctx context.Context, name string) (string, bool, error) {
-	outs, err := s.stack.Outputs(ctx)
+// Outputs returns the stack's outputs, secrets in the clear, from one read
+// of its state (`pulumi stack output --json --show-secrets`: one CLI start,
+// where the Automation API's Stack.Outputs takes two).
+func (s *Stack) Outputs(ctx context.Context) (map[string]any, error) {
+	out, stderr, _, err := s.cli(ctx, "stack", "output", "--json", "--show-secrets", "--stack", s.Name())
 	if err != nil {
-		return "", false, fmt.Errorf("stack %q: outputs: %w", s.Name(), err)
+		return nil, fmt.Errorf("stack %q: outputs: %w: %s", s.Name(), err, stderr)
 	}
-	v, ok := outs[name].Value.(string)
-	return v, ok, nil
+	outs := map[string]any{}
+	if err := json.Unmarshal([]byte(out), &outs); err != nil {
+		return nil, fmt.Errorf("stack %q: decode outputs: %w", s.Name(), err)
+	}
+	return outs, nil
 }

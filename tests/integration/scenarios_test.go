@@ -42,14 +42,31 @@ func TestUpFromEmpty(t *testing.T) {
 			t.Errorf("created %d %s, want %d", created[typ], typ, n)
 		}
 	}
+	// The outputs as milner up reads them right after the up (the engine
+	// answers the Automation API's own result reads without the CLI; this
+	// read must still see the real outputs).
+	outs, err := s.stack.Outputs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	machineIDs := map[string]string{}
+	nodes, _ := outs["nodes"].([]any)
+	for _, o := range nodes {
+		n, _ := o.(map[string]any)
+		name, _ := n["name"].(string)
+		machineIDs[s.domain(name)], _ = n["machineId"].(string)
+	}
+	if len(nodes) != len(s.nodes) {
+		t.Errorf("output nodes: %v, want %d nodes", outs["nodes"], len(s.nodes))
+	}
 	ids := s.stateIDs(tDomain)
 	for _, n := range s.nodes {
 		d := s.domain(n.Name)
 		if st := virsh(t, "domstate", d); st != "running" {
 			t.Errorf("domain %s is %q, want running", d, st)
 		}
-		if uuid := virsh(t, "domuuid", d); ids[d] != uuid {
-			t.Errorf("domain %s: state id %q, libvirt uuid %q", d, ids[d], uuid)
+		if uuid := virsh(t, "domuuid", d); ids[d] != uuid || machineIDs[d] != uuid {
+			t.Errorf("domain %s: state id %q, output machineId %q, libvirt uuid %q", d, ids[d], machineIDs[d], uuid)
 		}
 		for _, kind := range []string{"os", "data"} {
 			if _, err := os.Stat(s.vol(n.Name, kind)); err != nil {
