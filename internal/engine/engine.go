@@ -87,6 +87,12 @@ type Stack struct {
 	env      map[string]string
 	progress io.Writer
 	config   map[string]string
+	// secure are the stack file's secrets, encrypted for the workspace
+	// stack (setSecrets); SetConfig writes them along with config.
+	secure map[config.Key]string
+	// salt, when set, is the encryption salt SetConfig gives a workspace
+	// stack file that has none.
+	salt string
 }
 
 // Open creates or selects the stack and sets its config from the stack file
@@ -160,55 +166,23 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 			{Name: "libvirt", Version: LibvirtPluginVersion, Path: toolsBin},
 		}},
 	}
+	secrets, err := readSecrets(o, pass, &project)
+	if err != nil {
+		return nil, err
+	}
 	st, err := auto.UpsertStackInlineSource(ctx, o.Stack, mockrun.Project, o.Program,
 		auto.Pulumi(cmd), auto.WorkDir(work), auto.EnvVars(env), auto.Project(project))
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: open: %w", o.Stack, err)
 	}
 	s := &Stack{stack: st, env: env, progress: o.Progress}
+	if err := s.setSecrets(ctx, secrets, pass); err != nil {
+		return nil, err
+	}
 	if err := s.SetConfig(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if err := s.copySecrets(ctx, cmd, o); err != nil {
-		return nil, err
-	}
 	return s, nil
-}
-
-// copySecrets gives the workspace stack the secret values of the stack file
-// (set there with `pulumi config set --secret`). The CLI decrypts them in
-// the repo, with the stack file's salt and the same passphrase, and they are
-// set again as secrets: they never touch disk in the clear.
-func (s *Stack) copySecrets(ctx context.Context, cmd auto.PulumiCommand, o Options) error {
-	secure, err := mockrun.SecureKeys(o.ConfigFile)
-	if err != nil {
-		return fmt.Errorf("stack %q: %w", o.Stack, err)
-	}
-	if len(secure) == 0 {
-		return nil
-	}
-	env := make([]string, 0, len(s.env))
-	for k, v := range s.env {
-		env = append(env, k+"="+v)
-	}
-	// --config-file: the CLI reads the repo's stack file, not the workspace copy.
-	out, stderr, _, err := cmd.Run(ctx, o.Repo, nil, nil, nil, env,
-		"config", "--show-secrets", "--json", "--stack", o.Stack, "--config-file", o.ConfigFile)
-	if err != nil {
-		return fmt.Errorf("stack %q: decrypt the secrets of %s (is %s the passphrase they were set with?): %w: %s", o.Stack, o.ConfigFile, PassphraseEnv, err, stderr)
-	}
-	var values map[string]struct {
-		Value string `json:"value"`
-	}
-	if err := json.Unmarshal([]byte(out), &values); err != nil {
-		return fmt.Errorf("stack %q: decode secrets: %w", o.Stack, err)
-	}
-	for _, full := range secure {
-		if err := s.stack.SetConfig(ctx, full, auto.ConfigValue{Value: values[full].Value, Secret: true}); err != nil {
-			return fmt.Errorf("stack %q: set secret %s: %w", o.Stack, full, err)
-		}
-	}
-	return nil
 }
 
 // passphrase picks the stack's passphrase: Options, then MILNER_PASSPHRASE,
@@ -234,8 +208,9 @@ func (s *Stack) Config() map[string]string { return maps.Clone(s.config) }
 
 // SetConfig replaces the stack's whole config (full key → raw value, objects
 // as JSON; values are stored as plain strings, which is what stacks.Load
-// decodes). It writes the workspace's stack settings directly, keeping the
-// passphrase salt, instead of running `pulumi config set` once per key.
+// decodes), keeping the stack file's secrets. It writes the workspace's
+// stack settings directly, keeping the passphrase salt, instead of running
+// `pulumi config set` once per key.
 func (s *Stack) SetConfig(ctx context.Context, cfg map[string]string) error {
 	ws := s.stack.Workspace()
 	settings, err := ws.StackSettings(ctx, s.Name())
@@ -249,6 +224,12 @@ func (s *Stack) SetConfig(ctx context.Context, cfg map[string]string) error {
 			return fmt.Errorf("stack %q: config key %q: %w", s.Name(), k, err)
 		}
 		settings.Config[key] = config.NewValue(v)
+	}
+	for key, ciphertext := range s.secure {
+		settings.Config[key] = config.NewSecureValue(ciphertext)
+	}
+	if settings.EncryptionSalt == "" {
+		settings.EncryptionSalt = s.salt
 	}
 	if err := ws.SaveStackSettings(ctx, s.Name(), settings); err != nil {
 		return fmt.Errorf("stack %q: save settings: %w", s.Name(), err)
