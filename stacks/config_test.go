@@ -1,7 +1,6 @@
 package stacks_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -42,35 +41,18 @@ func baseConfig() obj {
 	}
 }
 
-// raw turns a config object into the raw values the engine passes a program.
+// raw turns a config object into the raw values the engine passes a
+// program, with the secret the base config's app needs.
 func raw(t testing.TB, c obj) map[string]string {
 	t.Helper()
-	out := map[string]string{"milner:vaultToken": "t0k3n"}
-	for k, v := range c {
-		if s, ok := v.(string); ok {
-			out["milner:"+k] = s
-			continue
-		}
-		b, err := json.Marshal(v)
-		require.NoError(t, err)
-		out["milner:"+k] = string(b)
-	}
+	out, err := mockrun.RawConfig(c)
+	require.NoError(t, err)
+	out["milner:vaultToken"] = "t0k3n"
 	return out
 }
 
 // at walks a path of map keys and list indexes into c.
-func at(c obj, path ...any) obj {
-	var cur any = c
-	for _, p := range path {
-		switch p := p.(type) {
-		case string:
-			cur = cur.(obj)[p]
-		case int:
-			cur = cur.([]any)[p]
-		}
-	}
-	return cur.(obj)
-}
+var at = mockrun.At
 
 func TestBaseConfigIsValid(t *testing.T) {
 	rec, err := mockrun.Run(stacks.Program, "t", raw(t, baseConfig()), "milner:vaultToken")

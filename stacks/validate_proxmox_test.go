@@ -1,11 +1,12 @@
 package stacks_test
 
 // Proxmox cases of the bad-config table. Helpers are prefixed "px" so they
-// never collide with the libvirt table's helpers in this package.
+// never collide with the libvirt table's helpers in this package (at is
+// shared: config_test.go).
 
 import (
-	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -43,30 +44,10 @@ func pxBase() map[string]any {
 // pxRaw turns a config object into raw config values plus the secrets.
 func pxRaw(t *testing.T, c map[string]any, secrets map[string]string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	for k, v := range c {
-		b, err := json.Marshal(v)
-		require.NoError(t, err)
-		out["milner:"+k] = string(b)
-	}
-	for k, v := range secrets {
-		out[k] = v
-	}
+	out, err := mockrun.RawConfig(c)
+	require.NoError(t, err)
+	maps.Copy(out, secrets)
 	return out
-}
-
-// pxAt walks a path of map keys and list indexes into c.
-func pxAt(c map[string]any, path ...any) map[string]any {
-	var cur any = c
-	for _, p := range path {
-		switch p := p.(type) {
-		case string:
-			cur = cur.(map[string]any)[p]
-		case int:
-			cur = cur.([]any)[p]
-		}
-	}
-	return cur.(map[string]any)
 }
 
 // pxSecrets are the secrets a valid base config needs.
@@ -85,40 +66,40 @@ func TestProxmoxBadConfigs(t *testing.T) {
 		secrets map[string]string
 		want    string // the config path and the gist of the message
 	}{
-		{"duplicate vm ids", func(c map[string]any) { pxAt(c, "nodes", 2)["vmId"] = 150 }, pxSecrets,
+		{"duplicate vm ids", func(c map[string]any) { at(c, "nodes", 2)["vmId"] = 150 }, pxSecrets,
 			"milner:nodes[2].vmId: 150 is also the VM id of nodes[0]"},
-		{"vm id below range", func(c map[string]any) { pxAt(c, "nodes", 1)["vmId"] = 99 }, pxSecrets,
+		{"vm id below range", func(c map[string]any) { at(c, "nodes", 1)["vmId"] = 99 }, pxSecrets,
 			"milner:nodes[1].vmId: 99 is outside the Proxmox VM id range"},
-		{"vm id missing", func(c map[string]any) { delete(pxAt(c, "nodes", 0), "vmId") }, pxSecrets,
+		{"vm id missing", func(c map[string]any) { delete(at(c, "nodes", 0), "vmId") }, pxSecrets,
 			"milner:nodes[0].vmId: 0 is outside the Proxmox VM id range"},
-		{"vm id above range", func(c map[string]any) { pxAt(c, "nodes", 0)["vmId"] = 1_000_000_000 }, pxSecrets,
+		{"vm id above range", func(c map[string]any) { at(c, "nodes", 0)["vmId"] = 1_000_000_000 }, pxSecrets,
 			"milner:nodes[0].vmId: 1000000000 is outside the Proxmox VM id range"},
-		{"holder id is another node's vm id", func(c map[string]any) { pxAt(c, "nodes", 2)["vmId"] = 1150 }, pxSecrets,
+		{"holder id is another node's vm id", func(c map[string]any) { at(c, "nodes", 2)["vmId"] = 1150 }, pxSecrets,
 			"milner:nodes[0].vmId: 150's disk holder VM id 1150 (vmId + 1000) is the VM id of nodes[2]"},
-		{"holder id out of range", func(c map[string]any) { pxAt(c, "nodes", 0)["vmId"] = 999_999_000 }, pxSecrets,
+		{"holder id out of range", func(c map[string]any) { at(c, "nodes", 0)["vmId"] = 999_999_000 }, pxSecrets,
 			"milner:nodes[0].vmId: 999999000 leaves no room for its disk holder VM"},
-		{"unknown disk interface", func(c map[string]any) { pxAt(c, "substrate", "proxmox")["diskInterface"] = "ide" }, pxSecrets,
+		{"unknown disk interface", func(c map[string]any) { at(c, "substrate", "proxmox")["diskInterface"] = "ide" }, pxSecrets,
 			`milner:substrate.proxmox.diskInterface: unknown disk interface "ide"`},
-		{"os datastore missing", func(c map[string]any) { delete(pxAt(c, "substrate", "proxmox"), "osDatastore") }, pxSecrets,
+		{"os datastore missing", func(c map[string]any) { delete(at(c, "substrate", "proxmox"), "osDatastore") }, pxSecrets,
 			"milner:substrate.proxmox.osDatastore: is required"},
-		{"data datastore missing", func(c map[string]any) { delete(pxAt(c, "substrate", "proxmox"), "dataDatastore") }, pxSecrets,
+		{"data datastore missing", func(c map[string]any) { delete(at(c, "substrate", "proxmox"), "dataDatastore") }, pxSecrets,
 			"milner:substrate.proxmox.dataDatastore: is required"},
-		{"image datastore missing", func(c map[string]any) { delete(pxAt(c, "substrate", "proxmox"), "imageDatastore") }, pxSecrets,
+		{"image datastore missing", func(c map[string]any) { delete(at(c, "substrate", "proxmox"), "imageDatastore") }, pxSecrets,
 			"milner:substrate.proxmox.imageDatastore: is required"},
-		{"node name missing", func(c map[string]any) { delete(pxAt(c, "substrate", "proxmox"), "nodeName") }, pxSecrets,
+		{"node name missing", func(c map[string]any) { delete(at(c, "substrate", "proxmox"), "nodeName") }, pxSecrets,
 			"milner:substrate.proxmox.nodeName: is required"},
-		{"bridge missing", func(c map[string]any) { delete(pxAt(c, "substrate", "proxmox"), "bridge") }, pxSecrets,
+		{"bridge missing", func(c map[string]any) { delete(at(c, "substrate", "proxmox"), "bridge") }, pxSecrets,
 			"milner:substrate.proxmox.bridge: is required"},
-		{"endpoint not https", func(c map[string]any) { pxAt(c, "substrate", "proxmox")["endpoint"] = "http://pve:8006/" }, pxSecrets,
+		{"endpoint not https", func(c map[string]any) { at(c, "substrate", "proxmox")["endpoint"] = "http://pve:8006/" }, pxSecrets,
 			`milner:substrate.proxmox.endpoint: "http://pve:8006/" is not an https:// URL`},
 		{"compressed image", func(c map[string]any) {
-			pxAt(c, "substrate", "proxmox")["imageUrl"] = "https://factory.talos.dev/image/x/v1.9.5/nocloud-amd64.raw.xz"
+			at(c, "substrate", "proxmox")["imageUrl"] = "https://factory.talos.dev/image/x/v1.9.5/nocloud-amd64.raw.xz"
 		}, pxSecrets, "milner:substrate.proxmox.imageUrl:"},
-		{"unknown proxmox key", func(c map[string]any) { pxAt(c, "substrate", "proxmox")["datastore"] = "local" }, pxSecrets,
+		{"unknown proxmox key", func(c map[string]any) { at(c, "substrate", "proxmox")["datastore"] = "local" }, pxSecrets,
 			`milner:substrate: unknown key "datastore"`},
-		{"proxmox section missing", func(c map[string]any) { delete(pxAt(c, "substrate"), "proxmox") }, pxSecrets,
+		{"proxmox section missing", func(c map[string]any) { delete(at(c, "substrate"), "proxmox") }, pxSecrets,
 			"milner:substrate.proxmox: is required for kind proxmox"},
-		{"adopt id is not the vm id", func(c map[string]any) { pxAt(c, "nodes", 1)["adoptId"] = "9151" }, pxSecrets,
+		{"adopt id is not the vm id", func(c map[string]any) { at(c, "nodes", 1)["adoptId"] = "9151" }, pxSecrets,
 			`milner:nodes[1].adoptId: "9151" is not this node's vmId 151`},
 		{"token missing", func(map[string]any) {}, nil,
 			"milner:proxmoxApiToken: secret is not set (needed by substrate kind proxmox); run `pulumi config set --secret milner:proxmoxApiToken <value>`"},

@@ -79,18 +79,7 @@ func baseConfig() obj {
 }
 
 // at walks a path of map keys and list indexes into c.
-func at(c obj, path ...any) obj {
-	var cur any = c
-	for _, p := range path {
-		switch p := p.(type) {
-		case string:
-			cur = cur.(obj)[p]
-		case int:
-			cur = cur.([]any)[p]
-		}
-	}
-	return cur.(obj)
-}
+var at = mockrun.At
 
 // Steps the per-node changes plan.
 func nodeSteps(op, node string) []step {
@@ -149,17 +138,9 @@ func catalog() []change {
 // raw turns a config object into the raw values the engine passes a program.
 func raw(t testing.TB, c obj) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	for k, v := range c {
-		if s, ok := v.(string); ok {
-			out[stacks.Namespace+":"+k] = s
-			continue
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[stacks.Namespace+":"+k] = string(b)
+	out, err := mockrun.RawConfig(c)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -212,17 +212,51 @@ func ReadStackConfig(path string) (map[string]string, error) {
 		if isSecure(v) {
 			continue
 		}
-		if s, ok := v.(string); ok {
-			out[k] = s
-			continue
-		}
-		j, err := json.Marshal(v)
-		if err != nil {
+		if out[k], err = rawValue(v); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", filepath.Base(path), k, err)
 		}
-		out[k] = string(j)
 	}
 	return out, nil
+}
+
+// RawConfig turns config objects, keyed as in a stack file's config block
+// without the project namespace, into the raw values the engine passes a
+// program (as ReadStackConfig does for a file).
+func RawConfig(c map[string]any) (map[string]string, error) {
+	out := make(map[string]string, len(c))
+	for k, v := range c {
+		raw, err := rawValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[Project+":"+k] = raw
+	}
+	return out, nil
+}
+
+// rawValue is one config value as the engine passes it to a program: a
+// string as it is, anything else as JSON.
+func rawValue(v any) (string, error) {
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// At walks a path of map keys and list indexes into a config object and
+// returns the object there, for tests that edit one value of a config.
+func At(c map[string]any, path ...any) map[string]any {
+	var cur any = c
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			cur = cur.(map[string]any)[p]
+		case int:
+			cur = cur.([]any)[p]
+		}
+	}
+	return cur.(map[string]any)
 }
 
 // SecureKeys lists, sorted, the keys of a stack file whose values are

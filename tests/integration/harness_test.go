@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -300,6 +301,33 @@ func run(t *testing.T, name string, args ...string) string {
 		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// defineOutsidePulumi takes a node's domain out of Pulumi's hands (gone
+// from libvirt, then from state through a refresh) and defines it again by
+// hand with virsh: the same shape, a new UUID, autostarted and running, as
+// an operator would. It returns the domain's name and its new UUID.
+func (s *scenario) defineOutsidePulumi(node string) (dom, uuid string) {
+	s.t.Helper()
+	dom = s.domain(node)
+	xml := virsh(s.t, "dumpxml", "--inactive", dom)
+	virsh(s.t, "destroy", dom)
+	virsh(s.t, "undefine", dom)
+	if _, err := s.stack.Refresh(context.Background()); err != nil {
+		s.t.Fatal(err)
+	}
+	if id, ok := s.stateIDs(tDomain)[dom]; ok {
+		s.t.Fatalf("domain %s still in state as %s after refresh", dom, id)
+	}
+	xml = regexp.MustCompile(`\s*<uuid>[^<]*</uuid>`).ReplaceAllString(xml, "")
+	file := filepath.Join(s.dir, dom+".xml")
+	if err := os.WriteFile(file, []byte(xml), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	virsh(s.t, "define", file)
+	virsh(s.t, "autostart", dom)
+	virsh(s.t, "start", dom)
+	return dom, virsh(s.t, "domuuid", dom)
 }
 
 // domains returns the scenario's domain names in libvirt, sorted.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -258,28 +257,9 @@ func TestMilnerGateReplace(t *testing.T) {
 func TestMilnerAdopt(t *testing.T) {
 	s := newMilnerScenario(t, "m-adopt", 22)
 	s.mustMilner("up", "--yes")
-	dom := s.domain("w-1")
-	xml := virsh(t, "dumpxml", "--inactive", dom)
-	// The domain leaves Pulumi's hands: gone from libvirt, then from state
-	// (the harness's engine refresh; milner has no refresh verb).
-	virsh(t, "destroy", dom)
-	virsh(t, "undefine", dom)
-	if _, err := s.stack.Refresh(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if id, ok := s.stateIDs(tDomain)[dom]; ok {
-		t.Fatalf("domain %s still in state as %s after refresh", dom, id)
-	}
-	// Defined by hand, same shape, new UUID, running.
-	xml = regexp.MustCompile(`\s*<uuid>[^<]*</uuid>`).ReplaceAllString(xml, "")
-	file := filepath.Join(s.dir, dom+".xml")
-	if err := os.WriteFile(file, []byte(xml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	virsh(t, "define", file)
-	virsh(t, "autostart", dom)
-	virsh(t, "start", dom)
-	uuid := virsh(t, "domuuid", dom)
+	// The domain leaves Pulumi's hands and is defined again by hand (the
+	// harness's engine refresh drops it from state; milner has no refresh verb).
+	dom, uuid := s.defineOutsidePulumi("w-1")
 
 	// Without adoption, up refuses the orphan and prints the adopt command.
 	r := s.milner("up", "--yes")

@@ -255,27 +255,7 @@ func TestDestroyKeepsProtected(t *testing.T) {
 func TestAdoptDomain(t *testing.T) {
 	s := newScenario(t, "adopt", 17)
 	s.up()
-	dom := s.domain("w-1")
-	xml := virsh(t, "dumpxml", "--inactive", dom)
-	// The domain leaves Pulumi's hands: gone from libvirt, then from state.
-	virsh(t, "destroy", dom)
-	virsh(t, "undefine", dom)
-	if _, err := s.stack.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if id, ok := s.stateIDs(tDomain)[dom]; ok {
-		t.Fatalf("domain %s still in state as %s after refresh", dom, id)
-	}
-	// Defined by hand, with the same shape and a new UUID.
-	xml = regexp.MustCompile(`\s*<uuid>[^<]*</uuid>`).ReplaceAllString(xml, "")
-	file := filepath.Join(s.dir, dom+".xml")
-	if err := os.WriteFile(file, []byte(xml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	virsh(t, "define", file)
-	virsh(t, "autostart", dom)
-	virsh(t, "start", dom)
-	uuid := virsh(t, "domuuid", dom)
+	dom, uuid := s.defineOutsidePulumi("w-1")
 
 	s.nodes[1].AdoptID = uuid
 	s.apply()
