@@ -25,11 +25,8 @@ func runAdopt(args []string) error {
 	eo := engineFlags(fs)
 	node := fs.String("node", "", "the node whose VM already exists (required)")
 	id := fs.String("id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox <node>/<vmid> (required)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "stack", "node", "id"); err != nil {
 		return err
-	}
-	if eo.Stack == "" || *node == "" || *id == "" {
-		return errors.New("--stack, --node and --id are required")
 	}
 	file := filepath.Join(eo.Repo, "Pulumi."+eo.Stack+".yaml")
 	before, err := stackfile.SetNodeField(file, *node, "adoptId", *id)

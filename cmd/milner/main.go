@@ -4,9 +4,11 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 )
 
 // subcommand is one `milner <name>` verb.
@@ -20,6 +22,24 @@ var subcommands = map[string]subcommand{}
 // register adds a subcommand; each verb's file registers itself in init.
 func register(name, summary string, run func(args []string) error) {
 	subcommands[name] = subcommand{summary: summary, run: run}
+}
+
+// parseFlags parses a verb's flags and refuses, naming them, the required
+// flags that were not given.
+func parseFlags(fs *flag.FlagSet, args []string, required ...string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var missing []string
+	for _, name := range required {
+		if fs.Lookup(name).Value.String() == "" {
+			missing = append(missing, "--"+name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing required %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 func usage() {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -20,11 +19,8 @@ func runPreview(args []string) error {
 	fs := flag.NewFlagSet("preview", flag.ContinueOnError)
 	eo := engineFlags(fs)
 	refresh := fs.Bool("refresh", false, "read every resource back from its provider first")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "stack"); err != nil {
 		return err
-	}
-	if eo.Stack == "" {
-		return errors.New("--stack is required")
 	}
 	ctx, stop, st, err := openStack(eo)
 	if err != nil {

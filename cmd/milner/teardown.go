@@ -23,11 +23,8 @@ func runTeardown(args []string) error {
 	fs := flag.NewFlagSet("teardown", flag.ContinueOnError)
 	eo := engineFlags(fs)
 	confirm := fs.String("confirm", "", "the stack name, for scripts (instead of typing it)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "stack"); err != nil {
 		return err
-	}
-	if eo.Stack == "" {
-		return errors.New("--stack is required")
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("refused: teardown takes no target (got %v): it removes the whole stack or nothing; to recover one node use `milner up --stack %s --replace <node>`", fs.Args(), eo.Stack)

@@ -36,11 +36,8 @@ func runUp(args []string) error {
 	var replace stringList
 	fs.Var(&replace, "replace", "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
 	yes := fs.Bool("yes", false, "apply without the typed confirmation")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "stack"); err != nil {
 		return err
-	}
-	if eo.Stack == "" {
-		return errors.New("--stack is required")
 	}
 	ctx, stop, st, err := openStack(eo)
 	if err != nil {
