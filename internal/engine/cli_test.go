@@ -96,3 +96,17 @@ func TestResultReadsAnsweredOnceAfterAnOperation(t *testing.T) {
 		strings.Join(outputs, " "),
 	}, ran())
 }
+
+// TestInProcessEngineMatchesCLI: previews run the engine linked into this
+// program (pkg/v3 in go.mod), everything else the pinned CLI built from
+// tools/pulumi/go.mod; both must be the same Pulumi release.
+func TestInProcessEngineMatchesCLI(t *testing.T) {
+	version := func(file string) string {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		m := cliPin.FindSubmatch(b)
+		require.NotNil(t, m, "%s requires no github.com/pulumi/pulumi/pkg/v3", file)
+		return string(m[1])
+	}
+	assert.Equal(t, version("../../tools/pulumi/go.mod"), version("../../go.mod"))
+}

@@ -1,9 +1,12 @@
 // Package engine runs the Milner program on the real Pulumi engine through
 // the Automation API: an inline program (stacks.Program, so no language
 // plugin), the pinned CLI and libvirt plugin from <repo>/.tools/bin, and a
-// local file backend. Pulumi's own progress is shown as it runs; every
-// operation also returns the engine's events, so callers (the milner command,
-// the integration tests) can assert on the steps the engine planned or took.
+// local file backend. Previews run the same engine release (pkg/v3, pinned
+// equal to the CLI) inside this process, which spares the CLI's start and
+// the passphrase key derivation when no secret is read (inproc.go). Pulumi's
+// own progress is shown as it runs; every operation also returns the
+// engine's events, so callers (the milner command, the integration tests)
+// can assert on the steps the engine planned or took.
 package engine
 
 import (
@@ -93,6 +96,10 @@ type Stack struct {
 	// salt, when set, is the encryption salt SetConfig gives a workspace
 	// stack file that has none.
 	salt string
+	// What the in-process preview needs besides the workspace.
+	stateDir, toolsBin, pass string
+	program                  pulumi.RunFunc
+	project                  workspace.Project
 }
 
 // Open creates or selects the stack and sets its config from the stack file
@@ -175,7 +182,8 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: open: %w", o.Stack, err)
 	}
-	s := &Stack{stack: st, env: env, progress: o.Progress}
+	s := &Stack{stack: st, env: env, progress: o.Progress,
+		stateDir: o.StateDir, toolsBin: toolsBin, pass: pass, program: o.Program, project: project}
 	if err := s.setSecrets(ctx, secrets, pass); err != nil {
 		return nil, err
 	}
@@ -283,16 +291,10 @@ func (r *Result) Changes() []Step {
 }
 
 // Preview runs a preview; with refresh it first reads every resource back
-// from the provider (preview --refresh).
+// from the provider (preview --refresh). It runs the engine in this process
+// (previewInProcess): the same engine release as the CLI, without its start.
 func (s *Stack) Preview(ctx context.Context, refresh bool) (*Result, error) {
-	opts := []optpreview.Option{optpreview.ProgressStreams(s.progress)}
-	if refresh {
-		opts = append(opts, optpreview.Refresh())
-	}
-	return s.run(ctx, "preview", func(ch chan<- events.EngineEvent) error {
-		_, err := s.stack.Preview(ctx, append(opts, optpreview.EventStreams(ch))...)
-		return err
-	})
+	return s.previewInProcess(ctx, refresh)
 }
 
 // PlanOptions configure a preview whose plan an up then applies.

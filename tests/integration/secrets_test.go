@@ -86,6 +86,11 @@ func TestStackFileSecrets(t *testing.T) {
 			t.Errorf("outputs token=%v plain=%v, want the secret and %q", outs["token"], outs["plain"], plain)
 		}
 	}
+	// The in-process preview decrypts the secret config (its lazily derived
+	// key) and plans the outputs; the up after it runs the CLI.
+	if _, err := st.Preview(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
 	upAndCheck("hello")
 	// A later config change keeps the secret.
 	cfg := st.Config()
