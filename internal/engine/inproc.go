@@ -36,12 +36,16 @@ func (s *Stack) previewInProcess(ctx context.Context, refresh bool) (*Result, er
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: read settings: %w", s.Name(), err)
 	}
-	// Plugins other than the project's come from PATH, .tools/bin first, as
-	// for the CLI.
+	// Plugins other than the project's come from PATH, .tools/bin first,
+	// and are never fetched online: as for the CLI (see Open's env).
 	if path := os.Getenv("PATH"); !strings.HasPrefix(path, s.toolsBin+string(os.PathListSeparator)) {
 		if err := os.Setenv("PATH", s.toolsBin+string(os.PathListSeparator)+path); err != nil {
 			return nil, err
 		}
+	}
+	const noDownloads = "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"
+	if err := os.Setenv(noDownloads, s.env[noDownloads]); err != nil {
+		return nil, err
 	}
 	lang := &languageHost{program: s.program}
 	cancel := make(chan bool)
