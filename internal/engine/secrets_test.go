@@ -37,3 +37,26 @@ func TestCrypter(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// TestLazyPassphrase: the in-process preview's secrets managers derive
+// their key only when a value is read or written, so a wrong passphrase
+// surfaces then, and a stack without secrets never pays for the KDF.
+func TestLazyPassphrase(t *testing.T) {
+	ctx := context.Background()
+	s := salt(t, "right")
+
+	wrong := lazyPassphrase("wrong", s) // nothing derived yet: no error
+	_, err := wrong.Decrypter().DecryptValue(ctx, "anything")
+	assert.ErrorIs(t, err, errWrongPassphrase)
+
+	m, err := lazyProvider{pass: "right"}.OfType(ctx, "passphrase", lazyPassphrase("right", s).State())
+	require.NoError(t, err)
+	ct, err := m.Encrypter().EncryptValue(ctx, "value")
+	require.NoError(t, err)
+	plain, err := m.Decrypter().DecryptValue(ctx, ct)
+	require.NoError(t, err)
+	assert.Equal(t, "value", plain)
+
+	_, err = lazyProvider{pass: "right"}.OfType(ctx, "awskms", nil)
+	assert.Error(t, err, "only the passphrase provider")
+}
