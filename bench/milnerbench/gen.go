@@ -91,14 +91,20 @@ func runGen(args []string) error {
 	return nil
 }
 
+// memoryMiB is node i's memory; in the P4 variant node 2 (index 1) has
+// p4MemoryMiB instead, on both sides.
+func memoryMiB(nd node, i int, p4 bool) int {
+	if p4 && i == 1 {
+		return p4MemoryMiB
+	}
+	return nd.MemoryMiB
+}
+
 // writeStack writes a stack file shaped like Pulumi.local.yaml.
 func writeStack(path string, s side, n int, image, pools string, p4 bool) error {
 	var nodes []map[string]any
 	for i, nd := range s.nodes(n) {
-		mem := nd.MemoryMiB
-		if p4 && i == 1 {
-			mem = p4MemoryMiB
-		}
+		mem := memoryMiB(nd, i, p4)
 		nodes = append(nodes, map[string]any{
 			"name": nd.Name, "role": nd.Role, "vcpu": vcpu, "memoryMiB": mem,
 			"osDiskGiB": osDiskGiB, "dataDiskGiB": dataDiskGiB, "address": nd.Address, "mac": nd.MAC,
@@ -130,10 +136,7 @@ func writeStack(path string, s side, n int, image, pools string, p4 bool) error 
 func writeTFVars(path string, s side, n int, image, pools string, running, p4 bool) error {
 	var nodes []map[string]any
 	for i, nd := range s.nodes(n) {
-		mem := nd.MemoryMiB
-		if p4 && i == 1 {
-			mem = p4MemoryMiB
-		}
+		mem := memoryMiB(nd, i, p4)
 		nodes = append(nodes, map[string]any{
 			"name": nd.Name, "vcpu": vcpu, "memory_mib": mem,
 			"os_disk_gib": osDiskGiB, "data_disk_gib": dataDiskGiB, "address": nd.Address, "mac": nd.MAC,

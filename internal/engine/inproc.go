@@ -80,9 +80,11 @@ func (s *Stack) previewInProcess(ctx context.Context, refresh bool) (*Result, er
 		Proj: &project, Root: s.stack.Workspace().WorkDir(),
 		M: &backend.UpdateMetadata{Environment: map[string]string{}},
 		Opts: backend.UpdateOptions{
-			// The CLI's defaults (--parallel 4 × GOMAXPROCS) and the
-			// engine's PULUMI_PARALLEL_DIFF (see Open).
-			Engine: pkgengine.UpdateOptions{Parallel: 4 * int32(runtime.GOMAXPROCS(0)), ParallelDiff: true, Refresh: refresh},
+			// The CLI's default --parallel (4 × GOMAXPROCS) and the
+			// parallel diffs Open's environment gives the CLI.
+			Engine: pkgengine.UpdateOptions{
+				Parallel: 4 * int32(runtime.GOMAXPROCS(0)), ParallelDiff: s.env["PULUMI_PARALLEL_DIFF"] == "true", Refresh: refresh,
+			},
 			Display: display.Options{
 				Color: colors.Never, Type: display.DisplayProgress, SuppressPermalink: true,
 				Stdout: s.progress, Stderr: s.progress,
