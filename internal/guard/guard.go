@@ -13,14 +13,16 @@ import (
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/milner/milner/internal/gate"
 )
 
 // Libvirt type tokens the guard compares.
 const (
-	TypeDomain  = "libvirt:index/domain:Domain"
-	TypeVolume  = "libvirt:index/volume:Volume"
-	TypeNetwork = "libvirt:index/network:Network"
-	TypePool    = "libvirt:index/pool:Pool"
+	TypeDomain  = gate.TypeLibvirtDomain
+	TypeVolume  = gate.TypeLibvirtVolume
+	TypeNetwork = gate.TypeLibvirtNetwork
+	TypePool    = gate.TypeLibvirtPool
 )
 
 // Object is one named object on a libvirt host.
