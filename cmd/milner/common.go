@@ -37,7 +37,7 @@ func (f *stackFlags) addJSON(cmd *cobra.Command) {
 
 // projectDir is the --dir of the command line.
 func projectDir(cmd *cobra.Command) string {
-	dir, _ := cmd.Flags().GetString("dir")
+	dir, _ := cmd.Root().PersistentFlags().GetString("dir")
 	return dir
 }
 
