@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/stacks"
 )
 
 func init() {
@@ -36,9 +38,13 @@ func runUp(args []string) error {
 	var replace stringList
 	fs.Var(&replace, "replace", "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
 	yes := fs.Bool("yes", false, "apply without the typed confirmation")
+	allowContract := fs.Bool("allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
 	if err := parseFlags(fs, args, "stack"); err != nil {
 		return err
 	}
+	// Decided from the gated preview below, read when the update runs.
+	run := &stacks.RunOptions{}
+	eo.Program = stacks.NewProgram(run)
 	ctx, stop, st, err := openStack(eo)
 	if err != nil {
 		return err
@@ -50,11 +56,14 @@ func runUp(args []string) error {
 
 	cluster := clusterName(st.Config())
 	plan := engine.PlanOptions{}
+	resources, err := st.Resources(ctx)
+	if err != nil {
+		return err
+	}
+	if refusals := gate.CheckContract(recordedContract(resources), declaredContract(st.Config()), *allowContract); len(refusals) > 0 {
+		return fmt.Errorf("refused before touching anything: %s", refusals[0])
+	}
 	if len(replace) > 0 {
-		resources, err := st.Resources(ctx)
-		if err != nil {
-			return err
-		}
 		if plan.Replace, err = replaceTargets(resources, cluster, replace); err != nil {
 			return err
 		}
@@ -86,10 +95,36 @@ func runUp(args []string) error {
 	if !*yes && !confirm(os.Stdin, os.Stdout, eo.Stack) {
 		return errors.New("refused: not confirmed; nothing was applied")
 	}
-	if _, err := st.UpPlan(ctx, plan); err != nil {
+	// The cluster health check runs only when the Talos layer changes
+	// beyond the replaced nodes: a dead node never blocks its own recovery.
+	run.SkipHealthCheck = !report.TalosChanged(replace)
+	result, err := st.UpPlan(ctx, plan)
+	if err != nil {
 		return err
 	}
+	if staged := gate.Staged(gate.AppliedModes(result.Events)); len(staged) > 0 {
+		fmt.Printf("milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(staged, ", "))
+	}
 	return writeClientFiles(ctx, st, *eo)
+}
+
+// recordedContract is the config contract the cluster's secrets bundle was
+// created with (its talosVersion input in state); "" before the cluster exists.
+func recordedContract(resources []engine.Resource) string {
+	for _, r := range resources {
+		if r.Type == gate.TypeTalosSecrets {
+			v, _ := r.Inputs["talosVersion"].(string)
+			return v
+		}
+	}
+	return ""
+}
+
+// declaredContract is milner:cluster.configContract of the stack's config.
+func declaredContract(cfg map[string]string) string {
+	var cl stacks.ClusterConfig
+	_ = json.Unmarshal([]byte(cfg["milner:cluster"]), &cl)
+	return cl.ConfigContract
 }
 
 // writeClientFiles writes the stack's kubeconfig and talosconfig outputs,
