@@ -309,7 +309,9 @@ func needsParent(r mockrun.Registration) bool {
 	case gate.Persistent, gate.Disposable:
 		return true
 	}
-	return r.Type == gate.TypeConfigApply || r.Type == gate.TypeTalosBootstrap || r.Type == gate.TypeHelmRelease
+	// The bootstrap, like the secrets and the kubeconfig, is cluster-level:
+	// it belongs to no node.
+	return r.Type == gate.TypeConfigApply || r.Type == gate.TypeHelmRelease
 }
 
 func applyModeStaged(ev *Evidence) []string {

@@ -75,8 +75,13 @@ func Check(r Report, replaceNodes []string) []Refusal {
 		}
 	}
 
+	vmReplaced := map[string]bool{}
+	for _, c := range r.Delta(Disposable).Replaces {
+		vmReplaced[c.Node] = true
+	}
 	for _, c := range r.Delta(Talos).Updates {
-		if c.Type != TypeConfigApply || !slices.ContainsFunc(c.Diffs, isAddressProp) {
+		// A node whose VM is replaced is judged by the VM rules below.
+		if c.Type != TypeConfigApply || vmReplaced[c.Node] || !slices.ContainsFunc(c.Diffs, isAddressProp) {
 			continue
 		}
 		out = append(out, Refusal{c.Name,
