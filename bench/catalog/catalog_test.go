@@ -55,7 +55,7 @@ func baseConfig() obj {
 		return obj{"name": name, "role": role, "vcpu": 1, "memoryMiB": mem, "osDiskGiB": 10, "dataDiskGiB": 1, "address": addr, "mac": mac}
 	}
 	return obj{
-		"cluster":   obj{"name": cluster, "talosVersion": "v1.9.5", "kubernetesVersion": "v1.32.3", "vip": "10.201.250.240"},
+		"cluster":   obj{"name": cluster, "talosVersion": "v1.9.5", "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": "10.201.250.240"},
 		"substrate": obj{"kind": "libvirt", "libvirt": obj{"domainType": "qemu", "poolPath": "/var/lib/milner-bench/" + cluster}},
 		"network": obj{
 			"mode": "isolated", "cidr": "10.201.250.0/24",
