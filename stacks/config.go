@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -46,8 +47,14 @@ type Config struct {
 type ClusterConfig struct {
 	// Name is the cluster name; every substrate object is named after it.
 	Name string `json:"name"`
-	// TalosVersion is the Talos version, e.g. v1.9.5.
+	// TalosVersion is the Talos OS version the nodes should run, e.g.
+	// v1.9.5: the installer image of new installs and the target of
+	// `milner upgrade`. An up never upgrades a running node.
 	TalosVersion string `json:"talosVersion"`
+	// ConfigContract is the Talos machine-config contract, e.g. v1.9: the
+	// version the cluster was created with, fixed for its life (upstream:
+	// the generator's talos_version). `milner up` refuses a change.
+	ConfigContract string `json:"configContract"`
 	// KubernetesVersion is the Kubernetes version, e.g. v1.32.3.
 	KubernetesVersion string `json:"kubernetesVersion"`
 	// VIP is the control-plane virtual IP every control plane announces.
@@ -56,6 +63,9 @@ type ClusterConfig struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	// InstallImage is the Talos installer image; defaults to ghcr.io/siderolabs/installer:<talosVersion>.
 	InstallImage string `json:"installImage,omitempty"`
+	// AllowSchedulingOnControlPlanes lets workloads run on control planes;
+	// defaults to true when the stack has no worker.
+	AllowSchedulingOnControlPlanes *bool `json:"allowSchedulingOnControlPlanes,omitempty"`
 
 	// VIPAddr is VIP, parsed.
 	VIPAddr netip.Addr `json:"-"`
@@ -77,6 +87,9 @@ type LibvirtConfig struct {
 	URI string `json:"uri,omitempty"`
 	// DomainType is kvm (default) or qemu where there is no KVM.
 	DomainType string `json:"domainType,omitempty"`
+	// CPUMode is the libvirt CPU mode of every domain: host-passthrough
+	// (default for kvm) or maximum (default for qemu).
+	CPUMode string `json:"cpuMode,omitempty"`
 	// PoolPath is the storage pool directory; defaults to /var/lib/libvirt/images/<cluster>.
 	PoolPath string `json:"poolPath,omitempty"`
 	// BootImage is the path or URL of the Talos disk image that seeds new OS
@@ -365,6 +378,11 @@ const (
 	DefaultSchematic = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
 )
 
+// DefaultInstallImage is the upstream installer image of a Talos version.
+func DefaultInstallImage(talosVersion string) string {
+	return "ghcr.io/siderolabs/installer:" + talosVersion
+}
+
 // applyDefaults fills every unset optional value. Validation runs after, on
 // the values the program will use.
 func (c *Config) applyDefaults() {
@@ -372,7 +390,7 @@ func (c *Config) applyDefaults() {
 		c.StopAfter = LayerApps
 	}
 	if c.Cluster.InstallImage == "" {
-		c.Cluster.InstallImage = "ghcr.io/siderolabs/installer:" + c.Cluster.TalosVersion
+		c.Cluster.InstallImage = DefaultInstallImage(c.Cluster.TalosVersion)
 	}
 	if lv := c.Substrate.Libvirt; lv != nil {
 		if lv.URI == "" {
@@ -380,6 +398,9 @@ func (c *Config) applyDefaults() {
 		}
 		if lv.DomainType == "" {
 			lv.DomainType = "kvm"
+		}
+		if lv.CPUMode == "" {
+			lv.CPUMode = substrate.DefaultCPUMode(lv.DomainType)
 		}
 		if lv.PoolPath == "" {
 			lv.PoolPath = "/var/lib/libvirt/images/" + c.Cluster.Name
@@ -400,6 +421,11 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Network.Mode == "" {
 		c.Network.Mode = substrate.NetworkNAT
+	}
+	if c.Cluster.AllowSchedulingOnControlPlanes == nil {
+		// With no worker, control planes are the only place a pod can run.
+		noWorker := !slices.ContainsFunc(c.Nodes, func(n NodeConfig) bool { return n.Role == substrate.RoleWorker })
+		c.Cluster.AllowSchedulingOnControlPlanes = &noWorker
 	}
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

@@ -20,7 +20,7 @@ func baseConfig() obj {
 		return obj{"name": name, "role": role, "address": addr, "mac": mac}
 	}
 	return obj{
-		"cluster":   obj{"name": "t", "talosVersion": "v1.9.5", "kubernetesVersion": "v1.32.3", "vip": "10.9.0.240"},
+		"cluster":   obj{"name": "t", "talosVersion": "v1.9.5", "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": "10.9.0.240"},
 		"substrate": obj{"kind": "libvirt", "libvirt": obj{"domainType": "qemu"}},
 		"network": obj{
 			"mode": "isolated", "cidr": "10.9.0.0/24",

@@ -6,7 +6,9 @@
 // the engine plan a delete and a create of something live:
 //   - "<cluster>" (the substrate component) and its children, see components/substrate;
 //   - "<cluster>-secrets" (the Talos secrets bundle: a new one is a new cluster);
-//   - "<node>" (TalosNode) and its "<node>-apply" / "<node>-bootstrap";
+//   - "<node>" (TalosNode) and its "<node>-apply";
+//   - "<cluster>-bootstrap" (one per cluster; aliased from the former
+//     "<node>-bootstrap" under the first control plane's TalosNode);
 //   - "<cluster>-kubeconfig", "<cluster>-k8s" (the Kubernetes provider);
 //   - "<app>" (HelmApp) and its "<app>-release".
 package stacks
@@ -25,7 +27,26 @@ import (
 
 // Program is the Milner program. main runs it with pulumi.Run; tests, the
 // milner command and the Automation API run this same function.
-func Program(ctx *pulumi.Context) error {
+func Program(ctx *pulumi.Context) error { return run(ctx, RunOptions{}) }
+
+// RunOptions are what one run of the program decides, beyond the stack's
+// config: set by the operator command from the preview it gated.
+type RunOptions struct {
+	// SkipHealthCheck leaves the cluster health check out of an update
+	// whose preview changes nothing in the Talos layer (a no-op, an app
+	// change, or `--replace <node>` alone), so a dead node never blocks its
+	// own recovery. Previews never run it.
+	SkipHealthCheck bool
+}
+
+// NewProgram is Program with per-run options, read when the program runs
+// (the operator command sets them between its preview and its update).
+func NewProgram(opts *RunOptions) pulumi.RunFunc {
+	return func(ctx *pulumi.Context) error { return run(ctx, *opts) }
+}
+
+// run loads the config, declares every layer and exports the outputs.
+func run(ctx *pulumi.Context, opts RunOptions) error {
 	cfg, err := Load(ctx)
 	if err != nil {
 		return err
@@ -35,7 +56,7 @@ func Program(ctx *pulumi.Context) error {
 			return err
 		}
 	}
-	c, err := Deploy(ctx, cfg)
+	c, err := DeployWith(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -60,6 +81,8 @@ type TalosLayer struct {
 	Secrets *machine.Secrets
 	// Nodes are the nodes' applied configurations, in config order.
 	Nodes []*talosnode.TalosNode
+	// Bootstrap is the cluster's one etcd bootstrap.
+	Bootstrap *machine.Bootstrap
 	// Kubeconfig is the admin kubeconfig (secret).
 	Kubeconfig pulumi.StringOutput
 	// Talosconfig is the talosctl client config (secret).
@@ -71,6 +94,11 @@ type TalosLayer struct {
 
 // Deploy declares every layer of cfg, up to cfg.StopAfter.
 func Deploy(ctx *pulumi.Context, cfg *Config) (*Cluster, error) {
+	return DeployWith(ctx, cfg, RunOptions{})
+}
+
+// DeployWith is Deploy with per-run options.
+func DeployWith(ctx *pulumi.Context, cfg *Config, opts RunOptions) (*Cluster, error) {
 	c := &Cluster{}
 	var err error
 	if c.Substrate, err = newSubstrate(ctx, cfg); err != nil {
@@ -79,7 +107,7 @@ func Deploy(ctx *pulumi.Context, cfg *Config) (*Cluster, error) {
 	if !cfg.StopAfter.Includes(LayerTalos) {
 		return c, nil
 	}
-	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate.Nodes()); err != nil {
+	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate, c.Substrate.Nodes(), opts); err != nil {
 		return nil, err
 	}
 	if !cfg.StopAfter.Includes(LayerApps) {
@@ -101,6 +129,7 @@ func newSubstrate(ctx *pulumi.Context, cfg *Config) (substrate.Substrate, error)
 		args := &substrate.LibvirtArgs{
 			URI:         lv.URI,
 			DomainType:  lv.DomainType,
+			CPUMode:     lv.CPUMode,
 			PoolPath:    lv.PoolPath,
 			BootImage:   lv.BootImage,
 			NetworkMode: net.Mode,

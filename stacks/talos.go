@@ -16,16 +16,54 @@ import (
 // store encrypted (the provider's schema does not mark them).
 var SecretOutputs = []string{"machineSecrets", "clientConfiguration"}
 
-// deployTalos creates the cluster secrets once, applies every node's
-// configuration, bootstraps the first control plane, and gates the
-// kubeconfig on the cluster health check.
-func deployTalos(ctx *pulumi.Context, cfg *Config, nodes []substrate.Node) (*TalosLayer, error) {
+// BootstrapSecretOutputs are the Bootstrap outputs holding a private key:
+// the talosctl admin client configuration.
+var BootstrapSecretOutputs = []string{"clientConfiguration"}
+
+// KubeconfigSecretOutputs are the Kubeconfig outputs holding a private key:
+// the admin kubeconfig, its parsed client key (kubernetesClientConfiguration)
+// and the talosctl client configuration.
+var KubeconfigSecretOutputs = []string{"kubeconfigRaw", "kubernetesClientConfiguration", "clientConfiguration"}
+
+// HealthTimeout bounds the cluster health check: a dead node fails the up
+// after it instead of holding it.
+const HealthTimeout = "10m"
+
+// RenderedConfig is one node's rendered machine configuration, its own patch
+// applied. It needs nothing of the machine, so a substrate may take it
+// before the node exists (e.g. on a cloud-init drive).
+type RenderedConfig struct {
+	// Node is the node's facts.
+	Node talosnode.Node
+	// Patch is the node's own patch (talosnode.Patch), already in MachineConfiguration.
+	Patch string
+	// MachineConfiguration is the rendered config (secret: it holds the cluster's keys).
+	MachineConfiguration pulumi.StringOutput
+}
+
+// talosNodes turns the substrate's node facts into TalosNode's, in config order.
+func talosNodes(cfg *Config, nodes []substrate.Node) []talosnode.Node {
+	out := make([]talosnode.Node, 0, len(nodes))
+	for i, n := range nodes {
+		out = append(out, talosnode.Node{
+			Name:        n.Name,
+			Role:        talosnode.Role(n.Role),
+			Address:     n.Address,
+			MAC:         cfg.Nodes[i].MAC,
+			InstallDisk: n.InstallDisk,
+			DataDisk:    n.DataDisk,
+		})
+	}
+	return out
+}
+
+// newSecrets creates the cluster's one secrets bundle. A new bundle is a new
+// cluster, so it is protected; its format follows the config contract at
+// creation, and a later contract value must not touch it.
+func newSecrets(ctx *pulumi.Context, cfg *Config) (*machine.Secrets, error) {
 	name := cfg.Cluster.Name
-	// One secrets bundle per cluster, for its whole life: a new bundle is a
-	// new cluster, so it is protected; the Talos version only chose its
-	// format at creation, so a version bump must not touch it.
 	secrets, err := machine.NewSecrets(ctx, name+"-secrets", &machine.SecretsArgs{
-		TalosVersion: pulumi.String(cfg.Cluster.TalosVersion),
+		TalosVersion: pulumi.String(cfg.Cluster.ConfigContract),
 	},
 		pulumi.Protect(true),
 		pulumi.AdditionalSecretOutputs(SecretOutputs),
@@ -34,49 +72,133 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, nodes []substrate.Node) (*Tal
 	if err != nil {
 		return nil, fmt.Errorf("talos %q: secrets: %w", name, err)
 	}
+	return secrets, nil
+}
+
+// RenderNodeConfigs renders every node's machine configuration from the
+// cluster secrets: the generator runs with the config contract (upstream's
+// talos_version: "keep it fixed at the version the cluster was created
+// with"), and each node's own patch is applied through the generator's
+// configPatches.
+func RenderNodeConfigs(ctx *pulumi.Context, cfg *Config, secrets *machine.Secrets, nodes []talosnode.Node) ([]RenderedConfig, error) {
+	pa := PatchArgs(cfg)
+	out := make([]RenderedConfig, 0, len(nodes))
+	for _, n := range nodes {
+		patch, err := talosnode.Patch(n, pa)
+		if err != nil {
+			return nil, fmt.Errorf("talos %q: node %q: patch: %w", cfg.Cluster.Name, n.Name, err)
+		}
+		rendered := machine.GetConfigurationOutput(ctx, machine.GetConfigurationOutputArgs{
+			ClusterName:       pulumi.String(cfg.Cluster.Name),
+			ClusterEndpoint:   pulumi.String(cfg.Endpoint()),
+			MachineType:       pulumi.String(string(n.Role)),
+			MachineSecrets:    secrets.MachineSecrets,
+			TalosVersion:      pulumi.String(cfg.Cluster.ConfigContract),
+			KubernetesVersion: pulumi.String(cfg.Cluster.KubernetesVersion),
+			ConfigPatches:     pulumi.StringArray{pulumi.String(patch)},
+			Docs:              pulumi.Bool(false),
+			Examples:          pulumi.Bool(false),
+		})
+		out = append(out, RenderedConfig{
+			Node:                 n,
+			Patch:                patch,
+			MachineConfiguration: pulumi.ToSecret(rendered.MachineConfiguration()).(pulumi.StringOutput),
+		})
+	}
+	return out, nil
+}
+
+// PatchArgs are the cluster-wide values of every node's own patch.
+func PatchArgs(cfg *Config) talosnode.PatchArgs {
+	return talosnode.PatchArgs{
+		VIP:                            cfg.Cluster.VIPAddr,
+		Prefix:                         cfg.Network.Prefix,
+		Gateway:                        cfg.Network.GatewayAddr,
+		Nameservers:                    cfg.Network.NameserverAddrs,
+		InstallImage:                   cfg.Cluster.InstallImage,
+		AllowSchedulingOnControlPlanes: *cfg.Cluster.AllowSchedulingOnControlPlanes,
+	}
+}
+
+// deployTalos creates the cluster secrets once, renders and applies every
+// node's configuration (control planes one at a time), bootstraps the
+// cluster once, and gates the kubeconfig on the cluster health check.
+func deployTalos(ctx *pulumi.Context, cfg *Config, machines pulumi.Resource, nodes []substrate.Node, opts RunOptions) (*TalosLayer, error) {
+	name := cfg.Cluster.Name
+	secrets, err := newSecrets(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	clientCfg := secrets.ClientConfiguration
+	configs, err := RenderNodeConfigs(ctx, cfg, secrets, talosNodes(cfg, nodes))
+	if err != nil {
+		return nil, err
+	}
 
 	layer := &TalosLayer{Secrets: secrets}
-	var bootstrap *machine.Bootstrap
+	var firstCP *talosnode.TalosNode
+	var prevCP pulumi.Resource
 	var applied []pulumi.Resource
 	var controlPlanes, workers pulumi.StringArray
-	for i, n := range nodes {
-		spec := cfg.Nodes[i]
+	var aliases []pulumi.Alias
+	for _, nc := range configs {
+		n := nc.Node
+		// Every apply waits for the machines; a control plane also waits
+		// for the previous control plane's apply, so a change that needs a
+		// reboot takes at most one etcd member down at a time.
+		after := []pulumi.Resource{machines}
+		if n.Role == talosnode.RoleControlPlane && prevCP != nil {
+			after = append(after, prevCP)
+		}
 		node, err := talosnode.New(ctx, n.Name, &talosnode.Args{
-			Node:                n,
-			MAC:                 spec.MAC,
-			ClusterName:         name,
-			ClusterEndpoint:     cfg.Endpoint(),
-			VIP:                 cfg.Cluster.VIPAddr,
-			Prefix:              cfg.Network.Prefix,
-			Gateway:             cfg.Network.GatewayAddr,
-			Nameservers:         cfg.Network.NameserverAddrs,
-			TalosVersion:        cfg.Cluster.TalosVersion,
-			KubernetesVersion:   cfg.Cluster.KubernetesVersion,
-			InstallImage:        cfg.Cluster.InstallImage,
-			MachineSecrets:      secrets.MachineSecrets,
-			ClientConfiguration: clientCfg,
-			// Exactly one bootstrap: the first control plane in config order.
-			Bootstrap: bootstrap == nil && n.Role == substrate.RoleControlPlane,
+			Node:                 n,
+			MachineConfiguration: nc.MachineConfiguration,
+			ClientConfiguration:  clientCfg,
+			After:                after,
 		})
 		if err != nil {
 			return nil, err
 		}
 		layer.Nodes = append(layer.Nodes, node)
 		applied = append(applied, node.Apply)
-		if node.Bootstrap != nil {
-			bootstrap = node.Bootstrap
-			applied = append(applied, bootstrap)
-		}
-		if n.Role == substrate.RoleControlPlane {
+		if n.Role == talosnode.RoleControlPlane {
+			prevCP = node.Apply
+			if firstCP == nil {
+				firstCP = node
+			}
+			// Stacks made before the cluster-level bootstrap hold it as
+			// "<node>-bootstrap" under the first control plane's TalosNode;
+			// at most one of these exists in a state.
+			aliases = append(aliases, pulumi.Alias{Name: pulumi.String(n.Name + "-bootstrap"), Parent: node})
 			controlPlanes = append(controlPlanes, pulumi.String(n.Address.String()))
 		} else {
 			workers = append(workers, pulumi.String(n.Address.String()))
 		}
 	}
-	if bootstrap == nil {
+	if firstCP == nil {
 		return nil, fmt.Errorf("talos %q: no control plane to bootstrap", name)
 	}
+
+	// One bootstrap per cluster, named after the cluster: removing,
+	// reordering or replacing nodes never plans another (Talos refuses a
+	// second bootstrap of a running cluster). It is done once, so later
+	// changes to the node it dialled are ignored.
+	bootstrap, err := machine.NewBootstrap(ctx, name+"-bootstrap", &machine.BootstrapArgs{
+		ClientConfiguration: clientCfg,
+		// From the apply's output: etcd is bootstrapped only after the node
+		// holds its configuration.
+		Node:     firstCP.Apply.Node,
+		Endpoint: firstCP.Apply.Endpoint,
+	},
+		pulumi.Aliases(aliases),
+		pulumi.IgnoreChanges([]string{"node", "endpoint"}),
+		pulumi.AdditionalSecretOutputs(BootstrapSecretOutputs),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("talos %q: bootstrap: %w", name, err)
+	}
+	layer.Bootstrap = bootstrap
+	applied = append(applied, bootstrap)
 
 	kubeconfig, err := cluster.NewKubeconfig(ctx, name+"-kubeconfig", &cluster.KubeconfigArgs{
 		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
@@ -87,7 +209,7 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, nodes []substrate.Node) (*Tal
 		// From the bootstrap's outputs: a kubeconfig only once etcd exists.
 		Node:     bootstrap.Node,
 		Endpoint: bootstrap.Endpoint,
-	})
+	}, pulumi.AdditionalSecretOutputs(KubeconfigSecretOutputs))
 	if err != nil {
 		return nil, fmt.Errorf("talos %q: kubeconfig: %w", name, err)
 	}
@@ -105,8 +227,18 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, nodes []substrate.Node) (*Tal
 	})
 	layer.Talosconfig = pulumi.ToSecret(talosconfig.TalosConfig()).(pulumi.StringOutput)
 
-	// The health check has no data edge to the nodes (its inputs are plain
-	// addresses), so it depends on every applied config and the bootstrap.
+	// The health gate. The health check is an invoke: with known inputs it
+	// would run in every preview and every up, and hang on a dead node, so
+	// blocking the very recovery (`up --replace <node>`) meant to revive it.
+	// It runs only in an update that changes the Talos layer (the caller
+	// says so, RunOptions), never in a preview, and is bounded by
+	// HealthTimeout. Otherwise the apps get the kubeconfig directly.
+	if ctx.DryRun() || opts.SkipHealthCheck {
+		layer.HealthyKubeconfig = layer.Kubeconfig
+		return layer, nil
+	}
+	// No data edge to the nodes (its inputs are plain addresses), so it
+	// depends on every applied config and the bootstrap.
 	health := cluster.GetHealthOutput(ctx, cluster.GetHealthOutputArgs{
 		ClientConfiguration: cluster.GetHealthClientConfigurationArgs{
 			CaCertificate:     clientCfg.CaCertificate(),
@@ -116,6 +248,7 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, nodes []substrate.Node) (*Tal
 		ControlPlaneNodes: controlPlanes,
 		WorkerNodes:       workers,
 		Endpoints:         controlPlanes,
+		Timeouts:          cluster.GetHealthTimeoutsArgs{Read: pulumi.String(HealthTimeout)},
 	}, pulumi.DependsOn(applied))
 	layer.HealthyKubeconfig = health.Id().ApplyT(func(string) pulumi.StringOutput {
 		return layer.Kubeconfig

@@ -31,7 +31,9 @@ const (
 var (
 	dnsLabel  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	secretKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
-	uuidRe    = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	// contractRe is a Talos config contract: vMAJOR.MINOR.
+	contractRe = regexp.MustCompile(`^v[0-9]+\.[0-9]+$`)
+	uuidRe     = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
 
 // proxmoxToken matches the shape of a Proxmox VE API token: user@realm!tokenid=secret.
@@ -79,6 +81,12 @@ func (c *Config) validateCluster(p *problems) {
 	if !strings.HasPrefix(cl.TalosVersion, "v") || !exactVersion(cl.TalosVersion) {
 		p.addf(path+".talosVersion", "%q is not an exact version like v1.9.5", cl.TalosVersion)
 	}
+	switch {
+	case !contractRe.MatchString(cl.ConfigContract):
+		p.addf(path+".configContract", "%q is not a Talos machine-config contract like v1.9 (the Talos minor version the cluster was created with; it never changes)", cl.ConfigContract)
+	case exactVersion(cl.TalosVersion) && semver.Compare(cl.ConfigContract, semver.MajorMinor(cl.TalosVersion)) > 0:
+		p.addf(path+".configContract", "%s is newer than talosVersion %s: a node cannot take a config contract newer than the Talos it runs", cl.ConfigContract, cl.TalosVersion)
+	}
 	if !strings.HasPrefix(cl.KubernetesVersion, "v") || !exactVersion(cl.KubernetesVersion) {
 		p.addf(path+".kubernetesVersion", "%q is not an exact version like v1.32.3", cl.KubernetesVersion)
 	}
@@ -120,6 +128,12 @@ func (c *Config) validateSubstrate(p *problems) {
 		}
 		if lv.DomainType != "kvm" && lv.DomainType != "qemu" {
 			p.addf(path+".libvirt.domainType", "unknown domain type %q (want kvm or qemu)", lv.DomainType)
+		}
+		switch {
+		case !slices.Contains(substrate.CPUModes, lv.CPUMode):
+			p.addf(path+".libvirt.cpuMode", "%q is not a CPU mode that guarantees x86-64-v2, which Talos needs to boot (want one of %v)", lv.CPUMode, substrate.CPUModes)
+		case lv.CPUMode == substrate.CPUHostPassthrough && lv.DomainType == "qemu":
+			p.addf(path+".libvirt.cpuMode", "%s needs KVM; with domainType qemu use %s", lv.CPUMode, substrate.CPUMaximum)
 		}
 		if !strings.HasPrefix(lv.PoolPath, "/") {
 			p.addf(path+".libvirt.poolPath", "%q is not an absolute path", lv.PoolPath)
@@ -363,6 +377,9 @@ func (c *Config) validateNodes(p *problems) {
 
 func (c *Config) validateApps(p *problems) {
 	path := key("apps")
+	if len(c.Apps) > 0 && c.StopAfter.Includes(LayerApps) && !c.schedulable() {
+		p.addf(path, "%d apps but no node takes workloads: add a worker or set %s to true", len(c.Apps), key("cluster.allowSchedulingOnControlPlanes"))
+	}
 	names := map[string]int{}
 	for i := range c.Apps {
 		a := &c.Apps[i]
@@ -405,6 +422,18 @@ func (c *Config) validateApps(p *problems) {
 			}
 		}
 	}
+}
+
+// schedulable reports whether any node takes workloads: a worker, or a
+// control plane that allows scheduling.
+func (c *Config) schedulable() bool {
+	for _, n := range c.Nodes {
+		if n.Role == substrate.RoleWorker {
+			return true
+		}
+	}
+	allow := c.Cluster.AllowSchedulingOnControlPlanes
+	return allow != nil && *allow && len(c.Nodes) > 0
 }
 
 // sortedKeys returns a map's keys in order, for stable messages and graphs.

@@ -26,7 +26,7 @@ func pxBase() map[string]any {
 		return map[string]any{"name": name, "role": "controlplane", "address": addr, "mac": mac, "vmId": vmID}
 	}
 	return map[string]any{
-		"cluster": map[string]any{"name": "px", "talosVersion": "v1.9.5", "kubernetesVersion": "v1.32.3", "vip": "192.168.7.60"},
+		"cluster": map[string]any{"name": "px", "talosVersion": "v1.9.5", "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": "192.168.7.60"},
 		"substrate": map[string]any{"kind": "proxmox", "proxmox": map[string]any{
 			"endpoint": "https://pve.test:8006/", "nodeName": "pve",
 			"osDatastore": "local-lvm", "dataDatastore": "local-lvm", "imageDatastore": "local",

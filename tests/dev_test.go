@@ -121,7 +121,7 @@ func TestDevLogicalNames(t *testing.T) {
 		tSecrets:       {"milner-dev-secrets"},
 		talosnode.Type: {"cp-1", "cp-2", "cp-3"},
 		tApply:         {"cp-1-apply", "cp-2-apply", "cp-3-apply"},
-		tBootstrap:     {"cp-1-bootstrap"},
+		tBootstrap:     {"milner-dev-bootstrap"},
 		tKubeconfig:    {"milner-dev-kubeconfig"},
 		helmapp.Type:   {"vault", "woodpecker"},
 		tRelease:       {"vault-release", "woodpecker-release"},
@@ -180,7 +180,7 @@ func TestDevParents(t *testing.T) {
 	for token, want := range map[string]string{
 		tLvProvider: substrate.LibvirtType, tPool: substrate.LibvirtType, tNetwork: substrate.LibvirtType,
 		tVolume: substrate.LibvirtType, tDomain: substrate.LibvirtType,
-		tApply: talosnode.Type, tBootstrap: talosnode.Type, tRelease: helmapp.Type,
+		tApply: talosnode.Type, tRelease: helmapp.Type,
 	} {
 		for _, r := range rec.ByType(token) {
 			assert.Equal(t, want, parentType(r), "%s %s", r.Type, r.Name)
@@ -209,8 +209,8 @@ func TestDevTalosApplyPolicy(t *testing.T) {
 	}
 	boots := rec.ByType(tBootstrap)
 	require.Len(t, boots, 1, "exactly one bootstrap")
-	assert.True(t, strings.HasSuffix(boots[0].Parent, "::cp-1"), "bootstrap on the first control plane, got parent %s", boots[0].Parent)
-	assert.Equal(t, "10.73.0.11", boots[0].Inputs["node"].StringValue())
+	assert.Equal(t, "milner-dev-bootstrap", boots[0].Name, "one cluster-level bootstrap")
+	assert.Equal(t, "10.73.0.11", boots[0].Inputs["node"].StringValue(), "dialled on the first control plane")
 }
 
 func TestDevTalosPatch(t *testing.T) {
@@ -333,16 +333,21 @@ func TestTalosVersionBumpTouchesNoSubstrate(t *testing.T) {
 	boot, ok := after.ByName(tVolume, "milner-dev-boot")
 	require.True(t, ok)
 	assert.Equal(t, []string{"source"}, boot.Options.IgnoreChanges)
-	for _, token := range []string{tSecrets} {
-		b, a := before.ByType(token), after.ByType(token)
-		require.Len(t, a, 1)
-		assert.Contains(t, a[0].Options.IgnoreChanges, "talosVersion", "the secrets bundle ignores the version it was created with")
-		assert.NotEqual(t, b[0].Inputs["talosVersion"], a[0].Inputs["talosVersion"])
-	}
-	// The bump does reach the Talos layer, as an in-place config delta.
-	b, _ := before.ByName(tApply, "cp-1-apply")
-	a, _ := after.ByName(tApply, "cp-1-apply")
-	assert.NotEqual(t, b.Inputs["configPatches"], a.Inputs["configPatches"], "the installer image follows the version")
+	// The secrets bundle is made for the config contract, which a Talos
+	// version bump does not touch.
+	b, a := before.ByType(tSecrets), after.ByType(tSecrets)
+	require.Len(t, a, 1)
+	assert.Contains(t, a[0].Options.IgnoreChanges, "talosVersion", "the secrets bundle ignores the contract it was created with")
+	assert.Equal(t, "v1.9", a[0].Inputs["talosVersion"].StringValue())
+	assert.Equal(t, b[0].Inputs, a[0].Inputs)
+	// The bump changes exactly one thing of a node's config: the installer
+	// image that a new install uses. The generator keeps the fixed contract:
+	// an up upgrades no running node (that is `milner upgrade`).
+	bc, ac := nodeConfigInvoke(t, before, "cp-1"), nodeConfigInvoke(t, after, "cp-1")
+	assert.Equal(t, "v1.9", ac.Contract)
+	assert.Equal(t, bc.Contract, ac.Contract, "the config contract is fixed")
+	assert.Equal(t, strings.Replace(bc.Patches[0], "installer:v1.9.5", "installer:v1.9.6", 1), ac.Patches[0], "only the installer image follows the version")
+	assert.NotEqual(t, bc.Patches[0], ac.Patches[0])
 }
 
 func TestLayerStop(t *testing.T) {

@@ -343,12 +343,8 @@ type talosPatch struct {
 // prodPatch decodes the Talos config patch of one node.
 func nodePatch(t testing.TB, rec *mockrun.Recorder, node string) talosPatch {
 	t.Helper()
-	a, ok := rec.ByName("talos:machine/configurationApply:ConfigurationApply", node+"-apply")
-	require.True(t, ok, node)
-	patches := a.Inputs["configPatches"].ArrayValue()
-	require.Len(t, patches, 1)
 	var p talosPatch
-	require.NoError(t, json.Unmarshal([]byte(patches[0].StringValue()), &p))
+	require.NoError(t, json.Unmarshal([]byte(nodeConfigInvoke(t, rec, node).Patches[0]), &p))
 	return p
 }
 

@@ -112,7 +112,7 @@ func writeStack(path string, s side, n int, image, pools string, p4 bool) error 
 	}
 	cfg := map[string]any{"config": map[string]any{
 		"milner:cluster": map[string]any{
-			"name": s.cluster, "talosVersion": "v1.9.5", "kubernetesVersion": "v1.32.3", "vip": s.net(n, 240),
+			"name": s.cluster, "talosVersion": "v1.9.5", "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": s.net(n, 240),
 		},
 		"milner:substrate": map[string]any{"kind": "libvirt", "libvirt": map[string]any{
 			"uri": "qemu:///system", "domainType": "qemu",

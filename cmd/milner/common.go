@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/docs"
@@ -21,6 +22,8 @@ import (
 type stackFlags struct {
 	stack string
 	json  bool
+	// program overrides stacks.Program (up sets per-run options on it).
+	program pulumi.RunFunc
 }
 
 // addStack declares --stack (required, completed from Pulumi.*.yaml).
@@ -50,7 +53,7 @@ func (f *stackFlags) open(cmd *cobra.Command) (ctx context.Context, stop context
 	if f.json {
 		progress = os.Stderr
 	}
-	if st, err = engine.Open(ctx, engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress}); err != nil {
+	if st, err = engine.Open(ctx, engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress, Program: f.program}); err != nil {
 		stop()
 	}
 	return ctx, stop, st, err

@@ -38,6 +38,8 @@ type gated struct {
 	Report   gate.Report    `json:"report"`
 	Refusals []gate.Refusal `json:"refusals"`
 	Applied  bool           `json:"applied"`
+	// Staged are the nodes whose applied Talos config waits for a reboot.
+	Staged []string `json:"staged,omitempty"`
 }
 
 // previewGated is what preview and up share: the guard, a preview with a

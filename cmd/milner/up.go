@@ -1,15 +1,22 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/stacks"
 )
 
 func upCmd() *cobra.Command {
 	f := &gatedFlags{}
-	var yes bool
+	var yes, allowContract bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Preview, refuse what the layer rules forbid, confirm, then apply exactly the previewed delta",
@@ -25,11 +32,17 @@ the preview did not show rather than take it.`,
   milner up --stack dev --yes            # scripts: no prompt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Decided from the gated preview below, read when the update runs.
+			run := &stacks.RunOptions{}
+			f.program = stacks.NewProgram(run)
 			ctx, stop, st, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
 			defer stop()
+			if err := checkContract(ctx, st, allowContract); err != nil {
+				return err
+			}
 			out := os.Stdout
 			if f.json {
 				out = os.Stderr
@@ -54,14 +67,48 @@ the preview did not show rather than take it.`,
 					return finish(err)
 				}
 			}
-			if _, err := st.UpPlan(ctx, plan); err != nil {
+			// The cluster health check runs only when the Talos layer changes
+			// beyond the replaced nodes: a dead node never blocks its own recovery.
+			run.SkipHealthCheck = !g.Report.TalosChanged(f.replace)
+			result, err := st.UpPlan(ctx, plan)
+			if err != nil {
 				return finish(err)
 			}
 			g.Applied = true
+			if g.Staged = gate.Staged(gate.AppliedModes(result.Events)); len(g.Staged) > 0 {
+				fmt.Fprintf(out, "milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(g.Staged, ", "))
+			}
 			return finish(nil)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "apply without the typed confirmation")
+	cmd.Flags().BoolVar(&allowContract, "allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
 	return cmd
+}
+
+// checkContract refuses, before anything is previewed, a change of the
+// config contract the cluster's secrets bundle was created with, unless
+// it is explicitly allowed.
+func checkContract(ctx context.Context, st *engine.Stack, allow bool) error {
+	resources, err := st.Resources(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, err := st.Config()
+	if err != nil {
+		return err
+	}
+	var cl stacks.ClusterConfig
+	_ = json.Unmarshal([]byte(cfg["milner:cluster"]), &cl)
+	recorded := ""
+	for _, r := range resources {
+		if r.Type == gate.TypeTalosSecrets {
+			recorded, _ = r.Inputs["talosVersion"].(string)
+		}
+	}
+	if refusals := gate.CheckContract(recorded, cl.ConfigContract, allow); len(refusals) > 0 {
+		return refused("%s; nothing was changed", refusals[0])
+	}
+	return nil
 }

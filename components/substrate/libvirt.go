@@ -56,12 +56,46 @@ func (m LibvirtNetworkMode) providerMode() string {
 	return string(m)
 }
 
+// The libvirt CPU modes a domain may use. Talos 1.7+ halts on a CPU below
+// x86-64-v2 ("x86_64 microarchitecture level 2 or higher is required"), and
+// without a cpu element QEMU runs qemu64 (level 1). terraform-provider-libvirt
+// 0.8.3 sets only the cpu element's mode (resource_libvirt_domain.go:
+// domainDef.CPU = &libvirtxml.DomainCPU{Mode: ...}), never a named model, so
+// the choice is a mode:
+//   - host-passthrough: the host's CPU as it is; needs KVM (libvirt 9.0
+//     domcapabilities for virttype qemu: host-passthrough supported='no');
+//   - maximum: QEMU's "-cpu max", every feature the accelerator offers; under
+//     TCG (QEMU 7.2) that includes SSE4.2, POPCNT, SSSE3 and CMPXCHG16B, the
+//     x86-64-v2 set (domcapabilities for qemu: maximum supported='yes').
+//
+// Modes that can land below v2 (custom without a model is qemu64;
+// host-model's live XML becomes a custom model, which the provider's read
+// would diff) are refused by validation.
+const (
+	CPUHostPassthrough = "host-passthrough"
+	CPUMaximum         = "maximum"
+)
+
+// CPUModes lists the CPU modes validation accepts.
+var CPUModes = []string{CPUHostPassthrough, CPUMaximum}
+
+// DefaultCPUMode is the CPU mode for a domain type: host-passthrough under
+// KVM, maximum under TCG emulation (qemu), where passthrough is impossible.
+func DefaultCPUMode(domainType string) string {
+	if domainType == "qemu" {
+		return CPUMaximum
+	}
+	return CPUHostPassthrough
+}
+
 // LibvirtArgs configures a libvirt substrate.
 type LibvirtArgs struct {
 	// URI is the libvirt connection URI, e.g. qemu:///system.
 	URI string
 	// DomainType is the libvirt domain type: "kvm", or "qemu" where there is no KVM.
 	DomainType string
+	// CPUMode is every domain's libvirt CPU mode (see CPUModes).
+	CPUMode string
 	// PoolPath is the host directory of the storage pool.
 	PoolPath string
 	// BootImage is the path or URL of the Talos disk image that seeds new OS disks.
@@ -216,8 +250,10 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 	domain, err := libvirt.NewDomain(ctx, base, &libvirt.DomainArgs{
 		// An explicit, stable name: a domain left defined by a crash is found
 		// by name and adopted, never silently duplicated.
-		Name:      pulumi.String(base),
-		Type:      pulumi.String(args.DomainType),
+		Name: pulumi.String(base),
+		Type: pulumi.String(args.DomainType),
+		// A CPU Talos boots on: x86-64-v2 at least (see CPUModes).
+		Cpu:       &libvirt.DomainCpuArgs{Mode: pulumi.String(args.CPUMode)},
 		Vcpu:      pulumi.Int(spec.VCPU),
 		Memory:    pulumi.Int(spec.MemoryMiB),
 		Running:   pulumi.Bool(true),

@@ -2,8 +2,11 @@
 //
 // A node is never reset: the configuration is applied with apply mode
 // staged_if_needing_reboot, and destroying the resource leaves the machine as
-// it is. Logical names created here ("<node>-apply", "<node>-bootstrap") are a
-// state contract.
+// it is. The logical name created here ("<node>-apply") is a state contract.
+//
+// The package knows nothing of the machines: the caller passes the node's
+// facts (Node), the rendered machine configuration and a readiness edge to
+// the machine.
 package talosnode
 
 import (
@@ -13,8 +16,6 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
-
-	"github.com/milner/milner/components/substrate"
 )
 
 // Type is the type token of the TalosNode component. It is part of every
@@ -29,16 +30,40 @@ const ApplyMode = "staged_if_needing_reboot"
 // DataMountpoint is where the node's persistent data disk is mounted.
 const DataMountpoint = "/var/mnt/data"
 
-// Args configures one node's Talos machine configuration.
-type Args struct {
-	// Node is what the substrate reports of the machine.
-	Node substrate.Node
+// ApplySecretOutputs are the ConfigurationApply outputs the engine must store
+// encrypted: the machine configuration (input and applied) holds the
+// cluster's CA and service-account private keys, the client configuration
+// the talosctl admin key. The provider's schema marks none of them.
+var ApplySecretOutputs = []string{"machineConfigurationInput", "machineConfiguration", "clientConfiguration"}
+
+// Role is a node's Talos machine type.
+type Role string
+
+// The roles. Their values are Talos' machine types.
+const (
+	RoleControlPlane Role = "controlplane"
+	RoleWorker       Role = "worker"
+)
+
+// Node is what TalosNode needs to know of a machine: its facts, whichever
+// substrate made it.
+type Node struct {
+	// Name is the node's logical name and hostname.
+	Name string
+	// Role is the node's Talos machine type.
+	Role Role
+	// Address is the node's static IPv4 address; the Talos API is dialled there.
+	Address netip.Addr
 	// MAC selects the node's interface in the network patch.
 	MAC string
-	// ClusterName is the Kubernetes cluster name.
-	ClusterName string
-	// ClusterEndpoint is the Kubernetes API URL, e.g. https://10.73.0.240:6443.
-	ClusterEndpoint string
+	// InstallDisk is the device Talos installs to, as the guest sees it.
+	InstallDisk string
+	// DataDisk is the device of the persistent data disk, as the guest sees it.
+	DataDisk string
+}
+
+// PatchArgs are the cluster-wide values of a node's own patch.
+type PatchArgs struct {
 	// VIP is the shared control-plane address; set on control planes only.
 	VIP netip.Addr
 	// Prefix is the node network, giving the address's prefix length.
@@ -47,18 +72,29 @@ type Args struct {
 	Gateway netip.Addr
 	// Nameservers are the DNS servers the node uses.
 	Nameservers []netip.Addr
-	// TalosVersion selects the machine config format, e.g. v1.9.5.
-	TalosVersion string
-	// KubernetesVersion is the Kubernetes version, e.g. v1.32.3.
-	KubernetesVersion string
-	// InstallImage is the Talos installer image.
+	// InstallImage is the Talos installer image a fresh install uses.
 	InstallImage string
-	// MachineSecrets is the cluster's secrets bundle.
-	MachineSecrets machine.MachineSecretsInput
+	// AllowSchedulingOnControlPlanes lets workloads run on control planes.
+	AllowSchedulingOnControlPlanes bool
+}
+
+// Args configures one node's Talos machine configuration.
+type Args struct {
+	// Node is the machine's facts.
+	Node Node
+	// MachineConfiguration is the node's rendered machine configuration,
+	// its own patch included (see Patch).
+	MachineConfiguration pulumi.StringInput
+	// ExtraPatches are strategic-merge patches (JSON or YAML) applied after
+	// the node's own patch, e.g. kubelet mounts, node labels or taints.
+	ExtraPatches []string
 	// ClientConfiguration is the talosctl client identity from the secrets bundle.
 	ClientConfiguration machine.ClientConfigurationInput
-	// Bootstrap makes this node bootstrap etcd. Exactly one node per cluster sets it.
-	Bootstrap bool
+	// After are resources that must be done before this node's apply
+	// starts: the machines (a dependency, not data, so a replaced VM never
+	// makes the address unknown) and the previous control plane's apply, so
+	// that no change takes two control planes down at once.
+	After []pulumi.Resource
 }
 
 // TalosNode is one node's applied Talos machine configuration.
@@ -67,48 +103,41 @@ type TalosNode struct {
 
 	// Endpoint is the node's Talos API address, known once its config is applied.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
-	// AppliedMode is the apply mode Talos resolved ("auto" or "staged").
+	// AppliedMode is the apply mode Talos resolved: "auto" (applied live, or
+	// with a reboot when the dry run could not run) or "staged" (pending
+	// until the node reboots).
 	AppliedMode pulumi.StringOutput `pulumi:"appliedMode"`
 
 	// Apply is the node's configuration resource.
 	Apply *machine.ConfigurationApply
-	// Bootstrap is the etcd bootstrap, set only on the bootstrap node.
-	Bootstrap *machine.Bootstrap
 }
 
-// New applies one node's machine configuration, and bootstraps etcd on it
-// when args.Bootstrap is set. name is the node's logical name.
+// New applies one node's machine configuration. name is the node's logical name.
 func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOption) (*TalosNode, error) {
 	n := &TalosNode{}
 	if err := ctx.RegisterComponentResource(Type, name, n, opts...); err != nil {
 		return nil, err
 	}
-	patch, err := Patch(args)
-	if err != nil {
-		return nil, fmt.Errorf("talosnode %q: patch: %w", name, err)
+	// A static address: known in every preview, so the provider can always
+	// dry-run the change and staged_if_needing_reboot never falls back to
+	// a reboot because the node's address is unknown.
+	address := pulumi.String(args.Node.Address.String())
+	patches := pulumi.StringArray{}
+	for _, p := range args.ExtraPatches {
+		patches = append(patches, pulumi.String(p))
 	}
-	cfg := machine.GetConfigurationOutput(ctx, machine.GetConfigurationOutputArgs{
-		ClusterName:       pulumi.String(args.ClusterName),
-		ClusterEndpoint:   pulumi.String(args.ClusterEndpoint),
-		MachineType:       pulumi.String(string(args.Node.Role)),
-		MachineSecrets:    args.MachineSecrets,
-		TalosVersion:      pulumi.String(args.TalosVersion),
-		KubernetesVersion: pulumi.String(args.KubernetesVersion),
-		Docs:              pulumi.Bool(false),
-		Examples:          pulumi.Bool(false),
-	}, pulumi.Parent(n))
-
-	// The address resolves only once the machine exists: the data edge that
-	// orders the apply after the VM without a DependsOn.
-	address := args.Node.Address.String()
-	endpoint := args.Node.MachineID.ApplyT(func(pulumi.ID) string { return address }).(pulumi.StringOutput)
-
+	applyOpts := []pulumi.ResourceOption{
+		pulumi.Parent(n),
+		pulumi.AdditionalSecretOutputs(ApplySecretOutputs),
+		// After the machines, and one control plane at a time (Args.After).
+		pulumi.DependsOn(args.After),
+	}
 	apply, err := machine.NewConfigurationApply(ctx, name+"-apply", &machine.ConfigurationApplyArgs{
 		ClientConfiguration:       args.ClientConfiguration,
-		MachineConfigurationInput: cfg.MachineConfiguration(),
-		ConfigPatches:             pulumi.StringArray{pulumi.String(patch)},
-		Node:                      endpoint,
-		Endpoint:                  endpoint,
+		MachineConfigurationInput: args.MachineConfiguration,
+		ConfigPatches:             patches,
+		Node:                      address,
+		Endpoint:                  address,
 		ApplyMode:                 pulumi.String(ApplyMode),
 		// Destroying the resource never wipes the node: its state and data
 		// are recovered by replacing the VM, not by resetting Talos.
@@ -117,26 +146,13 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 			Graceful: pulumi.Bool(true),
 			Reboot:   pulumi.Bool(false),
 		},
-	}, pulumi.Parent(n))
+	}, applyOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("talosnode %q: apply config: %w", name, err)
 	}
 	n.Apply = apply
 	n.Endpoint = apply.Node
 	n.AppliedMode = apply.ResolvedApplyMode
-
-	if args.Bootstrap {
-		// Node comes from the apply's output: etcd is bootstrapped only after
-		// the node holds its configuration.
-		n.Bootstrap, err = machine.NewBootstrap(ctx, name+"-bootstrap", &machine.BootstrapArgs{
-			ClientConfiguration: args.ClientConfiguration,
-			Node:                apply.Node,
-			Endpoint:            apply.Endpoint,
-		}, pulumi.Parent(n))
-		if err != nil {
-			return nil, fmt.Errorf("talosnode %q: bootstrap: %w", name, err)
-		}
-	}
 
 	if err := ctx.RegisterResourceOutputs(n, pulumi.Map{
 		"endpoint":    n.Endpoint,
@@ -147,15 +163,16 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	return n, nil
 }
 
-// Patch renders the node's typed config patch: hostname, static address,
-// VIP (control planes), install disk and image, and the data disk mount.
-func Patch(args *Args) (string, error) {
+// Patch renders the node's own config patch: hostname, static address,
+// VIP (control planes), install disk and image, the data disk mount, and
+// whether control planes take workloads.
+func Patch(node Node, args PatchArgs) (string, error) {
 	iface := map[string]any{
-		"deviceSelector": map[string]any{"hardwareAddr": args.MAC},
-		"addresses":      []string{netip.PrefixFrom(args.Node.Address, args.Prefix.Bits()).String()},
+		"deviceSelector": map[string]any{"hardwareAddr": node.MAC},
+		"addresses":      []string{netip.PrefixFrom(node.Address, args.Prefix.Bits()).String()},
 		"routes":         []map[string]any{{"network": "0.0.0.0/0", "gateway": args.Gateway.String()}},
 	}
-	if args.Node.Role == substrate.RoleControlPlane && args.VIP.IsValid() {
+	if node.Role == RoleControlPlane && args.VIP.IsValid() {
 		iface["vip"] = map[string]any{"ip": args.VIP.String()}
 	}
 	nameservers := make([]string, 0, len(args.Nameservers))
@@ -165,19 +182,28 @@ func Patch(args *Args) (string, error) {
 	patch := map[string]any{
 		"machine": map[string]any{
 			"network": map[string]any{
-				"hostname":    args.Node.Name,
+				"hostname":    node.Name,
 				"interfaces":  []any{iface},
 				"nameservers": nameservers,
 			},
+			// install.image is read by an install (a new node booting the
+			// boot media) and offered to upgrades; changing it on a running
+			// node upgrades nothing (upstream: "The upgrade API call passes a
+			// node the installer image to use", docs.siderolabs.com/talos/
+			// v1.11/configure-your-talos-cluster/lifecycle-management/upgrading-talos).
 			"install": map[string]any{
-				"disk":  args.Node.InstallDisk,
+				"disk":  node.InstallDisk,
 				"image": args.InstallImage,
 			},
 			"disks": []any{map[string]any{
-				"device":     args.Node.DataDisk,
+				"device":     node.DataDisk,
 				"partitions": []any{map[string]any{"mountpoint": DataMountpoint}},
 			}},
 		},
+	}
+	if node.Role == RoleControlPlane {
+		// cluster.* is a control-plane setting: Talos refuses it on a worker.
+		patch["cluster"] = map[string]any{"allowSchedulingOnControlPlanes": args.AllowSchedulingOnControlPlanes}
 	}
 	// JSON is YAML: Talos takes it as a strategic merge patch.
 	b, err := json.Marshal(patch)

@@ -127,14 +127,22 @@ var failureCases = []failureCase{
 	{"destroying a Talos config never resets the node", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Regs, "cp-3-apply", func(r *mockrun.Registration) { delete(r.Inputs, "onDestroy") })
 	}, "cp-3-apply: onDestroy.reset is not set to false"},
-	{"exactly one bootstrap, on the first control plane", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "cp-1-bootstrap", func(r *mockrun.Registration) { r.Name = "cp-2-bootstrap" })
-	}, "bootstrap cp-2-bootstrap is not on the first control plane cp-1"},
-	{"exactly one bootstrap, on the first control plane", func(t *testing.T, ev *Evidence) {
-		b, _ := byName(ev.Regs, "cp-1-bootstrap")
+	{"exactly one bootstrap, named after the cluster", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Regs, "milner-dev-bootstrap", func(r *mockrun.Registration) { r.Name = "cp-1-bootstrap" })
+	}, "bootstrap cp-1-bootstrap is not the cluster-level milner-dev-bootstrap"},
+	{"exactly one bootstrap, named after the cluster", func(t *testing.T, ev *Evidence) {
+		b, _ := byName(ev.Regs, "milner-dev-bootstrap")
 		b.Name = "cp-2-bootstrap"
 		ev.Regs = append(ev.Regs, b)
 	}, "2 bootstraps, want exactly 1"},
+	{"every node config passes Talos' own validator (machinery v1.11.5) for the stack's platform", func(t *testing.T, ev *Evidence) {
+		// A VIP that is not an address: the provider would only refuse it
+		// on a live node; Talos' validator refuses it here.
+		breakPatch(t, ev, "cp-2", `"vip":{"ip":"10.73.0.240"}`, `"vip":{"ip":"10.73.0.x"}`)
+	}, `node cp-2: validate for metal: 1 error occurred:`},
+	{"every node config passes Talos' own validator (machinery v1.11.5) for the stack's platform", func(t *testing.T, ev *Evidence) {
+		breakPatch(t, ev, "cp-1", `"install":{`, `"instal":{`)
+	}, "node cp-1: load patches: unknown keys found during decoding"},
 	{"cluster secrets are protected and secret", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Regs, "milner-dev-secrets", func(r *mockrun.Registration) { r.Options.Protect = false })
 	}, "milner-dev-secrets is not protected"},
@@ -261,4 +269,27 @@ func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
 	if p := versionBumpSafe(ev); len(p) != 1 || !strings.Contains(p[0], image+" leaves the program") {
 		t.Errorf("image dropped by the bump without retainOnDelete: problems %q", p)
 	}
+}
+
+// breakPatch rewrites one node's own patch in the run's getConfiguration
+// invoke, replacing old with new.
+func breakPatch(t *testing.T, ev *Evidence, node, old, new string) {
+	t.Helper()
+	for i, inv := range ev.Invokes {
+		if inv.Token != TokenGetConfiguration {
+			continue
+		}
+		p := strs(inv.Args["configPatches"])
+		if h, _ := hostname(p); h != node {
+			continue
+		}
+		if !strings.Contains(p[0], old) {
+			t.Fatalf("node %s's patch has no %s", node, old)
+		}
+		args := inv.Args.Copy()
+		args["configPatches"] = resource.NewProperty([]resource.PropertyValue{resource.NewProperty(strings.Replace(p[0], old, new, 1))})
+		ev.Invokes[i].Args = args
+		return
+	}
+	t.Fatalf("no node config for %s", node)
 }

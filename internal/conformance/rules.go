@@ -34,7 +34,8 @@ var Rules = []Rule{
 	{"every substrate, node and app resource has a parent component", stacks.LayerSubstrate, parented},
 	{"Talos config is applied staged_if_needing_reboot", stacks.LayerTalos, applyModeStaged},
 	{"destroying a Talos config never resets the node", stacks.LayerTalos, noReset},
-	{"exactly one bootstrap, on the first control plane", stacks.LayerTalos, oneBootstrap},
+	{"exactly one bootstrap, named after the cluster", stacks.LayerTalos, oneBootstrap},
+	{"every node config passes Talos' own validator (machinery v1.11.5) for the stack's platform", stacks.LayerTalos, talosValid},
 	{"cluster secrets are protected and secret", stacks.LayerTalos, secretsProtected},
 	{"releases have a fixed name and are atomic", stacks.LayerApps, releasesNamedAtomic},
 	{"chart versions are pinned", stacks.LayerApps, chartsPinned},
@@ -224,13 +225,19 @@ func versionBumpSafe(ev *Evidence) []string {
 		}
 	}
 	if ev.Config.StopAfter.Includes(stacks.LayerTalos) {
-		// The bump must reach the Talos layer, or the comparison proves nothing.
+		// The bump keeps the config contract (it is fixed for the cluster's
+		// life) and reaches the nodes' install image, unless one is pinned.
+		cl := ev.Config.Cluster
+		pinned := cl.InstallImage != stacks.DefaultInstallImage(cl.TalosVersion)
 		for _, inv := range ev.BumpedInvokes {
-			if inv.Token != "talos:machine/getConfiguration:getConfiguration" {
+			if inv.Token != TokenGetConfiguration {
 				continue
 			}
-			if v := plain(inv.Args["talosVersion"]); !v.IsString() || v.StringValue() != ev.BumpedVersion {
-				out = append(out, fmt.Sprintf("a machine configuration of the bumped run is not for Talos %s", ev.BumpedVersion))
+			if v := str(inv.Args["talosVersion"]); v != ev.Config.Cluster.ConfigContract {
+				out = append(out, fmt.Sprintf("a machine configuration of the bumped run has contract %q, want the fixed %s", v, ev.Config.Cluster.ConfigContract))
+			}
+			if patches := strings.Join(strs(inv.Args["configPatches"]), "\n"); !pinned && !strings.Contains(patches, ":"+ev.BumpedVersion) {
+				out = append(out, fmt.Sprintf("a machine configuration of the bumped run does not install Talos %s", ev.BumpedVersion))
 			}
 		}
 	}
@@ -302,7 +309,9 @@ func needsParent(r mockrun.Registration) bool {
 	case gate.Persistent, gate.Disposable:
 		return true
 	}
-	return r.Type == gate.TypeConfigApply || r.Type == gate.TypeTalosBootstrap || r.Type == gate.TypeHelmRelease
+	// The bootstrap, like the secrets and the kubeconfig, is cluster-level:
+	// it belongs to no node.
+	return r.Type == gate.TypeConfigApply || r.Type == gate.TypeHelmRelease
 }
 
 func applyModeStaged(ev *Evidence) []string {
@@ -334,19 +343,13 @@ func noReset(ev *Evidence) []string {
 }
 
 func oneBootstrap(ev *Evidence) []string {
-	var first string
-	for _, n := range ev.Config.Nodes {
-		if n.Role == "controlplane" {
-			first = n.Name
-			break
-		}
-	}
+	want := ev.Config.Cluster.Name + "-bootstrap"
 	bs := ofType(ev.Regs, gate.TypeTalosBootstrap)
 	switch {
 	case len(bs) != 1:
 		return []string{fmt.Sprintf("%d bootstraps, want exactly 1", len(bs))}
-	case bs[0].Name != first+"-bootstrap":
-		return []string{fmt.Sprintf("bootstrap %s is not on the first control plane %s", bs[0].Name, first)}
+	case bs[0].Name != want:
+		return []string{fmt.Sprintf("bootstrap %s is not the cluster-level %s (a per-node name is re-planned when nodes change)", bs[0].Name, want)}
 	}
 	return nil
 }

@@ -330,6 +330,9 @@ type Resource struct {
 	ID string
 	// Protect reports the protect flag.
 	Protect bool
+	// Inputs are the resource's inputs as state records them (secrets as
+	// the engine's secret envelopes, never in the clear).
+	Inputs map[string]any
 }
 
 // Name is the resource's logical name.
@@ -364,7 +367,7 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	}
 	out := make([]Resource, 0, len(state.Resources))
 	for _, r := range state.Resources {
-		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect})
+		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs})
 	}
 	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"golang.org/x/mod/semver"
 )
 
 // Refusal is one reason `milner up` must not apply a preview.
@@ -73,6 +75,20 @@ func Check(r Report, replaceNodes []string) []Refusal {
 		}
 	}
 
+	vmReplaced := map[string]bool{}
+	for _, c := range r.Delta(Disposable).Replaces {
+		vmReplaced[c.Node] = true
+	}
+	for _, c := range r.Delta(Talos).Updates {
+		// A node whose VM is replaced is judged by the VM rules below.
+		if c.Type != TypeConfigApply || vmReplaced[c.Node] || !slices.ContainsFunc(c.Diffs, isAddressProp) {
+			continue
+		}
+		out = append(out, Refusal{c.Name,
+			fmt.Sprintf("node %s's address would change: the apply dials the new address, which the node takes only from this very apply (a provider timeout, then a failed up)", c.Node),
+			fmt.Sprintf("move it in two steps: (1) add the new address to the running node, `talosctl -n <old address> patch machineconfig` adding <new address>/<prefix> to machine.network.interfaces[0].addresses; (2) set the new address in milner:nodes and run `milner up --stack %s`, which dials it and drops the old one; or revert the address", r.Stack)})
+	}
+
 	var replaced []string
 	for _, c := range r.Delta(Disposable).Replaces {
 		replaced = append(replaced, c.Node)
@@ -90,6 +106,33 @@ func Check(r Report, replaceNodes []string) []Refusal {
 		}
 	}
 	return out
+}
+
+// isAddressProp reports a ConfigurationApply property that holds the
+// address the provider dials.
+func isAddressProp(p string) bool { return p == "node" || p == "endpoint" }
+
+// CheckContract refuses a change of the Talos machine-config contract:
+// recorded is the contract the cluster's secrets bundle was created with
+// (its talosVersion input in state, e.g. v1.9 or v1.9.5), declared is
+// milner:cluster.configContract. Upstream keeps the contract fixed at the
+// version the cluster was created with: a new contract changes defaults
+// in every node's config at once. allow is the operator's explicit consent.
+func CheckContract(recorded, declared string, allow bool) []Refusal {
+	if recorded == "" || allow || contractOf(recorded) == contractOf(declared) {
+		return nil
+	}
+	return []Refusal{{"milner:cluster.configContract",
+		fmt.Sprintf("%s would change the machine-config contract the cluster was created with (%s) in every node's config", declared, contractOf(recorded)),
+		fmt.Sprintf("set configContract back to %s (to run a newer Talos, change talosVersion and run `milner upgrade`); to change the contract deliberately, run `milner up --allow-contract-change`", contractOf(recorded))}}
+}
+
+// contractOf is the vMAJOR.MINOR of a Talos version or contract.
+func contractOf(v string) string {
+	if !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	return semver.MajorMinor(v)
 }
 
 // keys names the properties forcing a replace.

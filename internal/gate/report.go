@@ -25,6 +25,8 @@ type Change struct {
 	Diffs []string
 	// Retained is set when a delete only removes the resource from state.
 	Retained bool
+	// ApplyMode is a Talos configuration's planned resolvedApplyMode ("" unknown).
+	ApplyMode string
 }
 
 // Delta is what a preview changes in one layer.
@@ -57,6 +59,32 @@ type Report struct {
 	// Reboots are the nodes whose Talos configuration changes in place: the
 	// change may stage a reboot (apply mode staged_if_needing_reboot).
 	Reboots []string
+	// TalosApplies are the nodes whose Talos configuration is created or
+	// updated, in report order, each with how its change applies.
+	TalosApplies []NodeApply
+}
+
+// NodeApply is how one node's Talos configuration change applies.
+type NodeApply struct {
+	// Node is the node.
+	Node string
+	// Mode is the resolvedApplyMode the provider planned or applied: ModeAuto,
+	// ModeStaged, or "" when it could not tell in the preview.
+	Mode string
+}
+
+// String says in words how the change applies.
+func (a NodeApply) String() string {
+	switch a.Mode {
+	case ModeAuto:
+		return a.Node + ": applies live (auto)"
+	case ModeStaged:
+		return a.Node + ": staged, applies at the node's next reboot (`talosctl -n <node> reboot`, one control plane at a time)"
+	case "":
+		return a.Node + ": decided when applied (staged if it needs a reboot; the provider could not dry-run it in the preview)"
+	default:
+		return a.Node + ": " + a.Mode
+	}
 }
 
 // Delta returns the delta of one layer.
@@ -135,6 +163,9 @@ func NewReport(steps []Step, cluster string) Report {
 		e.change.Keys = union(e.change.Keys, s.Keys)
 		e.change.Diffs = union(e.change.Diffs, s.Diffs)
 		e.change.Retained = e.change.Retained || s.Retained
+		if s.ApplyMode != "" {
+			e.change.ApplyMode = s.ApplyMode
+		}
 	}
 
 	r := Report{Stack: stack}
@@ -156,10 +187,14 @@ func NewReport(steps []Step, cluster string) Report {
 		switch e.kind {
 		case kindCreate:
 			d.Creates = append(d.Creates, c)
+			if c.Type == TypeConfigApply {
+				r.TalosApplies = append(r.TalosApplies, NodeApply{c.Node, c.ApplyMode})
+			}
 		case kindUpdate:
 			d.Updates = append(d.Updates, c)
 			if c.Type == TypeConfigApply {
 				r.Reboots = append(r.Reboots, c.Node)
+				r.TalosApplies = append(r.TalosApplies, NodeApply{c.Node, c.ApplyMode})
 			}
 		case kindReplace:
 			d.Replaces = append(d.Replaces, c)
@@ -213,7 +248,42 @@ func (r Report) String() string {
 	if len(r.Reboots) > 0 {
 		fmt.Fprintf(&w, "\nTalos config changes (may stage a reboot): %s\n", strings.Join(r.Reboots, ", "))
 	}
+	if len(r.TalosApplies) > 0 {
+		fmt.Fprintf(&w, "\nTalos config per node (control planes apply one at a time):\n")
+		for _, a := range r.TalosApplies {
+			fmt.Fprintf(&w, "  %s\n", a)
+		}
+	}
 	return w.String()
+}
+
+// TalosChanged reports whether the Talos layer changes beyond the
+// configurations of the nodes named in replaced (a node VM replace alone
+// changes nothing in Talos: the node boots its own disk and config).
+func (r Report) TalosChanged(replaced []string) bool {
+	d := r.Delta(Talos)
+	for _, cs := range [][]Change{d.Creates, d.Updates, d.Replaces, d.Deletes, d.Imports} {
+		for _, c := range cs {
+			if c.Type == TypeConfigApply && slices.Contains(replaced, c.Node) {
+				continue
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// Staged lists the nodes an update left with a staged configuration,
+// pending a reboot: modes is AppliedModes of the update's events.
+func Staged(modes map[string]string) []string {
+	var out []string
+	for urn, mode := range modes {
+		if mode == ModeStaged {
+			out = append(out, strings.TrimSuffix(Step{URN: urn}.Name(), "-apply"))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func writeChanges(w *strings.Builder, verb string, cs []Change, withKeys bool) {

@@ -29,6 +29,53 @@ type Step struct {
 	Retained bool
 	// Failed is set when the engine reported the step as failed (an up).
 	Failed bool
+	// ApplyMode is a Talos configuration's resolvedApplyMode as the preview
+	// planned it: "auto" (live), "staged" (pending until the node reboots),
+	// or "" when the provider could not tell (e.g. no dry run possible).
+	ApplyMode string
+}
+
+// resolvedApplyMode is the talos ConfigurationApply output that says how a
+// change was (or will be) applied.
+const resolvedApplyMode = "resolvedApplyMode"
+
+// applyModeOf reads resolvedApplyMode from a step's new state; "" when it is
+// absent or unknown.
+func applyModeOf(st *apitype.StepEventStateMetadata) string {
+	if st == nil {
+		return ""
+	}
+	// Anything else (the engine's unknown sentinel in a preview) is unknown.
+	switch mode, _ := st.Outputs[resolvedApplyMode].(string); mode {
+	case ModeAuto, ModeStaged, "reboot", "no_reboot":
+		return mode
+	default:
+		return ""
+	}
+}
+
+// The apply modes staged_if_needing_reboot resolves to.
+const (
+	// ModeAuto applies the change now (live, or with a reboot when it needs one).
+	ModeAuto = "auto"
+	// ModeStaged writes the change and applies it at the node's next reboot.
+	ModeStaged = "staged"
+)
+
+// AppliedModes returns, by URN, the resolvedApplyMode of every Talos
+// configuration an update applied, from its resource-outputs events.
+func AppliedModes(evs []events.EngineEvent) map[string]string {
+	out := map[string]string{}
+	for _, ev := range evs {
+		o := ev.ResOutputsEvent
+		if o == nil || o.Metadata.Type != TypeConfigApply {
+			continue
+		}
+		if mode := applyModeOf(o.Metadata.New); mode != "" {
+			out[o.Metadata.URN] = mode
+		}
+	}
+	return out
 }
 
 // Name is the logical name of the step's resource.
@@ -59,12 +106,13 @@ func StepsFromEvents(evs []events.EngineEvent) []Step {
 		}
 		m := pre.Metadata
 		steps = append(steps, Step{
-			Op:       m.Op,
-			URN:      m.URN,
-			Type:     m.Type,
-			Keys:     slices.Clone(m.Keys),
-			Diffs:    slices.Clone(m.Diffs),
-			Retained: m.Old != nil && m.Old.RetainOnDelete,
+			Op:        m.Op,
+			URN:       m.URN,
+			Type:      m.Type,
+			Keys:      slices.Clone(m.Keys),
+			Diffs:     slices.Clone(m.Diffs),
+			Retained:  m.Old != nil && m.Old.RetainOnDelete,
+			ApplyMode: applyModeOf(m.New),
 		})
 	}
 	return steps

@@ -216,7 +216,7 @@ func (s *scenario) config() map[string]string {
 	}
 	return map[string]string{
 		"milner:cluster": j(map[string]any{
-			"name": s.cluster, "talosVersion": s.talos, "kubernetesVersion": "v1.32.3", "vip": s.addr(240),
+			"name": s.cluster, "talosVersion": s.talos, "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": s.addr(240),
 		}),
 		"milner:substrate": j(map[string]any{"kind": "libvirt", "libvirt": map[string]any{
 			"uri": uri, "domainType": "qemu", "poolPath": filepath.Join(s.dir, "pool"), "bootImage": s.boot,

@@ -1,0 +1,124 @@
+package conformance
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+
+	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/talosconfig"
+)
+
+// TokenGetConfiguration is the talos provider's machine-config generator.
+const TokenGetConfiguration = "talos:machine/getConfiguration:getConfiguration"
+
+// PlatformOf is the Talos platform a substrate kind boots: the libvirt boot
+// image is metal, the Proxmox one nocloud.
+func PlatformOf(k substrate.Kind) talosconfig.Platform {
+	if k == substrate.KindProxmox {
+		return talosconfig.Nocloud
+	}
+	return talosconfig.Metal
+}
+
+// NodeInputs returns, by node (hostname), the input Talos' own generator
+// takes for every node config the run asked the provider for: the
+// generator's arguments, the patches it was given, then the extra patches of
+// the node's apply.
+func NodeInputs(ev *Evidence) (map[string]talosconfig.Input, error) {
+	out := map[string]talosconfig.Input{}
+	for _, inv := range ev.Invokes {
+		if inv.Token != TokenGetConfiguration {
+			continue
+		}
+		in := talosconfig.Input{
+			ClusterName:       str(inv.Args["clusterName"]),
+			Endpoint:          str(inv.Args["clusterEndpoint"]),
+			KubernetesVersion: str(inv.Args["kubernetesVersion"]),
+			Contract:          str(inv.Args["talosVersion"]),
+			MachineType:       str(inv.Args["machineType"]),
+			Patches:           strs(inv.Args["configPatches"]),
+			Platform:          PlatformOf(ev.Config.Substrate.Kind),
+		}
+		host, err := hostname(in.Patches)
+		if err != nil {
+			return nil, err
+		}
+		if apply, ok := byTypeName(ev.Regs, gate.TypeConfigApply, host+"-apply"); ok {
+			in.Patches = append(in.Patches, strs(apply.Inputs["configPatches"])...)
+		}
+		out[host] = in
+	}
+	return out, nil
+}
+
+// hostname reads machine.network.hostname from a node's patches.
+func hostname(patches []string) (string, error) {
+	for _, p := range patches {
+		var m struct {
+			Machine struct {
+				Network struct {
+					Hostname string `json:"hostname"`
+				} `json:"network"`
+			} `json:"machine"`
+		}
+		if json.Unmarshal([]byte(p), &m) == nil && m.Machine.Network.Hostname != "" {
+			return m.Machine.Network.Hostname, nil
+		}
+	}
+	return "", fmt.Errorf("a node config without a hostname patch")
+}
+
+func str(v resource.PropertyValue) string {
+	if v = plain(v); v.IsString() {
+		return v.StringValue()
+	}
+	return ""
+}
+
+func strs(v resource.PropertyValue) []string {
+	var out []string
+	if v = plain(v); v.IsArray() {
+		for _, e := range v.ArrayValue() {
+			out = append(out, str(e))
+		}
+	}
+	return out
+}
+
+// talosValid generates every node config the run asked for with Talos' own
+// machinery (a secrets bundle made here, the stack's contract), applies the
+// patches through machinery's patcher and validates the result for the
+// stack's platform.
+func talosValid(ev *Evidence) []string {
+	inputs, err := NodeInputs(ev)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if len(inputs) != len(ev.Config.Nodes) {
+		return []string{fmt.Sprintf("%d node configs for %d nodes", len(inputs), len(ev.Config.Nodes))}
+	}
+	secrets, err := talosconfig.NewSecrets(ev.Config.Cluster.ConfigContract)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, node := range sortedNodes(inputs) {
+		if err := talosconfig.Validate(secrets, inputs[node]); err != nil {
+			out = append(out, fmt.Sprintf("node %s: %v", node, err))
+		}
+	}
+	return out
+}
+
+func sortedNodes(m map[string]talosconfig.Input) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
