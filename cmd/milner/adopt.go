@@ -24,12 +24,17 @@ func runAdopt(args []string) error {
 	fs := flag.NewFlagSet("adopt", flag.ContinueOnError)
 	eo := engineFlags(fs)
 	node := fs.String("node", "", "the node whose VM already exists (required)")
-	id := fs.String("id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox <node>/<vmid> (required)")
+	id := fs.String("id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox VM id (required)")
+	holder := fs.Bool("holder", false, "Proxmox: the id is the node's disk holder VM (vmId + 1000), recorded as holderAdoptId")
 	if err := parseFlags(fs, args, "stack", "node", "id"); err != nil {
 		return err
 	}
+	field := "adoptId"
+	if *holder {
+		field = "holderAdoptId"
+	}
 	file := filepath.Join(eo.Repo, "Pulumi."+eo.Stack+".yaml")
-	before, err := stackfile.SetNodeField(file, *node, "adoptId", *id)
+	before, err := stackfile.SetNodeField(file, *node, field, *id)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -58,11 +59,18 @@ func runTeardown(args []string) error {
 		return fmt.Errorf("refused: confirmation %q is not the stack name %q; nothing was deleted", *confirm, eo.Stack)
 	}
 
-	if err := st.UnprotectAll(ctx); err != nil {
+	// Proxmox holders also carry PVE's own protection flag, which Pulumi's
+	// unprotect does not clear: clear it here, and set it again on what is
+	// left if the destroy fails.
+	reprotect, err := unprotectProxmoxHolders(ctx, st, resources)
+	if err != nil {
 		return err
 	}
+	if err := st.UnprotectAll(ctx); err != nil {
+		return reprotectAfter(ctx, reprotect, err)
+	}
 	if _, err := st.Destroy(ctx); err != nil {
-		return err
+		return reprotectAfter(ctx, reprotect, err)
 	}
 	left, err := st.Resources(ctx)
 	if err != nil {
@@ -79,6 +87,15 @@ func runTeardown(args []string) error {
 	}
 	fmt.Printf("milner teardown: stack %q is empty; its kubeconfig and talosconfig files are removed\n", eo.Stack)
 	return nil
+}
+
+// reprotectAfter sets PVE protection again on the holders a failed
+// teardown left, and returns the failure (with the reprotect's own error).
+func reprotectAfter(ctx context.Context, reprotect func(context.Context) error, cause error) error {
+	if reprotect == nil {
+		return cause
+	}
+	return errors.Join(cause, reprotect(ctx))
 }
 
 // clientFiles are the kubeconfig and talosconfig files `milner up` writes

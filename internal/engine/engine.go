@@ -93,6 +93,8 @@ type Stack struct {
 	// secure are the stack file's secrets, encrypted for the workspace
 	// stack (setSecrets); SetConfig writes them along with config.
 	secure map[config.Key]string
+	// plain are the stack file's secrets, decrypted, for Secret.
+	plain map[config.Key]string
 	// salt, when set, is the encryption salt SetConfig gives a workspace
 	// stack file that has none.
 	salt string
@@ -186,6 +188,9 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		stateDir: o.StateDir, toolsBin: toolsBin, pass: pass, program: o.Program, project: project}
 	if err := s.setSecrets(ctx, secrets, pass); err != nil {
 		return nil, err
+	}
+	if secrets != nil {
+		s.plain = secrets.plain
 	}
 	if err := s.SetConfig(ctx, cfg); err != nil {
 		return nil, err
