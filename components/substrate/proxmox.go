@@ -4,6 +4,8 @@ package substrate
 //   - "<cluster>" (the component) and "<cluster>-proxmox" (its provider);
 //   - "<cluster>-<node>-disks": the never-started holder VM that owns the
 //     node's OS and data disks. A rename plans its delete, which Protect refuses;
+//   - "<cluster>-<node>-userdata": the node's first machine config, a
+//     snippet on its host (only when the stack passes user data);
 //   - "<cluster>-<node>": the node VM, the one disposable resource. A rename
 //     replaces the node VM (its disks survive);
 //   - "<cluster>-<host>-image-<talosVersion>": one Talos image per Proxmox
@@ -26,6 +28,7 @@ import (
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/storage"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
@@ -111,6 +114,13 @@ type ProxmoxArgs struct {
 	Nameservers []netip.Addr
 	// Nodes are the nodes to create, in config order.
 	Nodes []NodeSpec
+	// UserData, by node name, is the node's first machine config (a
+	// secret), delivered through the nocloud drive instead of the LAN.
+	// Optional: a node without one boots to maintenance mode as before.
+	UserData map[string]pulumi.StringInput
+	// SnippetsDatastore holds the user-data snippets; it must allow content
+	// type "snippets". Required when UserData is set.
+	SnippetsDatastore string
 }
 
 // Proxmox is a substrate of Proxmox VE VMs spread over the hosts of one
@@ -251,6 +261,11 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		})
 	}
 
+	userData, err := newProxmoxUserData(ctx, base, spec, args, child)
+	if err != nil {
+		return Node{}, err
+	}
+
 	installDisk, dataDisk := bus.devices()
 	nameservers := pulumi.StringArray{}
 	for _, ns := range args.Nameservers {
@@ -308,7 +323,8 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 					},
 				},
 			},
-			Dns: &vm.VirtualMachineInitializationDnsArgs{Servers: nameservers},
+			Dns:            &vm.VirtualMachineInitializationDnsArgs{Servers: nameservers},
+			UserDataFileId: userData,
 		},
 		SerialDevices: vm.VirtualMachineSerialDeviceArray{
 			&vm.VirtualMachineSerialDeviceArgs{Device: pulumi.String("socket")},
@@ -325,6 +341,40 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		DataDisk:    dataDisk,
 		MachineID:   node.ID(),
 	}, nil
+}
+
+// newProxmoxUserData uploads a node's first machine config as a snippet on
+// its host, for the node VM's nocloud drive, or returns nil when the node
+// has none. Talos' nocloud platform takes the drive's user-data as its
+// machine config (talos v1.11.5 internal/app/machined/pkg/runtime/v1alpha1/
+// platform/nocloud, Nocloud.Configuration), so the config, with the
+// cluster's CA keys, never crosses the LAN unauthenticated.
+//
+// bpg uploads snippets over SSH, not the API (storage.File docs: "The
+// resource with this content type uses SSH access to the node"; PVE's
+// upload API takes iso, vztmpl and import only), so the provider needs its
+// ssh settings when this is used. The snippet's content is ignored after
+// creation: it only seeds a new node, later changes go through the
+// authenticated Talos API, and the file id, which the node VM's
+// ReplaceOnChanges sees, never changes.
+func newProxmoxUserData(ctx *pulumi.Context, base string, spec NodeSpec, args *ProxmoxArgs, child []pulumi.ResourceOption) (pulumi.StringPtrInput, error) {
+	data, ok := args.UserData[spec.Name]
+	if !ok {
+		return nil, nil
+	}
+	f, err := storage.NewFile(ctx, base+"-userdata", &storage.FileArgs{
+		NodeName:    pulumi.String(spec.Host),
+		DatastoreId: pulumi.String(args.SnippetsDatastore),
+		ContentType: pulumi.String("snippets"),
+		SourceRaw: &storage.FileSourceRawArgs{
+			Data:     pulumi.ToSecret(data.ToStringOutput()).(pulumi.StringOutput),
+			FileName: pulumi.String(base + "-talos.yaml"),
+		},
+	}, append(slices.Clone(child), pulumi.IgnoreChanges([]string{"sourceRaw"}))...)
+	if err != nil {
+		return nil, fmt.Errorf("user data: %w", err)
+	}
+	return f.ID().ToStringOutput(), nil
 }
 
 // newProxmoxImages downloads the Talos image once to every host that runs a
