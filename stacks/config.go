@@ -102,10 +102,19 @@ type LibvirtConfig struct {
 type ProxmoxConfig struct {
 	// Endpoint is the Proxmox VE API URL, e.g. https://pve.lan:8006/.
 	Endpoint string `json:"endpoint"`
-	// Insecure skips TLS verification of the API (self-signed homelab certs).
+	// Insecure skips TLS verification of the API. Off by default: trust a
+	// self-signed PVE CA instead (README "TLS"). Needs InsecureAcknowledged.
 	Insecure bool `json:"insecure,omitempty"`
-	// NodeName is the Proxmox node the VMs run on.
+	// InsecureAcknowledged must be true for Insecure: the API token then goes
+	// to whoever answers on the network. Every run warns while it is set.
+	InsecureAcknowledged bool `json:"insecureAcknowledged,omitempty"`
+	// NodeName is the default Proxmox host (PVE node) of nodes that do not
+	// name one in nodes[i].proxmoxNode. Kept under this name so that stacks
+	// written for one host stay valid.
 	NodeName string `json:"nodeName"`
+	// AllowControlPlanesOnOneHost turns the refusal of two control planes on
+	// one host (when the nodes run on several hosts) into a warning.
+	AllowControlPlanesOnOneHost bool `json:"allowControlPlanesOnOneHost,omitempty"`
 	// OSDatastore holds the node VMs' OS disks and cloud-init drives.
 	OSDatastore string `json:"osDatastore"`
 	// DataDatastore holds the persistent data disks (owned by the holder VMs).
@@ -190,6 +199,14 @@ type NodeConfig struct {
 	// AdoptID is the id of an existing VM (libvirt domain UUID, Proxmox VM id)
 	// to import instead of create; see `milner adopt`.
 	AdoptID string `json:"adoptId,omitempty"`
+	// ProxmoxNode is the Proxmox host (PVE node) the node's VM and its disk
+	// holder run on (proxmox only); defaults to substrate.proxmox.nodeName.
+	// Changing it is a planned move, never a config edit (README "Move a
+	// node to another host").
+	ProxmoxNode string `json:"proxmoxNode,omitempty"`
+	// HolderAdoptID is the VM id of an existing disk holder to import
+	// instead of create (proxmox only; it must be vmId + 1000).
+	HolderAdoptID string `json:"holderAdoptId,omitempty"`
 
 	// Addr is Address, parsed.
 	Addr netip.Addr `json:"-"`
@@ -442,6 +459,9 @@ func (c *Config) applyDefaults() {
 			n.DataDiskGiB = DefaultDataDiskGiB
 		}
 		n.MAC = strings.ToLower(n.MAC)
+		if px := c.Substrate.Proxmox; px != nil && n.ProxmoxNode == "" {
+			n.ProxmoxNode = px.NodeName
+		}
 	}
 	for i := range c.Apps {
 		a := &c.Apps[i]
@@ -470,6 +490,7 @@ func (c *Config) NodeSpecs() []substrate.NodeSpec {
 			Name: n.Name, Role: n.Role, VCPU: n.VCPU, MemoryMiB: n.MemoryMiB,
 			OSDiskGiB: n.OSDiskGiB, DataDiskGiB: n.DataDiskGiB,
 			Address: n.Addr, MAC: n.MAC, VMID: n.VMID, AdoptID: n.AdoptID,
+			Host: n.ProxmoxNode, HolderAdoptID: n.HolderAdoptID,
 		})
 	}
 	return specs

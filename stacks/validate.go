@@ -183,7 +183,11 @@ func (c *Config) validateProxmoxNodes(p *problems) {
 		if n.AdoptID != "" && n.AdoptID != strconv.Itoa(n.VMID) {
 			p.addf(np+".adoptId", "%q is not this node's vmId %d: a Proxmox VM is adopted under its own id", n.AdoptID, n.VMID)
 		}
+		if n.HolderAdoptID != "" && n.HolderAdoptID != strconv.Itoa(h) {
+			p.addf(np+".holderAdoptId", "%q is not this node's disk holder VM id %d (vmId + %d)", n.HolderAdoptID, h, substrate.HolderVMIDOffset)
+		}
 	}
+	c.validateProxmoxPlacement(p)
 }
 
 func (c *Config) validateNetwork(p *problems) {
@@ -365,6 +369,9 @@ func (c *Config) validateNodes(p *problems) {
 		}
 		if n.AdoptID != "" && !proxmox && !uuidRe.MatchString(n.AdoptID) {
 			p.addf(np+".adoptId", "%q is not a libvirt domain UUID", n.AdoptID)
+		}
+		if !proxmox && (n.ProxmoxNode != "" || n.HolderAdoptID != "") {
+			p.addf(np, "proxmoxNode and holderAdoptId are only for substrate kind proxmox")
 		}
 	}
 	switch {

@@ -36,15 +36,16 @@ var prodSecrets = map[string]string{
 	"milner:woodpeckerAgentSecret": "test-agent-secret",
 }
 
-// prodNodes are the committed prod nodes: name, VM id, address.
+// prodNodes are the committed prod nodes: name, VM id, address, PVE host.
 var prodNodes = []struct {
 	name    string
 	vmID    int
 	address string
+	host    string
 }{
-	{"cp-1", 150, "192.168.1.50"},
-	{"cp-2", 151, "192.168.1.51"},
-	{"cp-3", 152, "192.168.1.52"},
+	{"cp-1", 150, "192.168.1.50", "pve-1"},
+	{"cp-2", 151, "192.168.1.51", "pve-2"},
+	{"cp-3", 152, "192.168.1.52", "pve-3"},
 }
 
 // prodNames returns the logical names of regs.
@@ -79,7 +80,7 @@ func TestProdCountsPerType(t *testing.T) {
 	assert.Equal(t, map[string]int{
 		substrate.ProxmoxType:           1,
 		prodTProvider:                   1,
-		prodTImage:                      1,
+		prodTImage:                      3, // one per host
 		prodTVM:                         6, // (holder, node) x 3
 		"talos:machine/secrets:Secrets": 1,
 		talosnode.Type:                  3,
@@ -97,7 +98,7 @@ func TestProdLogicalNames(t *testing.T) {
 	for token, want := range map[string][]string{
 		substrate.ProxmoxType: {"milner-prod"},
 		prodTProvider:         {"milner-prod-proxmox"},
-		prodTImage:            {"milner-prod-image-v1.9.5"},
+		prodTImage:            {"milner-prod-pve-1-image-v1.9.5", "milner-prod-pve-2-image-v1.9.5", "milner-prod-pve-3-image-v1.9.5"},
 		prodTVM: {
 			"milner-prod-cp-1", "milner-prod-cp-1-disks",
 			"milner-prod-cp-2", "milner-prod-cp-2-disks",
@@ -237,7 +238,7 @@ func TestProdProtectRetainAndReplacePolicy(t *testing.T) {
 		assert.False(t, h.Inputs["onBoot"].BoolValue(), "holder %s is never started", name)
 	}
 	images := rec.ByType(prodTImage)
-	require.Len(t, images, 1)
+	require.Len(t, images, 3)
 	for _, img := range images {
 		assert.True(t, img.Options.RetainOnDelete, "boot image %s is kept on the datastore", img.Name)
 		assert.Equal(t, "import", img.Inputs["contentType"].StringValue())
@@ -250,7 +251,7 @@ func TestProdProviderAndParents(t *testing.T) {
 	provs := rec.ByType(prodTProvider)
 	require.Len(t, provs, 1)
 	prov := provs[0]
-	assert.Equal(t, "https://pve.home.arpa:8006/", prov.Inputs["endpoint"].StringValue())
+	assert.Equal(t, "https://pve-1.home.arpa:8006/", prov.Inputs["endpoint"].StringValue())
 	assert.True(t, prov.Inputs["apiToken"].IsSecret(), "the API token reaches the provider as a secret")
 	for _, r := range append(append(rec.ByType(prodTVM), rec.ByType(prodTImage)...), prov) {
 		assert.True(t, strings.HasSuffix(r.Parent, substrate.ProxmoxType+"::milner-prod"), "%s %s has parent %s", r.Type, r.Name, r.Parent)
@@ -271,7 +272,7 @@ func TestProdNodeAttachesHolderDisksByPath(t *testing.T) {
 		require.Len(t, hd, 2, "the holder owns the OS and the data disk")
 		require.Len(t, nd, 2, "the node VM attaches both")
 
-		assert.Equal(t, "milner-prod-image-v1.9.5-id", hd[0]["importFrom"].StringValue(), "the OS disk is imported from the image")
+		assert.Equal(t, "milner-prod-"+n.host+"-image-v1.9.5-id", hd[0]["importFrom"].StringValue(), "the OS disk is imported from its host's image")
 		assert.Equal(t, 64.0, hd[0]["size"].NumberValue())
 		assert.NotContains(t, hd[1], resource.PropertyKey("importFrom"), "the data disk starts empty")
 		assert.Equal(t, 128.0, hd[1]["size"].NumberValue())
@@ -402,8 +403,8 @@ func TestProdTalosVersionBumpReplacesNoVMOrDisk(t *testing.T) {
 	bumped := patchKey(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = "v1.9.6" })
 	before, after := runStack(t, "prod", base), runStack(t, "prod", bumped)
 
-	assert.Equal(t, []string{"milner-prod-image-v1.9.5"}, prodNames(before.ByType(prodTImage)))
-	assert.Equal(t, []string{"milner-prod-image-v1.9.6"}, prodNames(after.ByType(prodTImage)), "a bump adds a new image")
+	assert.Equal(t, []string{"milner-prod-pve-1-image-v1.9.5", "milner-prod-pve-2-image-v1.9.5", "milner-prod-pve-3-image-v1.9.5"}, prodNames(before.ByType(prodTImage)))
+	assert.Equal(t, []string{"milner-prod-pve-1-image-v1.9.6", "milner-prod-pve-2-image-v1.9.6", "milner-prod-pve-3-image-v1.9.6"}, prodNames(after.ByType(prodTImage)), "a bump adds new images")
 	for _, img := range after.ByType(prodTImage) {
 		assert.True(t, img.Options.RetainOnDelete, img.Name)
 	}
@@ -433,7 +434,7 @@ func TestProdAdoptedNodeIsImported(t *testing.T) {
 	for _, r := range rec.Registrations() {
 		want := ""
 		if r.Type == prodTVM && r.Name == "milner-prod-cp-2" {
-			want = "pve/151"
+			want = "pve-2/151"
 		}
 		assert.Equal(t, want, r.Options.ImportID, "%s %s", r.Type, r.Name)
 	}

@@ -15,6 +15,7 @@ import (
 func adoptCmd() *cobra.Command {
 	f := &stackFlags{}
 	var node, id string
+	var holder bool
 	cmd := &cobra.Command{
 		Use:   "adopt",
 		Short: "Record an existing VM's id for a node (imported by the next up) and show that the adoption replaces nothing",
@@ -23,7 +24,8 @@ id as the node's adoptId in Pulumi.<stack>.yaml (the program turns it into
 the import option), previews, and keeps the record only if the preview
 replaces and deletes nothing. The next 'milner up' imports the VM.`,
 		Example: `  milner adopt --stack dev --node cp-2 --id "$(virsh domuuid milner-dev-cp-2)"
-  milner adopt --stack prod --node cp-1 --id pve-1/301`,
+  milner adopt --stack prod --node cp-1 --id 301
+  milner adopt --stack prod --node cp-1 --id 1301 --holder`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop, st, err := f.open(cmd)
@@ -32,7 +34,11 @@ replaces and deletes nothing. The next 'milner up' imports the VM.`,
 			}
 			defer stop()
 			file := st.File()
-			before, err := stackfile.SetNodeField(file, node, "adoptId", id)
+			field := "adoptId"
+			if holder {
+				field = "holderAdoptId"
+			}
+			before, err := stackfile.SetNodeField(file, node, field, id)
 			if err != nil {
 				return err
 			}
@@ -75,7 +81,8 @@ replaces and deletes nothing. The next 'milner up' imports the VM.`,
 	}
 	f.addStack(cmd)
 	cmd.Flags().StringVar(&node, "node", "", "the node whose VM already exists (required)")
-	cmd.Flags().StringVar(&id, "id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox <pve-node>/<vmid> (required)")
+	cmd.Flags().StringVar(&id, "id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox VM id (required)")
+	cmd.Flags().BoolVar(&holder, "holder", false, "Proxmox: the id is the node's disk holder VM (vmId + 1000), recorded as holderAdoptId")
 	_ = cmd.MarkFlagRequired("node")
 	_ = cmd.MarkFlagRequired("id")
 	_ = cmd.RegisterFlagCompletionFunc("node", completeNodes)

@@ -116,12 +116,17 @@ func replaceTargets(resources []engine.Resource, cluster string, nodes []string)
 }
 
 // guardSubstrate refuses an up that would recreate or duplicate live
-// libvirt objects: empty state while the machines live, or orphans. It reads
-// the libvirt host named by the stack's config.
+// substrate objects: empty state while the machines live, or orphans. It
+// reads the libvirt host or the Proxmox API named by the stack's config.
 func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string) error {
 	var sub stacks.SubstrateConfig
-	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
-		// The Proxmox inventory needs its API; not checked here.
+	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil {
+		return nil
+	}
+	if sub.Kind == "proxmox" {
+		return guardProxmox(ctx, st, cfg)
+	}
+	if sub.Kind != "libvirt" {
 		return nil
 	}
 	uri := stacks.DefaultLibvirtURI

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -66,10 +67,18 @@ and not yet deleted is protected again.`,
 				return refused("--confirm %q is not the cluster name %q; nothing was deleted", confirmName, cluster)
 			}
 
-			if err := st.UnprotectAll(ctx); err != nil {
+			// Proxmox holders also carry PVE's own protection flag, which
+			// Pulumi's unprotect does not clear: clear it here, and set it
+			// again on what is left if the destroy fails.
+			reprotect, err := unprotectProxmoxHolders(ctx, st, cfg, resources)
+			if err != nil {
 				return err
 			}
+			if err := st.UnprotectAll(ctx); err != nil {
+				return reprotectAfter(ctx, reprotect, err)
+			}
 			if _, err := st.Destroy(ctx); err != nil {
+				err = reprotectAfter(ctx, reprotect, err)
 				// Put the protect flag back on what is left of what it had.
 				left, rerr := st.Resources(ctx)
 				var again []resource.URN
@@ -97,4 +106,13 @@ and not yet deleted is protected again.`,
 	f.addStack(cmd)
 	cmd.Flags().StringVar(&confirmName, "confirm", "", "the cluster name (milner:cluster.name), for scripts instead of typing it")
 	return cmd
+}
+
+// reprotectAfter sets PVE protection again on the holders a failed
+// teardown left, and returns the failure (with the reprotect's own error).
+func reprotectAfter(ctx context.Context, reprotect func(context.Context) error, cause error) error {
+	if reprotect == nil {
+		return cause
+	}
+	return errors.Join(cause, reprotect(ctx))
 }

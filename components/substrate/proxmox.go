@@ -4,10 +4,15 @@ package substrate
 //   - "<cluster>" (the component) and "<cluster>-proxmox" (its provider);
 //   - "<cluster>-<node>-disks": the never-started holder VM that owns the
 //     node's OS and data disks. A rename plans its delete, which Protect refuses;
+//   - "<cluster>-<node>-userdata": the node's first machine config, a
+//     snippet on its host (only when the stack passes user data);
 //   - "<cluster>-<node>": the node VM, the one disposable resource. A rename
 //     replaces the node VM (its disks survive);
-//   - "<cluster>-image-<talosVersion>": one Talos image per version. A new
-//     name downloads a new image; the old one is retained on the datastore.
+//   - "<cluster>-<host>-image-<talosVersion>": one Talos image per Proxmox
+//     host that runs a node, and per version (formerly, on one host,
+//     "<cluster>-image-<talosVersion>": the default host's image carries that
+//     name as an alias). A new name downloads a new image; the old one is
+//     retained on the datastore.
 // The Proxmox VM ids (nodes[i].vmId for node VMs, vmId+HolderVMIDOffset for
 // holders) and VM names are the same kind of contract with the Proxmox host.
 
@@ -17,11 +22,13 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/storage"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
@@ -82,7 +89,8 @@ type ProxmoxArgs struct {
 	Insecure bool
 	// APIToken is the API token (user@realm!id=secret), a secret.
 	APIToken pulumi.StringInput
-	// NodeName is the Proxmox node every VM runs on.
+	// NodeName is the stack's default Proxmox host; the image downloaded to
+	// it keeps the alias of the single-host image name.
 	NodeName string
 	// OSDatastore holds the OS disks and the cloud-init drives.
 	OSDatastore string
@@ -106,14 +114,22 @@ type ProxmoxArgs struct {
 	Nameservers []netip.Addr
 	// Nodes are the nodes to create, in config order.
 	Nodes []NodeSpec
+	// UserData, by node name, is the node's first machine config (a
+	// secret), delivered through the nocloud drive instead of the LAN.
+	// Optional: a node without one boots to maintenance mode as before.
+	UserData map[string]pulumi.StringInput
+	// SnippetsDatastore holds the user-data snippets; it must allow content
+	// type "snippets". Required when UserData is set.
+	SnippetsDatastore string
 }
 
-// Proxmox is a substrate of Proxmox VE VMs on one Proxmox node.
+// Proxmox is a substrate of Proxmox VE VMs spread over the hosts of one
+// Proxmox VE cluster.
 type Proxmox struct {
 	pulumi.ResourceState
 
-	// ImageID is the Proxmox file id of the current Talos image.
-	ImageID pulumi.IDOutput `pulumi:"imageId"`
+	// ImageIDs are the Proxmox file ids of the current Talos image, by host.
+	ImageIDs map[string]pulumi.IDOutput
 
 	nodes []Node
 }
@@ -141,38 +157,27 @@ func NewProxmox(ctx *pulumi.Context, name string, args *ProxmoxArgs, opts ...pul
 	}
 	child := []pulumi.ResourceOption{pulumi.Parent(p), pulumi.Provider(prov)}
 
-	// One image per Talos version, retained on delete rather than protected:
-	// a version bump drops the old image from the program, which Protect
-	// would turn into a failed update; RetainOnDelete lets it leave state
-	// and never deletes a file from the host (prune old images by hand).
-	// The file name carries a hash of the URL, so a new URL (another
-	// schematic) is a new file, never an overwrite of one in use.
-	image, err := download.NewFile(ctx, name+"-image-"+args.TalosVersion, &download.FileArgs{
-		NodeName:    pulumi.String(args.NodeName),
-		DatastoreId: pulumi.String(args.ImageDatastore),
-		// Content type import: PVE imports it through the API (import-from),
-		// with no SSH access to the host.
-		ContentType: pulumi.String("import"),
-		Url:         pulumi.String(args.ImageURL),
-		FileName:    pulumi.String(imageFileName(name, args.TalosVersion, args.ImageURL)),
-		// The factory builds images on demand; never re-download one over a
-		// Content-Length difference.
-		Overwrite: pulumi.Bool(false),
-	}, append(child, pulumi.RetainOnDelete(true))...)
+	images, err := newProxmoxImages(ctx, name, args, child)
 	if err != nil {
-		return nil, fmt.Errorf("proxmox substrate %q: image: %w", name, err)
+		return nil, err
+	}
+	p.ImageIDs = map[string]pulumi.IDOutput{}
+	for host, img := range images {
+		p.ImageIDs[host] = img.ID()
 	}
 
 	for _, spec := range args.Nodes {
-		n, err := newProxmoxNode(ctx, name, spec, args, image, child)
+		n, err := newProxmoxNode(ctx, name, spec, args, images[spec.Host], child)
 		if err != nil {
 			return nil, fmt.Errorf("proxmox substrate %q: node %q: %w", name, spec.Name, err)
 		}
 		p.nodes = append(p.nodes, n)
 	}
 
-	p.ImageID = image.ID()
-	outputs := pulumi.Map{"imageId": p.ImageID}
+	outputs := pulumi.Map{}
+	for host, id := range p.ImageIDs {
+		outputs[host+"ImageId"] = id
+	}
 	for _, n := range p.nodes {
 		outputs[n.Name+"VmId"] = n.MachineID
 	}
@@ -201,8 +206,19 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	// by Proxmox, so no one removes it or its disks by hand. Its disks sit
 	// on scsi0/scsi1 whatever the node's bus, so a change of bus never
 	// touches the holder.
+	// On the node VM's own host: a VM can only attach volumes of storage
+	// its host reaches, and a local datastore (local-lvm) is per host. No
+	// "migrate": a host change is then a replace (bpg docs/guides/
+	// multi-node.md: "By default, changing a guest's node_name forces
+	// Terraform to destroy and recreate it"), which Protect and the gate
+	// refuse, so a move happens only as the planned procedure (README).
+	holderOpts := append(child, pulumi.Protect(true), pulumi.IgnoreChanges(ProxmoxHolderIgnoredChanges))
+	if spec.HolderAdoptID != "" {
+		// Config validation holds holderAdoptId to vmId + HolderVMIDOffset.
+		holderOpts = append(holderOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, HolderVMID(spec.VMID)))))
+	}
 	holder, err := vm.NewVirtualMachine(ctx, base+"-disks", &vm.VirtualMachineArgs{
-		NodeName:    pulumi.String(args.NodeName),
+		NodeName:    pulumi.String(spec.Host),
 		VmId:        pulumi.Int(HolderVMID(spec.VMID)),
 		Name:        pulumi.String(base + "-disks"),
 		Description: pulumi.String("Milner: holds the disks of " + base + ", which attaches them. Never start it."),
@@ -225,7 +241,7 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 				FileFormat:  pulumi.String("raw"),
 			},
 		},
-	}, append(child, pulumi.Protect(true), pulumi.IgnoreChanges(ProxmoxHolderIgnoredChanges))...)
+	}, holderOpts...)
 	if err != nil {
 		return Node{}, fmt.Errorf("disk holder: %w", err)
 	}
@@ -245,6 +261,11 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		})
 	}
 
+	userData, err := newProxmoxUserData(ctx, base, spec, args, child)
+	if err != nil {
+		return Node{}, err
+	}
+
 	installDisk, dataDisk := bus.devices()
 	nameservers := pulumi.StringArray{}
 	for _, ns := range args.Nameservers {
@@ -262,10 +283,10 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	if spec.AdoptID != "" {
 		// Config validation holds adoptId to the node's vmId: the import
 		// must not plan a replace, which the engine refuses on import.
-		vmOpts = append(vmOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(args.NodeName, spec.VMID))))
+		vmOpts = append(vmOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, spec.VMID))))
 	}
 	node, err := vm.NewVirtualMachine(ctx, base, &vm.VirtualMachineArgs{
-		NodeName: pulumi.String(args.NodeName),
+		NodeName: pulumi.String(spec.Host),
 		VmId:     pulumi.Int(spec.VMID),
 		Name:     pulumi.String(base),
 		Started:  pulumi.Bool(true),
@@ -302,7 +323,8 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 					},
 				},
 			},
-			Dns: &vm.VirtualMachineInitializationDnsArgs{Servers: nameservers},
+			Dns:            &vm.VirtualMachineInitializationDnsArgs{Servers: nameservers},
+			UserDataFileId: userData,
 		},
 		SerialDevices: vm.VirtualMachineSerialDeviceArray{
 			&vm.VirtualMachineSerialDeviceArgs{Device: pulumi.String("socket")},
@@ -319,6 +341,83 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		DataDisk:    dataDisk,
 		MachineID:   node.ID(),
 	}, nil
+}
+
+// newProxmoxUserData uploads a node's first machine config as a snippet on
+// its host, for the node VM's nocloud drive, or returns nil when the node
+// has none. Talos' nocloud platform takes the drive's user-data as its
+// machine config (talos v1.11.5 internal/app/machined/pkg/runtime/v1alpha1/
+// platform/nocloud, Nocloud.Configuration), so the config, with the
+// cluster's CA keys, never crosses the LAN unauthenticated.
+//
+// bpg uploads snippets over SSH, not the API (storage.File docs: "The
+// resource with this content type uses SSH access to the node"; PVE's
+// upload API takes iso, vztmpl and import only), so the provider needs its
+// ssh settings when this is used. The snippet's content is ignored after
+// creation: it only seeds a new node, later changes go through the
+// authenticated Talos API, and the file id, which the node VM's
+// ReplaceOnChanges sees, never changes.
+func newProxmoxUserData(ctx *pulumi.Context, base string, spec NodeSpec, args *ProxmoxArgs, child []pulumi.ResourceOption) (pulumi.StringPtrInput, error) {
+	data, ok := args.UserData[spec.Name]
+	if !ok {
+		return nil, nil
+	}
+	f, err := storage.NewFile(ctx, base+"-userdata", &storage.FileArgs{
+		NodeName:    pulumi.String(spec.Host),
+		DatastoreId: pulumi.String(args.SnippetsDatastore),
+		ContentType: pulumi.String("snippets"),
+		SourceRaw: &storage.FileSourceRawArgs{
+			Data:     pulumi.ToSecret(data.ToStringOutput()).(pulumi.StringOutput),
+			FileName: pulumi.String(base + "-talos.yaml"),
+		},
+	}, append(slices.Clone(child), pulumi.IgnoreChanges([]string{"sourceRaw"}))...)
+	if err != nil {
+		return nil, fmt.Errorf("user data: %w", err)
+	}
+	return f.ID().ToStringOutput(), nil
+}
+
+// newProxmoxImages downloads the Talos image once to every host that runs a
+// node (a download is node-scoped: bpg docs/guides/multi-node.md, "one
+// resource instance per node"), and returns them by host.
+//
+// Retained on delete rather than protected: a version bump drops the old
+// image from the program, which Protect would turn into a failed update;
+// RetainOnDelete lets it leave state and never deletes a file from the host
+// (prune old images by hand). The file name carries a hash of the URL, so a
+// new URL (another schematic) is a new file, never an overwrite of one in
+// use. imageDatastore must be host-local (e.g. "local"): on shared storage
+// the hosts' downloads would be one file.
+func newProxmoxImages(ctx *pulumi.Context, name string, args *ProxmoxArgs, child []pulumi.ResourceOption) (map[string]*download.File, error) {
+	images := map[string]*download.File{}
+	for _, spec := range args.Nodes {
+		host := spec.Host
+		if images[host] != nil {
+			continue
+		}
+		opts := append(slices.Clone(child), pulumi.RetainOnDelete(true))
+		if host == args.NodeName {
+			// The single-host name of this image, before images were per host.
+			opts = append(opts, pulumi.Aliases([]pulumi.Alias{{Name: pulumi.String(name + "-image-" + args.TalosVersion)}}))
+		}
+		img, err := download.NewFile(ctx, name+"-"+host+"-image-"+args.TalosVersion, &download.FileArgs{
+			NodeName:    pulumi.String(host),
+			DatastoreId: pulumi.String(args.ImageDatastore),
+			// Content type import: PVE imports it through the API (import-from),
+			// with no SSH access to the host.
+			ContentType: pulumi.String("import"),
+			Url:         pulumi.String(args.ImageURL),
+			FileName:    pulumi.String(imageFileName(name, args.TalosVersion, args.ImageURL)),
+			// The factory builds images on demand; never re-download one over a
+			// Content-Length difference.
+			Overwrite: pulumi.Bool(false),
+		}, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("proxmox substrate %q: image on %q: %w", name, host, err)
+		}
+		images[host] = img
+	}
+	return images, nil
 }
 
 // imageFileName names a Talos image on the datastore: the cluster, the

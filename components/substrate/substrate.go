@@ -95,6 +95,11 @@ type NodeSpec struct {
 	VMID int
 	// AdoptID, when set, is the id of an existing VM to import instead of creating one.
 	AdoptID string
+	// Host is the Proxmox host (PVE node) of the node's VM and disk holder (Proxmox only).
+	Host string
+	// HolderAdoptID, when set, is the VM id of an existing disk holder to
+	// import instead of creating one (Proxmox only).
+	HolderAdoptID string
 }
 
 // gib is one GiB in bytes.

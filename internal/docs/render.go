@@ -122,7 +122,7 @@ func sharedSubstrate(k substrate.Kind) string {
 	case substrate.KindLibvirt:
 		return "storage pool, network, boot volume (protected)"
 	case substrate.KindProxmox:
-		return "Talos boot image per version (retained on delete)"
+		return "Talos boot image per host and version (retained on delete)"
 	default:
 		return string(k)
 	}

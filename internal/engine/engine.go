@@ -183,6 +183,26 @@ func (s *Stack) Config() (map[string]string, error) {
 	return plainConfig(ps.Config)
 }
 
+// Secret returns the decrypted value of a secret of the stack file (full
+// key), and whether the file holds that secret. It derives the passphrase
+// key: only the guards that must talk to an API with a secret token use it.
+func (s *Stack) Secret(key string) (string, bool) {
+	ps, err := s.stackFile()
+	if err != nil {
+		return "", false
+	}
+	k, err := config.ParseKey(key)
+	if err != nil {
+		return "", false
+	}
+	v, ok := ps.Config[k]
+	if !ok || !v.Secure() {
+		return "", false
+	}
+	plain, err := v.Value(lazyPassphrase(s.pass, ps.EncryptionSalt).Decrypter())
+	return plain, err == nil
+}
+
 // plainConfig turns a config map into raw values, skipping secrets.
 func plainConfig(m config.Map) (map[string]string, error) {
 	out := make(map[string]string, len(m))

@@ -1,0 +1,106 @@
+package pve
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Need is one privilege the Milner program needs on one ACL path, and why.
+type Need struct {
+	// Path is the ACL path, e.g. /vms/150 or /storage/local-lvm.
+	Path string
+	// Priv is the privilege, e.g. Datastore.Allocate.
+	Priv string
+	// Why says which operation needs it.
+	Why string
+}
+
+// Plan is what the privilege needs are derived from: the stack's Proxmox
+// objects.
+type Plan struct {
+	// VMIDs are every VM id the stack creates (node VMs and holders).
+	VMIDs []int
+	// DiskDatastores hold the holders' disks and the cloud-init drives.
+	DiskDatastores []string
+	// ImageDatastore holds the downloaded Talos images.
+	ImageDatastore string
+	// Bridge is the bridge the node NICs attach to.
+	Bridge string
+}
+
+// Needs lists the privileges the program needs, in a stable order. Each is
+// grounded in the PVE API's own permission checks:
+//   - creating and configuring a VM: VM.Allocate and the VM.Config.* of the
+//     options it sets, VM.PowerMgmt to start/stop it, VM.Audit to read it
+//     (qemu-server PVE/API2/Qemu.pm, create_vm and check_vm_modify_config_perm);
+//   - attaching a volume another VM id owns (a node VM attaches its holder's
+//     disks): Datastore.Allocate on the storage (pve-storage
+//     PVE::Storage::check_volume_access: "allow if we are Datastore
+//     administrator"); allocating disks: Datastore.AllocateSpace;
+//   - downloading an image (download-url): Datastore.AllocateTemplate on the
+//     storage and Sys.Audit + Sys.Modify on / (pve-manager
+//     PVE/API2/Storage/Status.pm, download_url);
+//   - attaching a NIC to a bridge: SDN.Use on /sdn/zones/localnetwork/<bridge>
+//     (PVE 8: check_bridge_access -> check_vnet_access).
+func Needs(p Plan) []Need {
+	var out []Need
+	vmPrivs := []string{"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit",
+		"VM.Config.Disk", "VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Options", "VM.PowerMgmt"}
+	for _, id := range p.VMIDs {
+		for _, priv := range vmPrivs {
+			out = append(out, Need{Path: fmt.Sprintf("/vms/%d", id), Priv: priv, Why: "create and configure VM " + fmt.Sprint(id)})
+		}
+	}
+	stores := slices.Clone(p.DiskDatastores)
+	slices.Sort(stores)
+	for _, ds := range slices.Compact(stores) {
+		out = append(out,
+			Need{Path: "/storage/" + ds, Priv: "Datastore.AllocateSpace", Why: "allocate disks"},
+			Need{Path: "/storage/" + ds, Priv: "Datastore.Allocate", Why: "attach the holder's disks to the node VM (check_volume_access)"},
+			Need{Path: "/storage/" + ds, Priv: "Datastore.Audit", Why: "read the datastore"},
+		)
+	}
+	out = append(out,
+		Need{Path: "/storage/" + p.ImageDatastore, Priv: "Datastore.AllocateTemplate", Why: "download the Talos image (download-url)"},
+		Need{Path: "/", Priv: "Sys.Audit", Why: "download-url"},
+		Need{Path: "/", Priv: "Sys.Modify", Why: "download-url"},
+		Need{Path: "/sdn/zones/localnetwork/" + p.Bridge, Priv: "SDN.Use", Why: "attach NICs to bridge " + p.Bridge},
+	)
+	return out
+}
+
+// Missing returns the needs that perms (GET /access/permissions) does not
+// grant. A path without an entry of its own takes the privileges of its
+// nearest listed ancestor, as PVE propagates ACLs down the tree; an ACL set
+// without propagation on an ancestor is not visible in the reply, so this
+// can pass a need that the API would refuse, never the reverse for paths
+// that are listed.
+func Missing(perms map[string]map[string]int, needs []Need) []Need {
+	var out []Need
+	for _, n := range needs {
+		if effective(perms, n.Path)[n.Priv] == 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// effective returns the privileges of the nearest listed ancestor of path
+// (path itself included).
+func effective(perms map[string]map[string]int, path string) map[string]int {
+	for p := path; ; {
+		if privs, ok := perms[p]; ok {
+			return privs
+		}
+		if p == "/" {
+			return nil
+		}
+		i := strings.LastIndex(p, "/")
+		if i <= 0 {
+			p = "/"
+		} else {
+			p = p[:i]
+		}
+	}
+}
