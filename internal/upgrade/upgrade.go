@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -111,6 +112,9 @@ type Cluster struct {
 // Connect builds a client per declared node from the talosconfig file. It
 // dials lazily: nothing is sent until a call.
 func Connect(ctx context.Context, talosconfig string, d Declared) (*Cluster, error) {
+	if _, err := os.Stat(talosconfig); err != nil {
+		return nil, fmt.Errorf("talosconfig: %w (`milner up` writes it; or pass --talosconfig)", err)
+	}
 	c := &Cluster{declared: d, clients: map[string]*client.Client{}}
 	for _, n := range d.Nodes {
 		cl, err := client.New(ctx, client.WithConfigFromFile(talosconfig), client.WithEndpoints(n.Endpoint))
