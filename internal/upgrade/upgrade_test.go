@@ -223,6 +223,8 @@ func TestUpstreamKubernetesUpgradeFailureIsReported(t *testing.T) {
 	// The fake serves no kubeconfig: upstream's upgrade-k8s stops at its
 	// first step, building the Kubernetes client.
 	assert.ErrorContains(t, err, "kubernetes v1.33.5 -> "+k8sVer)
+	assert.ErrorContains(t, err, "error building kubernetes client")
+	assert.ErrorContains(t, err, "Kubeconfig")
 }
 
 func TestPlanRefusesWhatTalosRefuses(t *testing.T) {
