@@ -97,7 +97,7 @@ rule (nothing changed), 4 changes pending (--expect-no-changes).`,
 	root.AddCommand(
 		previewCmd(), upCmd(), refreshCmd(), outputCmd(), statusCmd(),
 		clientCmd(kubeconfig), clientCmd(talosconfig),
-		adoptCmd(), teardownCmd(), checkCmd(), docsCmd(), versionCmd(),
+		adoptCmd(), teardownCmd(), upgradeCmd(), checkCmd(), docsCmd(), versionCmd(),
 	)
 	return root
 }

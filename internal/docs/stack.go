@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/milner/milner/components/substrate"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 )
 
@@ -72,7 +72,7 @@ var _ stacks.ConfigSource = source{}
 // Placeholder values, so a stack loads without its passphrase.
 func ReadStack(path string) (*Stack, error) {
 	name := StackName(path)
-	raw, err := mockrun.ReadStackConfig(path)
+	raw, err := stackfile.ReadConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", name, err)
 	}
@@ -117,7 +117,7 @@ func ReadStacks(root string) ([]*Stack, error) {
 // values are encrypted (secure:), the keys apps read secret values from, and
 // the Proxmox API token of a Proxmox stack.
 func secretKeys(path string, raw map[string]string) ([]string, error) {
-	keys, err := mockrun.SecureKeys(path)
+	keys, err := stackfile.SecureKeys(path)
 	if err != nil {
 		return nil, err
 	}

@@ -6,22 +6,19 @@ package mockrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"gopkg.in/yaml.v3"
+
+	"github.com/milner/milner/internal/stackfile"
 )
 
 // Project is the Pulumi project name of the program.
-const Project = "milner"
+const Project = stackfile.Project
 
 // Registration is one resource the program registered.
 type Registration struct {
@@ -198,26 +195,9 @@ func Run(program pulumi.RunFunc, stack string, config map[string]string, secretK
 }
 
 // ReadStackConfig reads the config block of a Pulumi.<stack>.yaml into raw
-// config values as the engine passes them to a program: strings as they
-// are, everything else as JSON, keys namespaced by the project. Encrypted
-// (secure:) values are skipped: they need the stack's passphrase (see
-// SecureKeys).
-func ReadStackConfig(path string) (map[string]string, error) {
-	block, err := readConfigBlock(path)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for k, v := range block {
-		if isSecure(v) {
-			continue
-		}
-		if out[k], err = rawValue(v); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", filepath.Base(path), k, err)
-		}
-	}
-	return out, nil
-}
+// config values as the engine passes them to a program (see
+// stackfile.ReadConfig).
+func ReadStackConfig(path string) (map[string]string, error) { return stackfile.ReadConfig(path) }
 
 // RawConfig turns config objects, keyed as in a stack file's config block
 // without the project namespace, into the raw values the engine passes a
@@ -225,23 +205,13 @@ func ReadStackConfig(path string) (map[string]string, error) {
 func RawConfig(c map[string]any) (map[string]string, error) {
 	out := make(map[string]string, len(c))
 	for k, v := range c {
-		raw, err := rawValue(v)
+		raw, err := stackfile.RawValue(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
 		out[Project+":"+k] = raw
 	}
 	return out, nil
-}
-
-// rawValue is one config value as the engine passes it to a program: a
-// string as it is, anything else as JSON.
-func rawValue(v any) (string, error) {
-	if s, ok := v.(string); ok {
-		return s, nil
-	}
-	b, err := json.Marshal(v)
-	return string(b), err
 }
 
 // At walks a path of map keys and list indexes into a config object and
@@ -260,50 +230,8 @@ func At(c map[string]any, path ...any) map[string]any {
 }
 
 // SecureKeys lists, sorted, the keys of a stack file whose values are
-// encrypted (set with `pulumi config set --secret`).
-func SecureKeys(path string) ([]string, error) {
-	block, err := readConfigBlock(path)
-	if err != nil {
-		return nil, err
-	}
-	var keys []string
-	for k, v := range block {
-		if isSecure(v) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	return keys, nil
-}
-
-// readConfigBlock reads the config block of a stack file, keys namespaced
-// by the project.
-func readConfigBlock(path string) (map[string]any, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var file struct {
-		Config map[string]any `yaml:"config"`
-	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	out := make(map[string]any, len(file.Config))
-	for k, v := range file.Config {
-		if !strings.Contains(k, ":") {
-			k = Project + ":" + k
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-// isSecure reports an encrypted value ({secure: <ciphertext>}).
-func isSecure(v any) bool {
-	m, ok := v.(map[string]any)
-	return ok && len(m) == 1 && m["secure"] != nil
-}
+// encrypted (see stackfile.SecureKeys).
+func SecureKeys(path string) ([]string, error) { return stackfile.SecureKeys(path) }
 
 // str builds a string property.
 func str(s string) resource.PropertyValue { return resource.NewProperty(s) }

@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/milner/milner/internal/mockrun"
 )
 
 func TestSetNodeFieldKeepsCommentsAndOtherNodes(t *testing.T) {
@@ -24,9 +22,9 @@ func TestSetNodeFieldKeepsCommentsAndOtherNodes(t *testing.T) {
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Contains(t, string(after), "# Secrets are never written here by hand", "comments survive")
-	cfg, err := mockrun.ReadStackConfig(path)
+	cfg, err := ReadConfig(path)
 	require.NoError(t, err)
-	want, err := mockrun.ReadStackConfig("../../Pulumi.dev.yaml")
+	want, err := ReadConfig("../../Pulumi.dev.yaml")
 	require.NoError(t, err)
 	assert.NotEqual(t, want["milner:nodes"], cfg["milner:nodes"])
 	assert.Contains(t, cfg["milner:nodes"], `"adoptId":"0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69","dataDiskGiB":40,"mac":"52:54:00:73:00:12"`)
@@ -37,7 +35,7 @@ func TestSetNodeFieldKeepsCommentsAndOtherNodes(t *testing.T) {
 	// Setting it again replaces the value.
 	_, err = SetNodeField(path, "cp-2", "adoptId", "11111111-2222-3333-4444-555555555555")
 	require.NoError(t, err)
-	cfg, err = mockrun.ReadStackConfig(path)
+	cfg, err = ReadConfig(path)
 	require.NoError(t, err)
 	assert.Contains(t, cfg["milner:nodes"], `"adoptId":"11111111-2222-3333-4444-555555555555"`)
 	assert.NotContains(t, cfg["milner:nodes"], "0f4a6c1e")

@@ -1,0 +1,157 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/blang/semver"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/compatibility"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+
+	"github.com/milner/milner/components/substrate"
+)
+
+// Row is one node's declared and running versions.
+type Row struct {
+	// Node is the node.
+	Node Node
+	// Talos is the Talos version the node runs (Version API).
+	Talos string
+	// Kubelet is the tag of the node's kubelet image (KubeletSpec resource).
+	Kubelet string
+	// APIServer is the tag of the node's kube-apiserver image
+	// (APIServerConfig resource); control planes only.
+	APIServer string
+	// Err is why the node could not be asked; the other fields are then empty.
+	Err error
+}
+
+// Inventory asks every declared node which Talos and Kubernetes versions it
+// runs, in config order. A node that cannot be asked has Err set; the
+// error is only for the whole call (none today). `milner status` and
+// `milner preview` print it with WriteInventory.
+func Inventory(ctx context.Context, c *Cluster) ([]Row, error) {
+	rows := make([]Row, 0, len(c.declared.Nodes))
+	for _, n := range c.declared.Nodes {
+		rows = append(rows, c.row(ctx, n))
+	}
+	return rows, nil
+}
+
+// row asks one node.
+func (c *Cluster) row(ctx context.Context, n Node) Row {
+	r := Row{Node: n}
+	var err error
+	if r.Talos, err = c.talosVersion(ctx, n); err != nil {
+		r.Err = fmt.Errorf("talos version: %w", err)
+		return r
+	}
+	cosi := c.clients[n.Name].COSI
+	kubelet, err := safe.StateGetByID[*k8s.KubeletSpec](ctx, cosi, k8s.KubeletID)
+	if err != nil {
+		r.Err = fmt.Errorf("kubelet spec: %w", err)
+		return r
+	}
+	r.Kubelet = imageTag(kubelet.TypedSpec().Image)
+	if n.Role == substrate.RoleControlPlane {
+		api, err := safe.StateGetByID[*k8s.APIServerConfig](ctx, cosi, k8s.APIServerConfigID)
+		if err != nil {
+			r.Err = fmt.Errorf("kube-apiserver config: %w", err)
+			return r
+		}
+		r.APIServer = imageTag(api.TypedSpec().Image)
+	}
+	return r
+}
+
+// imageTag returns the tag of an image reference (registry:port/name:tag).
+func imageTag(image string) string {
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return ""
+	}
+	return image[i+1:]
+}
+
+// WriteInventory prints declared against running versions per node, marking
+// every difference, so drift is never silent.
+func WriteInventory(w io.Writer, d Declared, rows []Row) {
+	fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", "NODE", "ROLE", "TALOS run (declared)", "KUBERNETES run (declared)")
+	for _, r := range rows {
+		if r.Err != nil {
+			fmt.Fprintf(w, "%-12s %-12s unreachable: %v\n", r.Node.Name, r.Node.Role, r.Err)
+			continue
+		}
+		k := r.Kubelet
+		if r.APIServer != "" && r.APIServer != r.Kubelet {
+			k = fmt.Sprintf("kubelet %s, apiserver %s", r.Kubelet, r.APIServer)
+		}
+		fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", r.Node.Name, r.Node.Role,
+			mark(r.Talos, d.TalosVersion), mark(k, d.KubernetesVersion))
+	}
+}
+
+// mark is running, with the declared version when it differs.
+func mark(running, declared string) string {
+	if running == declared {
+		return running
+	}
+	return fmt.Sprintf("%s (declared %s) *", running, declared)
+}
+
+// Drift reports whether any node runs other versions than declared, or
+// could not be asked.
+func Drift(d Declared, rows []Row) bool {
+	for _, r := range rows {
+		if r.Err != nil || r.Talos != d.TalosVersion || r.Kubelet != d.KubernetesVersion ||
+			(r.APIServer != "" && r.APIServer != d.KubernetesVersion) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkVersions refuses declared versions Talos itself would refuse: a
+// Talos version the installer cannot upgrade to from what a node runs, a
+// Kubernetes version the declared Talos does not support, and a Kubernetes
+// downgrade (machinery's compatibility package, as the installer and
+// talosctl upgrade-k8s use it).
+func checkVersions(d Declared, rows []Row) []string {
+	var problems []string
+	target, err := compatibility.ParseTalosVersion(&machine.VersionInfo{Tag: d.TalosVersion})
+	if err != nil {
+		return []string{fmt.Sprintf("milner:cluster.talosVersion %q: %v", d.TalosVersion, err)}
+	}
+	kv, err := compatibility.ParseKubernetesVersion(strings.TrimPrefix(d.KubernetesVersion, "v"))
+	if err != nil {
+		return []string{fmt.Sprintf("milner:cluster.kubernetesVersion %q: %v", d.KubernetesVersion, err)}
+	}
+	if err := kv.SupportedWith(target); err != nil {
+		problems = append(problems, fmt.Sprintf("milner:cluster.kubernetesVersion %s: %v", d.KubernetesVersion, err))
+	}
+	want, _ := semver.ParseTolerant(d.KubernetesVersion)
+	for _, r := range rows {
+		if r.Err != nil {
+			continue
+		}
+		if r.Talos != d.TalosVersion {
+			host, err := compatibility.ParseTalosVersion(&machine.VersionInfo{Tag: r.Talos})
+			if err == nil {
+				err = target.UpgradeableFrom(host)
+			}
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("node %q: Talos %s -> %s: %v", r.Node.Name, r.Talos, d.TalosVersion, err))
+			}
+		}
+		for _, running := range []string{r.Kubelet, r.APIServer} {
+			if v, err := semver.ParseTolerant(running); err == nil && v.GT(want) {
+				problems = append(problems, fmt.Sprintf("node %q: runs Kubernetes %s, newer than the declared %s: downgrades are refused", r.Node.Name, running, d.KubernetesVersion))
+			}
+		}
+	}
+	return problems
+}

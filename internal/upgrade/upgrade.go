@@ -1,0 +1,441 @@
+// Package upgrade moves a running cluster, in place, to the Talos and
+// Kubernetes versions its stack declares: one node at a time, control
+// planes first, with a health gate before and after each node. It talks
+// only to the Talos machine API (machinery's client) with the stack's
+// talosconfig; it never touches Pulumi state, a VM or a disk.
+//
+// The sequence follows upstream's own upgrade orchestration, Talos'
+// provision upgrade suite (talos v1.11.5
+// internal/integration/provision/upgrade.go: every control plane, then
+// every worker, each upgraded and waited for before the next) and
+// `talosctl upgrade --wait` (cmd/talosctl/cmd/talos/upgrade.go: read the
+// boot ID, call Upgrade, wait until the boot ID changes). Kubernetes is
+// upgraded after every node runs the declared Talos, with upstream's own
+// `talosctl upgrade-k8s` code (see kubernetes.go).
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+
+	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/stacks"
+)
+
+// Node is one declared node as the upgrade reaches it.
+type Node struct {
+	// Name is the node's logical name (milner:nodes[].name).
+	Name string
+	// Role is controlplane or worker.
+	Role substrate.Role
+	// Endpoint is where the node's Talos API is dialled: its address (the
+	// client adds Talos' apid port, 50000) or host:port.
+	Endpoint string
+}
+
+// Declared is what the stack declares: the versions every node should run
+// and the nodes, in config order.
+type Declared struct {
+	// TalosVersion is milner:cluster.talosVersion, e.g. v1.11.5.
+	TalosVersion string
+	// KubernetesVersion is milner:cluster.kubernetesVersion, e.g. v1.34.1.
+	KubernetesVersion string
+	// InstallImage is milner:cluster.installImage (default
+	// ghcr.io/siderolabs/installer:<talosVersion>): what Upgrade installs.
+	InstallImage string
+	// KubernetesEndpoint is the cluster's Kubernetes API URL.
+	KubernetesEndpoint string
+	// Nodes are milner:nodes, in config order.
+	Nodes []Node
+}
+
+// FromConfig returns what the typed stack config declares.
+func FromConfig(cfg *stacks.Config) Declared {
+	d := Declared{
+		TalosVersion:       cfg.Cluster.TalosVersion,
+		KubernetesVersion:  cfg.Cluster.KubernetesVersion,
+		InstallImage:       cfg.Cluster.InstallImage,
+		KubernetesEndpoint: cfg.Endpoint(),
+	}
+	for _, n := range cfg.Nodes {
+		d.Nodes = append(d.Nodes, Node{Name: n.Name, Role: n.Role, Endpoint: endpoint(n.Addr)})
+	}
+	return d
+}
+
+// endpoint is the Talos API endpoint of a node address.
+func endpoint(a netip.Addr) string { return a.String() }
+
+// controlPlanes returns the declared control planes, in config order.
+func (d Declared) controlPlanes() []Node {
+	var out []Node
+	for _, n := range d.Nodes {
+		if n.Role == substrate.RoleControlPlane {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// upgradeOrder is the order nodes are upgraded in: every control plane,
+// then every worker, each group in config order. Control planes go first
+// as in upstream's provision upgrade suite, and because Kubernetes' skew
+// policy lets a kubelet lag the API server but never lead it; etcd quorum
+// is kept by upgrading one node at a time behind the health gate.
+func (d Declared) upgradeOrder() []Node {
+	order := d.controlPlanes()
+	for _, n := range d.Nodes {
+		if n.Role != substrate.RoleControlPlane {
+			order = append(order, n)
+		}
+	}
+	return order
+}
+
+// Cluster holds one Talos client per declared node, each dialled at that
+// node's endpoint, so every call is answered by the node itself (no apid
+// proxying through a node that may be rebooting).
+type Cluster struct {
+	declared Declared
+	clients  map[string]*client.Client
+}
+
+// Connect builds a client per declared node from the talosconfig file. It
+// dials lazily: nothing is sent until a call.
+func Connect(ctx context.Context, talosconfig string, d Declared) (*Cluster, error) {
+	if _, err := os.Stat(talosconfig); err != nil {
+		return nil, fmt.Errorf("talosconfig: %w (`milner up` writes it; or pass --talosconfig)", err)
+	}
+	c := &Cluster{declared: d, clients: map[string]*client.Client{}}
+	for _, n := range d.Nodes {
+		cl, err := client.New(ctx, client.WithConfigFromFile(talosconfig), client.WithEndpoints(n.Endpoint))
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("node %q: talos client from %s: %w", n.Name, talosconfig, err)
+		}
+		c.clients[n.Name] = cl
+	}
+	return c, nil
+}
+
+// Close closes every client.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, cl := range c.clients {
+		errs = append(errs, cl.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// talosVersion asks a node which Talos version it runs.
+func (c *Cluster) talosVersion(ctx context.Context, n Node) (string, error) {
+	resp, err := c.clients[n.Name].Version(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(resp.GetMessages()) != 1 || resp.GetMessages()[0].GetVersion() == nil {
+		return "", fmt.Errorf("version: want one answer, got %d", len(resp.GetMessages()))
+	}
+	return resp.GetMessages()[0].GetVersion().GetTag(), nil
+}
+
+// Step is one node's Talos OS upgrade.
+type Step struct {
+	// Node is the node.
+	Node Node
+	// From is the Talos version it runs.
+	From string
+	// To is the declared version.
+	To string
+}
+
+// Plan is what a run will do, in order.
+type Plan struct {
+	// Declared is what the stack declares.
+	Declared Declared
+	// Talos are the nodes to upgrade, in upgrade order.
+	Talos []Step
+	// Current are the nodes already on the declared Talos version (skipped).
+	Current []Node
+	// Kubernetes is the Kubernetes upgrade run after every node runs the
+	// declared Talos; nil when every node already runs the declared version.
+	Kubernetes *KubernetesStep
+}
+
+// Empty reports a plan with nothing to do.
+func (p *Plan) Empty() bool { return len(p.Talos) == 0 && p.Kubernetes == nil }
+
+// Write prints the plan.
+func (p *Plan) Write(w io.Writer) {
+	fmt.Fprintf(w, "Talos %s (installer %s), Kubernetes %s\n", p.Declared.TalosVersion, p.Declared.InstallImage, p.Declared.KubernetesVersion)
+	for _, n := range p.Current {
+		fmt.Fprintf(w, "  = %-12s already on Talos %s\n", n.Name, p.Declared.TalosVersion)
+	}
+	for i, s := range p.Talos {
+		fmt.Fprintf(w, "  %d. %-12s %s Talos %s -> %s (upgrade, preserve data, reboot, then health gate)\n", i+1, s.Node.Name, s.Node.Role, s.From, s.To)
+	}
+	if k := p.Kubernetes; k != nil {
+		fmt.Fprintf(w, "  %d. Kubernetes %s -> %s (talosctl upgrade-k8s sequence: control-plane components node by node, kube-proxy, kubelets, bootstrap manifests)\n", len(p.Talos)+1, k.From, k.To)
+	}
+	if p.Empty() {
+		fmt.Fprintln(w, "  nothing to upgrade: every node runs the declared versions")
+	}
+}
+
+// MakePlan asks every node what it runs and plans the upgrade. It refuses,
+// listing every problem, when a node cannot be asked or a declared version
+// cannot be reached from what a node runs (Talos' own compatibility rules).
+func MakePlan(ctx context.Context, c *Cluster) (*Plan, error) {
+	inv, err := Inventory(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	d := c.declared
+	plan := &Plan{Declared: d}
+	var problems []string
+	byName := map[string]Row{}
+	for _, r := range inv {
+		byName[r.Node.Name] = r
+		if r.Err != nil {
+			problems = append(problems, fmt.Sprintf("node %q: %v", r.Node.Name, r.Err))
+		}
+	}
+	problems = append(problems, checkVersions(d, inv)...)
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("cannot plan the upgrade (%d problems); nothing was changed:\n  - %s", len(problems), strings.Join(problems, "\n  - "))
+	}
+	for _, n := range d.upgradeOrder() {
+		r := byName[n.Name]
+		if r.Talos == d.TalosVersion {
+			plan.Current = append(plan.Current, n)
+			continue
+		}
+		plan.Talos = append(plan.Talos, Step{Node: n, From: r.Talos, To: d.TalosVersion})
+	}
+	plan.Kubernetes = kubernetesStep(d, inv)
+	return plan, nil
+}
+
+// Options tunes a run.
+type Options struct {
+	// Out receives progress lines.
+	Out io.Writer
+	// Poll is the interval between checks while waiting.
+	Poll time.Duration
+	// RebootTimeout bounds the wait for a node to reboot into the new version.
+	RebootTimeout time.Duration
+	// HealthTimeout bounds the wait for the cluster to be healthy after a node.
+	HealthTimeout time.Duration
+	// Kubernetes runs the Kubernetes step; nil uses upstream's upgrade-k8s
+	// (UpgradeKubernetes).
+	Kubernetes func(ctx context.Context, c *Cluster, step KubernetesStep, out io.Writer) error
+}
+
+// DefaultOptions are the timeouts of a real cluster: an upgrade pulls the
+// installer, writes the new image and reboots (upstream's suite allows 5
+// minutes to the reboot and 10 more to the new version).
+func DefaultOptions(out io.Writer) Options {
+	return Options{Out: out, Poll: 5 * time.Second, RebootTimeout: 15 * time.Minute, HealthTimeout: 10 * time.Minute}
+}
+
+// StopError is the error of a run that stopped: which node, at which
+// stage, why, and what was and was not touched.
+type StopError struct {
+	// Node is the node the run stopped at ("" for the Kubernetes step).
+	Node string
+	// Stage is what was being done: "health gate before", "upgrade",
+	// "reboot", "version", "health gate after", "kubernetes".
+	Stage string
+	// Upgraded are the nodes this run upgraded before stopping.
+	Upgraded []string
+	// Untouched are the planned nodes this run did not touch.
+	Untouched []string
+	// Err is the reason.
+	Err error
+}
+
+func (e *StopError) Error() string {
+	where := fmt.Sprintf("node %q", e.Node)
+	if e.Node == "" {
+		where = "Kubernetes"
+	}
+	msg := fmt.Sprintf("upgrade stopped at %s (%s): %v", where, e.Stage, e.Err)
+	if len(e.Upgraded) > 0 {
+		msg += fmt.Sprintf("; upgraded by this run: %s", strings.Join(e.Upgraded, ", "))
+	}
+	if len(e.Untouched) > 0 {
+		msg += fmt.Sprintf("; untouched: %s", strings.Join(e.Untouched, ", "))
+	}
+	return msg + "; fix the cause and rerun `milner upgrade`: nodes already on the declared version are skipped"
+}
+
+func (e *StopError) Unwrap() error { return e.Err }
+
+// Run carries out a plan: for each node in order, the health gate, the
+// Upgrade call (installer image, preserve=true), the wait for the reboot
+// into the declared version, the health gate again; then the Kubernetes
+// step. The first failure stops the run; nodes after it are not touched.
+func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
+	var upgraded []string
+	stop := func(i int, stage string, err error) error {
+		var untouched []string
+		for _, s := range plan.Talos[i+1:] {
+			untouched = append(untouched, s.Node.Name)
+		}
+		if stage == "health gate before" {
+			untouched = append([]string{plan.Talos[i].Node.Name}, untouched...)
+		}
+		return &StopError{Node: plan.Talos[i].Node.Name, Stage: stage, Upgraded: upgraded, Untouched: untouched, Err: err}
+	}
+	for i, s := range plan.Talos {
+		n := s.Node
+		fmt.Fprintf(o.Out, "[%d/%d] %s: health gate\n", i+1, len(plan.Talos), n.Name)
+		if err := c.Healthy(ctx); err != nil {
+			return stop(i, "health gate before", err)
+		}
+		boot, err := c.bootID(ctx, n)
+		if err != nil {
+			return stop(i, "health gate before", fmt.Errorf("read boot id: %w", err))
+		}
+		fmt.Fprintf(o.Out, "[%d/%d] %s: upgrade %s -> %s with %s (preserve=true)\n", i+1, len(plan.Talos), n.Name, s.From, s.To, plan.Declared.InstallImage)
+		if err := c.upgrade(ctx, n, plan.Declared.InstallImage); err != nil {
+			return stop(i, "upgrade", err)
+		}
+		upgraded = append(upgraded, n.Name)
+		if err := c.waitReboot(ctx, n, boot, o); err != nil {
+			return stop(i, "reboot", err)
+		}
+		switch v, err := c.talosVersion(ctx, n); {
+		case err != nil:
+			return stop(i, "version", err)
+		case v != s.To:
+			return stop(i, "version", fmt.Errorf("came back on Talos %s, want %s (Talos boots the previous image when the new one fails; check the installer image %s)", v, s.To, plan.Declared.InstallImage))
+		}
+		fmt.Fprintf(o.Out, "[%d/%d] %s: runs %s; waiting for the cluster to be healthy\n", i+1, len(plan.Talos), n.Name, s.To)
+		if err := waitFor(ctx, o, o.HealthTimeout, func() error { return c.Healthy(ctx) }); err != nil {
+			return stop(i, "health gate after", err)
+		}
+	}
+	if plan.Kubernetes == nil {
+		return nil
+	}
+	run := o.Kubernetes
+	if run == nil {
+		run = UpgradeKubernetes
+	}
+	fmt.Fprintf(o.Out, "Kubernetes %s -> %s\n", plan.Kubernetes.From, plan.Kubernetes.To)
+	if err := c.Healthy(ctx); err != nil {
+		return &StopError{Stage: "health gate before", Upgraded: upgraded, Err: err}
+	}
+	if err := run(ctx, c, *plan.Kubernetes, o.Out); err != nil {
+		return &StopError{Stage: "kubernetes", Upgraded: upgraded, Err: err}
+	}
+	if err := waitFor(ctx, o, o.HealthTimeout, func() error { return c.Healthy(ctx) }); err != nil {
+		return &StopError{Stage: "health gate after", Upgraded: upgraded, Err: err}
+	}
+	return nil
+}
+
+// upgrade asks a node to install image and reboot into it. preserve=true
+// keeps the EPHEMERAL partition (upstream: without it an upgrade wipes it
+// and a control plane leaves etcd); stage=false installs now; force=false
+// keeps machined's own etcd checks before a control plane goes down.
+func (c *Cluster) upgrade(ctx context.Context, n Node, image string) error {
+	resp, err := c.clients[n.Name].UpgradeWithOptions(ctx,
+		client.WithUpgradeImage(image),
+		client.WithUpgradePreserve(true),
+		client.WithUpgradeStage(false),
+		client.WithUpgradeForce(false),
+		client.WithUpgradeRebootMode(machine.UpgradeRequest_DEFAULT),
+	)
+	if err != nil {
+		return err
+	}
+	if len(resp.GetMessages()) != 1 {
+		return fmt.Errorf("upgrade: want one answer, got %d", len(resp.GetMessages()))
+	}
+	return nil
+}
+
+// bootIDPath is the file whose content changes on every boot; talosctl
+// upgrade --wait reads it before and after (talosctl's action tracker).
+const bootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// bootID reads a node's boot ID.
+func (c *Cluster) bootID(ctx context.Context, n Node) (string, error) {
+	r, err := c.clients[n.Name].Read(ctx, bootIDPath)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = r.Close() }()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// waitReboot waits until the node answers with a boot ID other than before.
+// Errors while it reboots are expected and retried.
+func (c *Cluster) waitReboot(ctx context.Context, n Node, before string, o Options) error {
+	return waitFor(ctx, o, o.RebootTimeout, func() error {
+		id, err := c.bootID(ctx, n)
+		switch {
+		case err != nil:
+			return err
+		case id == before:
+			return errors.New("has not rebooted yet")
+		}
+		return nil
+	})
+}
+
+// waitFor calls check every o.Poll until it succeeds or timeout passes,
+// and returns the last error.
+func waitFor(ctx context.Context, o Options, timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still failing after %s: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(o.Poll):
+		}
+	}
+}
+
+// Execute is `milner upgrade`: it plans, prints the plan, and stops there
+// on a dry run (nothing but reads was sent) or when confirm refuses;
+// otherwise it runs the plan.
+func Execute(ctx context.Context, c *Cluster, o Options, dryRun bool, confirm func(*Plan) bool) error {
+	plan, err := MakePlan(ctx, c)
+	if err != nil {
+		return err
+	}
+	plan.Write(o.Out)
+	switch {
+	case plan.Empty():
+		return nil
+	case dryRun:
+		fmt.Fprintln(o.Out, "dry run: nothing was changed")
+		return nil
+	case !confirm(plan):
+		return errors.New("refused: not confirmed; nothing was changed")
+	}
+	return Run(ctx, c, plan, o)
+}
