@@ -104,9 +104,12 @@ func catalog() []change {
 					"osDiskGiB": 10, "dataDiskGiB": 1, "address": "10.201.250.22", "mac": "52:54:00:c9:fa:22"})
 			},
 			want: nodeSteps("create", "w-2")},
+		// Removing the last worker also lets the control planes take
+		// workloads (allowSchedulingOnControlPlanes defaults to true without
+		// a worker): an in-place update of their configs.
 		{name: "node removed", substrate: true,
 			edit: func(c obj) { c["nodes"] = c["nodes"].([]any)[:3] },
-			want: nodeSteps("delete", "w-1")},
+			want: append(nodeSteps("delete", "w-1"), step{"update", "cp-1-apply"}, step{"update", "cp-2-apply"}, step{"update", "cp-3-apply"})},
 		{name: "Helm value",
 			edit: func(c obj) { at(c, "apps", 0, "values", "ui")["enabled"] = false },
 			want: []step{{"update", release}}},

@@ -351,10 +351,11 @@ func mockResult(token string, args resource.PropertyMap) resource.PropertyMap {
 	out := args.Copy()
 	switch token {
 	case "talos:machine/getConfiguration:getConfiguration":
-		// Deterministic in the inputs that matter, so a version bump shows
-		// as a changed machine configuration.
-		out["machineConfiguration"] = str(fmt.Sprintf("version: v1alpha1\n# %v %v %v %v\n",
-			args["clusterName"].V, args["machineType"].V, args["talosVersion"].V, args["kubernetesVersion"].V))
+		// Deterministic in the inputs that matter, the patches included
+		// (the generator applies them), so a version bump or a patch change
+		// shows as a changed machine configuration.
+		out["machineConfiguration"] = str(fmt.Sprintf("version: v1alpha1\n# %v %v %v %v %v\n",
+			args["clusterName"].V, args["machineType"].V, args["talosVersion"].V, args["kubernetesVersion"].V, args["configPatches"]))
 	case "talos:client/getConfiguration:getConfiguration":
 		out["talosConfig"] = str("context: mock\n")
 	case "talos:cluster/getHealth:getHealth":
