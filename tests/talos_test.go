@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 	"github.com/stretchr/testify/assert"
@@ -199,6 +200,35 @@ func TestApplyDialsTheConfiguredAddress(t *testing.T) {
 		assert.Equal(t, addr, a.Inputs["endpoint"].StringValue(), node)
 		assert.True(t, dependsOn(a, tDomain, "milner-dev-"+node), "%s waits for its VM", node)
 	}
+}
+
+// unknownVMs is the recording mock with every libvirt domain's id unknown,
+// as in a preview that replaces the VMs.
+type unknownVMs struct{ *mockrun.Recorder }
+
+func (u unknownVMs) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	id, outs, err := u.Recorder.NewResource(args)
+	if args.TypeToken == tDomain {
+		id = "" // an empty id in a preview is an unknown id
+	}
+	return id, outs, err
+}
+
+// TestReplacedVMLeavesTheAddressKnown: in a preview replacing every VM, the
+// apply still knows the address it dials, so the provider can dry-run the
+// change (staged_if_needing_reboot does not fall back to auto).
+func TestReplacedVMLeavesTheAddressKnown(t *testing.T) {
+	rec := &mockrun.Recorder{}
+	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
+		Project: mockrun.Project, Stack: "dev", Config: stackConfig(t, "dev", devSecrets),
+		ConfigSecretKeys: slices.Sorted(maps.Keys(devSecrets)), Mocks: unknownVMs{rec}, DryRun: true,
+	})
+	require.NoError(t, err)
+	require.NoError(t, pulumi.RunWithContext(ctx, stacks.Program))
+	a, ok := rec.ByName(tApply, "cp-2-apply")
+	require.True(t, ok)
+	require.True(t, a.Inputs["node"].IsString(), "node is %v: unknown while the VM is replaced", a.Inputs["node"])
+	assert.Equal(t, "10.73.0.12", a.Inputs["node"].StringValue())
 }
 
 // Item 6: one bootstrap per cluster, stable whatever happens to the nodes.
