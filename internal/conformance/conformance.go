@@ -47,8 +47,8 @@ func Collect(stack string, raw map[string]string, secretKeys []string) (*Evidenc
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: run: %w", stack, err)
 	}
-	if !cfg.Declares(stacks.LayerTalos) {
-		// No Talos layer (an existing cluster): there is no version to bump.
+	if cfg.StartAt == stacks.LayerApps {
+		// An existing cluster: no Talos version to bump, no substrate to check.
 		return &Evidence{Config: cfg, Regs: rec.Registrations(), Invokes: rec.Invokes()}, nil
 	}
 	bumpedRaw, version, err := bumpTalos(raw)

@@ -386,7 +386,7 @@ func releasesNamedAtomic(ev *Evidence) []string {
 		// milner:waitForApps false (test-only) skips waiting, which Helm's
 		// atomic implies, so such a stack's releases cannot be atomic.
 		if atomic, ok := boolInput(r, "atomic"); !ok || atomic != ev.Config.WaitForApps {
-			out = append(out, fmt.Sprintf("%s: atomic is %v, want %v (a failed upgrade must roll back unless waitForApps is false)", r.Name, atomic, ev.Config.WaitForApps))
+			out = append(out, fmt.Sprintf("%s is not atomic as waitForApps says (atomic %v, want %v: a failed upgrade must roll back unless waitForApps is false)", r.Name, atomic, ev.Config.WaitForApps))
 		}
 	}
 	return out
