@@ -122,7 +122,7 @@ func shareSource(path string) (func(vault.SealStatus) (string, error), func(), e
 		if err != nil {
 			return nil, nil, err
 		}
-		return vault.Shares(f), func() { f.Close() }, nil
+		return vault.Shares(f), func() { _ = f.Close() }, nil // read-only: nothing to flush
 	}
 }
 

@@ -223,7 +223,7 @@ func (c *Client) do(ctx context.Context, method, path, token string, body, out a
 	if err != nil {
 		return fmt.Errorf("vault %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // the body is read in full below
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return fmt.Errorf("vault %s %s: %w", method, path, err)
