@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/components/workloads"
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
 )
@@ -335,4 +336,9 @@ func TestAppRenameAliasesEveryChild(t *testing.T) {
 	for token, name := range map[string]string{helmapp.Type: "ci", tRelease: "ci-release", tNamespace: "ci-ns", tSecret: "ci-server-env"} {
 		assert.Equal(t, 1, reg(t, rec, token, name).Options.Aliases, name)
 	}
+}
+
+// TestWorkloadsTypeTokenIsPinned: the token is part of every child's URN.
+func TestWorkloadsTypeTokenIsPinned(t *testing.T) {
+	assert.Equal(t, "milner:components:Workloads", workloads.Type)
 }
