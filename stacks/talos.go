@@ -141,6 +141,12 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, machines pulumi.Resource, nod
 	var applied []pulumi.Resource
 	var controlPlanes, workers pulumi.StringArray
 	var aliases []pulumi.Alias
+	// The other layers' node patches: the storage layer's kubelet mount,
+	// the workloads' labels and taints on dedicated nodes.
+	extra, err := cfg.extraPatches()
+	if err != nil {
+		return nil, fmt.Errorf("talos %q: %w", name, err)
+	}
 	for _, nc := range configs {
 		n := nc.Node
 		// Every apply waits for the machines; a control plane also waits
@@ -155,6 +161,7 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, machines pulumi.Resource, nod
 			MachineConfiguration: nc.MachineConfiguration,
 			ClientConfiguration:  clientCfg,
 			After:                after,
+			ExtraPatches:         extra[n.Name],
 		})
 		if err != nil {
 			return nil, err

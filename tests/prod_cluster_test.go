@@ -9,9 +9,11 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +35,7 @@ func (s pxcSource) IsConfigSecret(k string) bool      { _, ok := prodSecrets[k];
 
 // pxcRun runs the program on cfg and returns the error.
 func pxcRun(cfg map[string]string) error {
-	_, err := mockrun.Run(stacks.Program, "prod", cfg, "milner:proxmoxApiToken", "milner:woodpeckerAgentSecret")
+	_, err := mockrun.Run(stacks.Program, "prod", cfg, slices.Collect(maps.Keys(prodSecrets))...)
 	return err
 }
 

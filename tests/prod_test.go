@@ -34,6 +34,11 @@ const (
 var prodSecrets = map[string]string{
 	"milner:proxmoxApiToken":       "milner@pve!pulumi=3f0c9b1e-6a2d-4c8e-9f71-0d5b2a4e8c13",
 	"milner:woodpeckerAgentSecret": "test-agent-secret",
+	"milner:woodpeckerForgeClient": "test-forge-client",
+	"milner:woodpeckerForgeSecret": "test-forge-secret",
+	"milner:vaultTlsCert":          "test-cert",
+	"milner:vaultTlsKey":           "test-key",
+	"milner:vaultTlsCa":            "test-ca",
 }
 
 // prodNodes are the committed prod nodes: name, VM id, address, PVE host.
@@ -88,8 +93,15 @@ func TestProdCountsPerType(t *testing.T) {
 		"talos:machine/bootstrap:Bootstrap":                   1,
 		"talos:cluster/kubeconfig:Kubeconfig":                 1,
 		"pulumi:providers:kubernetes":                         1,
-		helmapp.Type:                                          2,
-		"kubernetes:helm.sh/v3:Release":                       2,
+		helmapp.Type:                                          3,
+		"kubernetes:helm.sh/v3:Release":                       3,
+		tNamespace:                                            4,
+		tSecret:                                               3,
+		tStorageClass:                                         1,
+		"milner:components:Workloads":                         1,
+		tQuota:                                                1,
+		tLimitRange:                                           1,
+		tPriorityClass:                                        1,
 	}, rec.Counts())
 }
 
@@ -105,7 +117,7 @@ func TestProdLogicalNames(t *testing.T) {
 			"milner-prod-cp-3", "milner-prod-cp-3-disks",
 		},
 		talosnode.Type: {"cp-1", "cp-2", "cp-3"},
-		helmapp.Type:   {"vault", "woodpecker"},
+		helmapp.Type:   {"local-path-provisioner", "vault", "woodpecker"},
 	} {
 		assert.Equal(t, want, prodNames(rec.ByType(token)), token)
 	}

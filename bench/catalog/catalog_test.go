@@ -70,6 +70,7 @@ func baseConfig() obj {
 		"apps": []any{obj{
 			"name":  "vault",
 			"chart": obj{"repo": "https://helm.releases.hashicorp.com", "name": "vault", "version": "0.29.1"},
+			"vault": obj{"replicas": 1, "dataSize": "1Gi"},
 			"values": obj{
 				"ui":     obj{"enabled": true},
 				"server": obj{"extraLabels": obj{"team": "platform"}},
@@ -124,7 +125,7 @@ func catalog() []change {
 				c["apps"] = append(c["apps"].([]any), obj{"name": "podinfo",
 					"chart": obj{"repo": "https://stefanprodan.github.io/podinfo", "name": "podinfo", "version": "6.7.1"}})
 			},
-			want: []step{{"create", "podinfo"}, {"create", "podinfo-release"}}},
+			want: []step{{"create", "podinfo"}, {"create", "podinfo-ns"}, {"create", "podinfo-release"}}}, // an app owns its namespace
 		// A node's address only reaches the node through its Talos patch:
 		// the domain ignores it (LibvirtDomainNeverReadBack).
 		{name: "Talos patch value (a node's address)",
@@ -167,7 +168,13 @@ func edited(t testing.TB, edit func(obj)) obj {
 func mockSteps(t *testing.T, ch change) []step {
 	t.Helper()
 	run := func(c obj) map[string]mockrun.Registration {
-		rec, err := mockrun.Run(stacks.Program, "catalog", raw(t, c))
+		cfg := raw(t, c)
+		// Vault's TLS material: secret keys, placeholders under mocks.
+		tls := []string{"milner:vaultTlsCert", "milner:vaultTlsKey", "milner:vaultTlsCa"}
+		for _, k := range tls {
+			cfg[k] = "placeholder"
+		}
+		rec, err := mockrun.Run(stacks.Program, "catalog", cfg, tls...)
 		if err != nil {
 			t.Fatalf("%s: %v", ch.name, err)
 		}

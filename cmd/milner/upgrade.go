@@ -70,4 +70,3 @@ Pulumi state; 'milner up' afterwards plans no change for upgraded nodes.`,
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "run without the typed confirmation")
 	return cmd
 }
-
