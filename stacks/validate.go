@@ -65,6 +65,7 @@ func (c *Config) validate(p *problems) {
 	c.validateNetwork(p)
 	c.validateNodes(p)
 	c.validateApps(p)
+	c.validateInput(p)
 	if !slices.Contains(Layers, c.StopAfter) {
 		p.addf(key("stopAfter"), "unknown layer %q (want one of %v)", c.StopAfter, Layers)
 	}

@@ -70,14 +70,22 @@ func runUp(args []string) error {
 	if err != nil {
 		return err
 	}
-	report := gate.NewReport(gate.StepsFromEvents(preview.Events), cluster)
+	steps := gate.StepsFromEvents(preview.Events)
+	report := gate.NewReport(steps, cluster)
 	report.Write(os.Stdout)
-	if refusals := gate.Check(report, replace); len(refusals) > 0 {
+	secretsRefusals, err := secretsBundleRefusals(ctx, st, steps)
+	if err != nil {
+		return err
+	}
+	if refusals := append(gate.Check(report, replace), secretsRefusals...); len(refusals) > 0 {
 		fmt.Fprintf(os.Stderr, "milner up: refused before touching anything (%d problems):\n", len(refusals))
 		for _, r := range refusals {
 			fmt.Fprintf(os.Stderr, "  - %s\n", r)
 		}
 		return fmt.Errorf("refused: the preview breaks %d layer rules; nothing was applied", len(refusals))
+	}
+	if err := verifyBootImage(st.Config(), report); err != nil {
+		return err
 	}
 	if report.Empty() {
 		fmt.Printf("milner up: stack %q has no changes\n", eo.Stack)
@@ -106,10 +114,10 @@ func writeClientFiles(ctx context.Context, st *engine.Stack, eo engine.Options) 
 			return nil
 		}
 		path := clientFiles(eo)[i]
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		if err := engine.PrivateDir(filepath.Dir(path)); err != nil {
 			return err
 		}
-		if err := os.WriteFile(path, []byte(v), 0o600); err != nil {
+		if err := engine.WritePrivateFile(path, []byte(v)); err != nil {
 			return err
 		}
 		fmt.Printf("milner up: wrote %s\n", path)

@@ -206,6 +206,10 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		pulumi.ReplaceOnChanges([]string{"*"}),
 		pulumi.DeleteBeforeReplace(true),
 		pulumi.IgnoreChanges(LibvirtDomainNeverReadBack),
+		// The owner tag is written when a domain is created; domains created
+		// before the tag existed (or adopted) keep their description, since
+		// any domain diff is a replace (ReplaceOnChanges above).
+		pulumi.IgnoreChanges([]string{"description"}),
 	)
 	if spec.AdoptID != "" {
 		domainOpts = append(domainOpts,
@@ -216,12 +220,13 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 	domain, err := libvirt.NewDomain(ctx, base, &libvirt.DomainArgs{
 		// An explicit, stable name: a domain left defined by a crash is found
 		// by name and adopted, never silently duplicated.
-		Name:      pulumi.String(base),
-		Type:      pulumi.String(args.DomainType),
-		Vcpu:      pulumi.Int(spec.VCPU),
-		Memory:    pulumi.Int(spec.MemoryMiB),
-		Running:   pulumi.Bool(true),
-		Autostart: pulumi.Bool(true),
+		Name:        pulumi.String(base),
+		Description: pulumi.String(OwnerTag(ctx.Project(), ctx.Stack())),
+		Type:        pulumi.String(args.DomainType),
+		Vcpu:        pulumi.Int(spec.VCPU),
+		Memory:      pulumi.Int(spec.MemoryMiB),
+		Running:     pulumi.Bool(true),
+		Autostart:   pulumi.Bool(true),
 		Disks: libvirt.DomainDiskArray{
 			&libvirt.DomainDiskArgs{VolumeId: os.ID()},
 			&libvirt.DomainDiskArgs{VolumeId: data.ID()},

@@ -108,6 +108,9 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if o.Stack == "" || o.Repo == "" {
 		return nil, errors.New("engine: stack and repo are required")
 	}
+	if err := ValidStackName(o.Stack); err != nil {
+		return nil, err
+	}
 	// The CLI runs in the work directory: every path it is given is absolute.
 	var err error
 	if o.Repo, err = filepath.Abs(o.Repo); err != nil {
@@ -128,15 +131,18 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if o.Progress == nil {
 		o.Progress = os.Stdout
 	}
-	pass, err := passphrase(o)
-	if err != nil {
-		return nil, err
-	}
 	cfg, err := mockrun.ReadStackConfig(o.ConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: read config: %w", o.Stack, err)
 	}
 	maps.Copy(cfg, o.Overrides)
+	pass, err := passphrase(o, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := PrivateDir(o.StateDir); err != nil {
+		return nil, fmt.Errorf("stack %q: %w", o.Stack, err)
+	}
 
 	// The work directory must not be the repo: the Automation API writes its
 	// own Pulumi.yaml and Pulumi.<stack>.yaml there.
@@ -194,18 +200,19 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 }
 
 // passphrase picks the stack's passphrase: Options, then MILNER_PASSPHRASE,
-// then the local stack's documented default.
-func passphrase(o Options) (string, error) {
+// then the local stack's documented default, which only a stack holding no
+// secret and stopping after the substrate may use (cfg is its config).
+func passphrase(o Options, cfg map[string]string) (string, error) {
 	switch {
 	case o.Passphrase != "":
 		return o.Passphrase, nil
 	case os.Getenv(PassphraseEnv) != "":
 		return os.Getenv(PassphraseEnv), nil
-	case o.Stack == LocalStack:
-		return DefaultLocalPassphrase, nil
-	default:
-		return "", fmt.Errorf("stack %q: set %s (only the %q stack has a default passphrase)", o.Stack, PassphraseEnv, LocalStack)
 	}
+	if err := defaultPassphraseAllowed(o.Stack, o.ConfigFile, cfg); err != nil {
+		return "", fmt.Errorf("stack %q: set %s (%w)", o.Stack, PassphraseEnv, err)
+	}
+	return DefaultLocalPassphrase, nil
 }
 
 // Name is the stack name.

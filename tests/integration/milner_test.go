@@ -75,7 +75,7 @@ type milnerScenario struct {
 // newMilnerScenario prepares a harness scenario and turns its directory into
 // a repo for the command: the stack file, .tools and tools/pulumi/go.mod
 // (internal/engine/cli.go reads the CLI pin from it). Before the harness's
-// cleanup, `milner teardown --confirm it` removes the stack.
+// cleanup, `milner teardown --confirm <cluster>` removes the stack.
 func newMilnerScenario(t *testing.T, id string, subnet int) *milnerScenario {
 	t.Helper()
 	bin := milnerBinary(t)
@@ -95,7 +95,7 @@ func newMilnerScenario(t *testing.T, id string, subnet int) *milnerScenario {
 		if !fileExists(s.stackFile()) {
 			return
 		}
-		if r := s.milnerIn("", "teardown", "--confirm", milnerStack); r.code != 0 {
+		if r := s.milnerIn("", "teardown", "--confirm", s.cluster); r.code != 0 {
 			t.Logf("cleanup: milner teardown exited %d:\n%s", r.code, r.out())
 		}
 	})
@@ -346,7 +346,8 @@ func TestMilnerEmptyStateGuard(t *testing.T) {
 	}
 }
 
-// 4. Teardown refuses without the typed stack name and any partial target,
+// 4. Teardown refuses without the typed cluster name (the stack name is not
+// enough) and any partial target,
 // deleting nothing; with --confirm it removes every domain, volume, network
 // and pool of the stack.
 func TestMilnerTeardown(t *testing.T) {
@@ -375,10 +376,12 @@ func TestMilnerTeardown(t *testing.T) {
 	intact("after teardown with the wrong name")
 	refused(t, "teardown --confirm wrong", s.milner("teardown", "--confirm", "local"), "refused")
 	intact("after teardown --confirm local")
-	refused(t, "teardown with a target", s.milner("teardown", "--confirm", milnerStack, "w-1"), "refused", "takes no target")
+	refused(t, "teardown --confirm the stack name", s.milner("teardown", "--confirm", milnerStack), "refused", "is not the cluster name")
+	intact("after teardown --confirm <stack>")
+	refused(t, "teardown with a target", s.milner("teardown", "--confirm", s.cluster, "w-1"), "refused", "takes no target")
 	intact("after teardown with a target")
 
-	r := s.mustMilner("teardown", "--confirm", milnerStack)
+	r := s.mustMilner("teardown", "--confirm", s.cluster)
 	if !strings.Contains(r.stdout, "(protected)") {
 		t.Errorf("teardown did not list the protected resources:\n%s", r.stdout)
 	}
