@@ -47,7 +47,7 @@ var unsafePoolRoots = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32"
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // normalizeMAC returns the colon form of a 6-byte MAC given in any notation
-// net.ParseMAC reads (52-54-00-..., 5254.0009.0011), lowercase, so that
+// net.ParseMAC reads (52-54-00-..., 5254.0009.0011, bare hex), lowercase, so that
 // duplicates are found across notations and libvirt gets one spelling. A
 // value that does not parse is returned as given, for validation to report.
 func normalizeMAC(s string) string {

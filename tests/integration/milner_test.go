@@ -334,6 +334,22 @@ func TestMilnerEmptyStateGuard(t *testing.T) {
 		t.Errorf("pools %v, were %v", got, pools)
 	}
 
+	// Ownership: every domain carries its stack's owner tag; one retagged
+	// for another stack is refused without an adopt command for it.
+	first := s.domain(s.nodes[0].Name)
+	for _, n := range s.nodes {
+		if desc := strings.TrimSpace(virsh(t, "desc", s.domain(n.Name))); desc != "milner-owner=milner/"+milnerStack {
+			t.Errorf("domain %s description %q, want the owner tag", s.domain(n.Name), desc)
+		}
+	}
+	virsh(t, "desc", first, "--config", "--live", "milner-owner=milner/someone-else")
+	r = s.milner("up", "--yes")
+	refused(t, "up beside another stack's domain", r, fmt.Sprintf("domain %q belongs to milner/someone-else", first), "own milner:cluster.name")
+	if strings.Contains(r.out(), "--node "+s.nodes[0].Name+" --id") {
+		t.Errorf("another stack's domain was offered for adoption:\n%s", r.out())
+	}
+	virsh(t, "desc", first, "--config", "--live", "milner-owner=milner/"+milnerStack)
+
 	if err := os.RemoveAll(state); err != nil {
 		t.Fatal(err)
 	}
