@@ -34,6 +34,12 @@ var LibvirtDomainIgnoredOnAdopt = []string{"type", "fwCfgName", "coreosIgnition"
 // paths exactly, without wildcards.
 var LibvirtDomainNeverReadBack = []string{"networkInterfaces[0].addresses", "networkInterfaces[0].hostname"}
 
+// LibvirtDomainKeptAsCreated lists the domain inputs written only when a
+// domain is created: the owner tag (OwnerTag) in its description. Domains
+// created before the tag existed, or adopted, keep their description, since
+// any domain diff is a replace (ReplaceOnChanges "*").
+var LibvirtDomainKeptAsCreated = []string{"description"}
+
 // LibvirtNetworkMode is how the cluster network reaches the outside.
 type LibvirtNetworkMode string
 
@@ -206,10 +212,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		pulumi.ReplaceOnChanges([]string{"*"}),
 		pulumi.DeleteBeforeReplace(true),
 		pulumi.IgnoreChanges(LibvirtDomainNeverReadBack),
-		// The owner tag is written when a domain is created; domains created
-		// before the tag existed (or adopted) keep their description, since
-		// any domain diff is a replace (ReplaceOnChanges above).
-		pulumi.IgnoreChanges([]string{"description"}),
+		pulumi.IgnoreChanges(LibvirtDomainKeptAsCreated),
 	)
 	if spec.AdoptID != "" {
 		domainOpts = append(domainOpts,
