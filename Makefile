@@ -1,5 +1,15 @@
-# Milner's everyday commands. CI runs .ci/run, which runs `make ci`.
-.PHONY: test lint vet integration tools tools-lint libvirt flake-check conformance ci
+# Milner's everyday commands. `make ci` is the README's test command and
+# what CI runs (.ci/run): on a fresh Debian machine, as root, it installs
+# and starts what its tests need (scripts/ci-deps.sh), builds the pinned
+# tools into .tools/bin, and runs every check.
+.PHONY: build test lint vet integration tools tools-lint deps flake-check conformance ci
+
+export PATH := /usr/local/go/bin:$(PATH)
+export PULUMI_SKIP_UPDATE_CHECK := true
+
+# The milner binary, into bin/ (git-ignored). `go install ./cmd/milner` puts it on GOPATH/bin.
+build:
+	go build -o bin/milner ./cmd/milner
 
 # Unit and whole-program tests (mocks; no engine, no libvirt, no network).
 test:
@@ -18,20 +28,25 @@ tools-lint:
 tools:
 	scripts/tools.sh pulumi libvirt
 
-libvirt:
-	scripts/libvirt-up.sh
+# Debian packages and daemons the checks need: nix-bin (flake check),
+# libvirt/QEMU (started), PostgreSQL (the team backend's tests). Installs
+# only what is missing; never changes what the machine already had.
+deps:
+	scripts/ci-deps.sh
 
 # The real engine against a real libvirtd (root; isolated networks only).
-integration: tools libvirt
-	go test -tags integration -count=1 -timeout 45m -v ./tests/integration/
+integration: deps tools
+	go test -tags integration -count=1 -timeout 60m -v ./tests/integration/
 
-flake-check:
+# nix cannot fetch nixpkgs here, so the flake is parsed, not evaluated
+# (README, "verified where").
+flake-check: deps
 	nix-instantiate --parse flake.nix >/dev/null
 
-# Docs rendered from the committed stack files must match; every stack must
-# satisfy the layer rules under mocks.
+# Docs rendered from the committed stack files and commands must match;
+# every stack must satisfy the layer rules under mocks.
 conformance:
 	go run ./cmd/milner docs --check
 	go run ./cmd/milner check --all
 
-ci: vet lint test flake-check conformance integration
+ci: deps vet lint test flake-check conformance integration

@@ -14,6 +14,9 @@
 #   P2 `preview --refresh`        vs `terraform plan`
 #   P3 `up` from empty            vs `terraform apply` from empty
 #   P4 one node's memory changed  vs the same (plan only, no refresh)
+#   P5 the user's whole command for one memory change: `milner up --yes
+#      --replace cp-2` (guard, gated preview, plan-exact apply) vs
+#      `terraform apply -auto-approve` (N = 3 only: a replace per run)
 # then the Go benchmark of the program and the delta precision catalog.
 # Each tool has its own cluster (bench-m<N> / bench-t<N>), isolated network
 # (10.201.<N>.0/24 / 10.202.<N>.0/24, no forward) and pool under
@@ -37,7 +40,7 @@ export PATH="/usr/local/go/bin:$PATH" PULUMI_SKIP_UPDATE_CHECK=true CHECKPOINT_D
 
 "$root/scripts/tools.sh" pulumi libvirt bench
 "$root/scripts/libvirt-up.sh"
-(cd "$root" && go build -o "$work/milnerbench" ./bench/milnerbench)
+(cd "$root" && go build -o "$work/milnerbench" ./bench/milnerbench && go build -o "$work/milner" ./cmd/milner)
 mb="$work/milnerbench"
 if [[ ! -f $image ]]; then
   mkdir -p "$(dirname "$image")"
@@ -119,6 +122,14 @@ for n in $nodes; do
     cmp "P2$tag" -runs "$runs" -a "$(milner "$bin" 'preview -refresh')" -b "$(terra plan)"
     cmp "P4$tag" -runs "$runs" -a "$(milner "$bin" preview stack-p4.yaml)" -b "$(terra plan -refresh=false -var-file=p4.tfvars.json)"
   done
+  if ((n <= 3)) && [[ -z $before ]]; then
+    # The milner binary on the bench stack's project (milnerbench wrote it
+    # under the state directory), the same backend and passphrase.
+    cmp P5 -runs "$runs" \
+      -a "env PULUMI_BACKEND_URL=file://$work/state PULUMI_CONFIG_PASSPHRASE=milner-bench $work/milner up --stack bench$n --dir $work/state/project --yes --replace cp-2" \
+      -a-prepare "$mb flip -repo $root -stack bench$n -state $work/state -config $dir/stack.yaml -other $dir/stack-p4.yaml" \
+      -b "$(terra apply -auto-approve)" -b-prepare "$mb flip-tf -dir $dir"
+  fi
   "$root/bench/wipe.sh" "$m" "$t"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/table.md"

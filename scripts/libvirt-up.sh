@@ -12,7 +12,7 @@ log=/var/log/libvirt/libvirtd.log
 pkgs=(libvirt-daemon-system qemu-system-x86 qemu-utils dnsmasq-base xsltproc)
 
 # 1. Packages (a fresh machine has none of them; apt-get update only then).
-missing=()
+missing=()  # read again in step 2: only what this script installs is changed
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
@@ -24,9 +24,13 @@ if ((${#missing[@]})); then
   apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}"
 fi
 
-# 2. Never autostart the package's "default" NAT network: it would forward
-# guest traffic off this machine. Tests create their own isolated networks.
-rm -f /etc/libvirt/qemu/networks/autostart/default.xml
+# 2. A libvirt this script just installed must not autostart the package's
+# "default" NAT network: it would forward guest traffic off this machine
+# (tests create their own isolated networks). A libvirt that was already
+# here is the user's: its networks are left exactly as they are.
+if [[ " ${missing[*]} " == *" libvirt-daemon-system "* ]]; then
+  rm -f /etc/libvirt/qemu/networks/autostart/default.xml
+fi
 
 # 3. Daemons (no systemd: run them with -d). virtlogd collects qemu's
 # console/stderr logs; libvirtd refuses to start domains without it.

@@ -5,11 +5,15 @@
 #
 # Usage: scripts/run.sh [--up] [--stack NAME]     (default stack: local)
 #
-# State lives in <repo>/.pulumi/state (git-ignored). The passphrase comes
-# from MILNER_PASSPHRASE; the local stack (no secrets) defaults to
-# "milner-local". The local stack's domains are named milner-local-cp-{1,2,3};
-# its network is isolated (10.199.0.0/24, no forward).
+# State lives where the user's Pulumi keeps it (PULUMI_BACKEND_URL or
+# `pulumi login`); with neither, in <repo>/.pulumi/state (git-ignored), the
+# backend this script then exports for `pulumi` too. The passphrase is
+# PULUMI_CONFIG_PASSPHRASE(_FILE); the local stack holds no secret and
+# stops after the substrate, so milner needs none for it. Its domains are
+# named milner-local-cp-{1,2,3}; its network is isolated (10.199.0.0/24,
+# no forward).
 set -euo pipefail
+export PATH="/usr/local/go/bin:$PATH"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 verb=preview
@@ -23,8 +27,14 @@ while (($#)); do
   shift
 done
 
-"$root/scripts/tools.sh"
+# milner runs the engine in-process: only the provider plugin is needed
+# (the Pulumi CLI is for the plain-`pulumi` path, `scripts/tools.sh pulumi`).
+"$root/scripts/tools.sh" libvirt
 "$root/scripts/libvirt-up.sh"
+if [[ -z ${PULUMI_BACKEND_URL:-} && ! -s ${PULUMI_HOME:-$HOME/.pulumi}/credentials.json ]]; then
+  export PULUMI_BACKEND_URL="file://$root/.pulumi/state"
+  echo "run: no Pulumi login: state in $PULUMI_BACKEND_URL"
+fi
 
 # The local stack boots from a small blank image (no Talos image can be
 # downloaded here); its path is milner:substrate.libvirt.bootImage of

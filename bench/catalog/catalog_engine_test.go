@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/milner/milner/internal/engine"
 )
 
@@ -30,27 +32,49 @@ func TestCatalogEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The stack's project: the repo's Pulumi.yaml and Pulumi.catalog.yaml,
+	// rewritten for every change (its passphrase salt kept).
 	dir := t.TempDir()
-	stackFile := filepath.Join(dir, "Pulumi.catalog.yaml")
-	if err := os.WriteFile(stackFile, []byte("config: {}\n"), 0o644); err != nil {
+	project, err := os.ReadFile(filepath.Join(repo, "Pulumi.yaml"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	substrate := func(edit func(obj)) map[string]string {
+	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), project, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stackFile := filepath.Join(dir, "Pulumi.catalog.yaml")
+	substrate := func(edit func(obj)) {
 		c := edited(t, edit)
 		c["stopAfter"] = "substrate"
 		at(c, "substrate", "libvirt")["bootImage"] = bootImage
-		return raw(t, c)
+		file := obj{}
+		for k, v := range c {
+			file["milner:"+k] = v
+		}
+		b, err := yaml.Marshal(obj{"config": file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old, err := os.ReadFile(stackFile); err == nil {
+			if line, _, _ := strings.Cut(string(old), "\n"); strings.HasPrefix(line, "encryptionsalt: ") {
+				b = append([]byte(line+"\n"), b...)
+			}
+		}
+		if err := os.WriteFile(stackFile, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
+	substrate(nil)
 	st, err := engine.Open(ctx, engine.Options{
-		Stack: "catalog", Repo: repo, StateDir: filepath.Join(dir, "state"), ConfigFile: stackFile,
-		Overrides: substrate(nil), Passphrase: "milner-bench", Progress: io.Discard,
+		Stack: "catalog", Dir: dir, Tools: filepath.Join(repo, ".tools", "bin"),
+		Backend: "file://" + filepath.Join(dir, "state"), Passphrase: "milner-bench", Progress: io.Discard,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		// The disks are protected: unprotect, then destroy everything.
-		_ = st.SetConfig(ctx, substrate(nil))
+		substrate(nil)
 		if err := st.UnprotectAll(ctx); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
@@ -62,9 +86,7 @@ func TestCatalogEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCatalog(t, "", func(t *testing.T, ch change) []step {
-		if err := st.SetConfig(ctx, substrate(ch.edit)); err != nil {
-			t.Fatal(err)
-		}
+		substrate(ch.edit)
 		r, err := st.Preview(ctx, false)
 		if err != nil {
 			// A change that deletes protected disks is refused by the
@@ -90,7 +112,7 @@ func engineSteps(r *engine.Result) []step {
 		if op == "create-replacement" || op == "delete-replaced" {
 			op = "replace"
 		}
-		st := step{op, s.Name()}
+		st := step{string(op), s.Name()}
 		if !seen[st] {
 			seen[st] = true
 			out = append(out, st)

@@ -23,29 +23,70 @@ const passphrase = "milner-bench"
 // stopped is the -stopped flag of the engine verbs.
 var stopped bool
 
+// benchOptions are the engine options and the bench's own paths.
+type benchOptions struct {
+	engine.Options
+	repo, config, state string
+}
+
 // engineFlags declares the flags of the engine verbs.
-func engineFlags(fs *flag.FlagSet) *engine.Options {
-	o := &engine.Options{Passphrase: passphrase}
+func engineFlags(fs *flag.FlagSet) *benchOptions {
+	o := &benchOptions{Options: engine.Options{Passphrase: passphrase}}
 	fs.BoolVar(&stopped, "stopped", false, "define the domains without starting them (see stoppedProgram)")
-	fs.StringVar(&o.Repo, "repo", ".", "repository root (holds .tools/bin)")
+	fs.StringVar(&o.repo, "repo", ".", "repository root (holds Pulumi.yaml and .tools/bin)")
 	fs.StringVar(&o.Stack, "stack", "", "stack name (required)")
-	fs.StringVar(&o.ConfigFile, "config", "", "stack file (required)")
-	fs.StringVar(&o.StateDir, "state", "", "file backend directory (required)")
+	fs.StringVar(&o.config, "config", "", "stack file (required)")
+	fs.StringVar(&o.state, "state", "", "file backend directory (required)")
 	return o
 }
 
-// open parses the flags and opens the stack.
-func open(fs *flag.FlagSet, o *engine.Options, args []string) (*engine.Stack, error) {
+// open parses the flags, makes <state>/project the stack's project (the
+// repo's Pulumi.yaml, -config as Pulumi.<stack>.yaml, its passphrase salt
+// kept) and opens the stack there, as milner does a repo's.
+func open(fs *flag.FlagSet, o *benchOptions, args []string) (*engine.Stack, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if o.Stack == "" || o.ConfigFile == "" || o.StateDir == "" {
+	if o.Stack == "" || o.config == "" || o.state == "" {
 		return nil, fmt.Errorf("-stack, -config and -state are required")
 	}
 	if stopped {
 		o.Program = stoppedProgram
 	}
-	return engine.Open(context.Background(), *o)
+	var err error
+	if o.Dir, err = project(o.repo, o.state, o.Stack, o.config); err != nil {
+		return nil, err
+	}
+	o.Tools = filepath.Join(o.repo, ".tools", "bin")
+	o.Backend = "file://" + o.state
+	return engine.Open(context.Background(), o.Options)
+}
+
+// project writes the bench stack's project directory and returns it.
+func project(repo, state, stack, config string) (string, error) {
+	dir := filepath.Join(state, "project")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	proj, err := os.ReadFile(filepath.Join(repo, "Pulumi.yaml"))
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), proj, 0o600); err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, "Pulumi."+stack+".yaml")
+	cfg, err := os.ReadFile(config)
+	if err != nil {
+		return "", err
+	}
+	// The salt the engine wrote on the stack's first use stays.
+	if old, err := os.ReadFile(file); err == nil {
+		if line, _, ok := strings.Cut(string(old), "\n"); ok && strings.HasPrefix(line, "encryptionsalt: ") {
+			cfg = append([]byte(line+"\n"), cfg...)
+		}
+	}
+	return dir, os.WriteFile(file, cfg, 0o600)
 }
 
 // runOpen creates or selects the stack and sets its config; no operation.
@@ -90,11 +131,11 @@ func runReset(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	work := filepath.Join(o.StateDir, "work")
+	work := filepath.Join(o.state, "project")
 	if _, err := os.Stat(filepath.Join(work, "Pulumi.yaml")); err == nil {
-		cmd := exec.Command(filepath.Join(o.Repo, ".tools", "bin", "pulumi"), "stack", "rm", "--force", "--yes", "--stack", o.Stack)
+		cmd := exec.Command(filepath.Join(o.repo, ".tools", "bin", "pulumi"), "stack", "rm", "--force", "--yes", "--stack", o.Stack)
 		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL=file://"+o.StateDir,
+		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL=file://"+o.state,
 			"PULUMI_CONFIG_PASSPHRASE="+passphrase, "PULUMI_SKIP_UPDATE_CHECK=true")
 		if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "no stack named") {
 			return fmt.Errorf("stack rm: %w: %s", err, out)
@@ -136,4 +177,61 @@ func stoppedProgram(ctx *pulumi.Context) error {
 		return err
 	}
 	return stacks.Program(ctx)
+}
+
+// runFlip is `milnerbench flip -stack S -state D -config A -other B`: P5's
+// prepare step. It writes whichever of the stack files A and B the
+// project's Pulumi.<S>.yaml is not now, so every timed `milner up` ships
+// one memory change (node 2's), as Terraform's side does with flipTF.
+func runFlip(args []string) error {
+	fs := flag.NewFlagSet("flip", flag.ContinueOnError)
+	o := engineFlags(fs)
+	other := fs.String("other", "", "the other stack file (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cur, err := os.ReadFile(filepath.Join(o.state, "project", "Pulumi."+o.Stack+".yaml"))
+	if err != nil {
+		return err
+	}
+	a, err := os.ReadFile(o.config)
+	if err != nil {
+		return err
+	}
+	next := o.config
+	if strings.HasSuffix(string(cur), string(a)) {
+		next = *other
+	}
+	_, err = project(o.repo, o.state, o.Stack, next)
+	return err
+}
+
+// runFlipTF is `milnerbench flip-tf -dir DIR`: Terraform's side of P5. It
+// swaps terraform.tfvars.json between the base variables and p4's.
+func runFlipTF(args []string) error {
+	fs := flag.NewFlagSet("flip-tf", flag.ContinueOnError)
+	dir := fs.String("dir", "", "the Terraform directory (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	vars, base, p4 := filepath.Join(*dir, "terraform.tfvars.json"), filepath.Join(*dir, "base.tfvars.json"), filepath.Join(*dir, "p4.tfvars.json")
+	cur, err := os.ReadFile(vars)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(base); err != nil {
+		if err := os.WriteFile(base, cur, 0o644); err != nil {
+			return err
+		}
+	}
+	want, err := os.ReadFile(p4)
+	if err != nil {
+		return err
+	}
+	if string(cur) == string(want) {
+		if want, err = os.ReadFile(base); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(vars, want, 0o644)
 }

@@ -19,11 +19,13 @@ var verbs = map[string]func(args []string) error{
 	"up":      runUp,
 	"reset":   runReset,
 	"compare": runCompare,
+	"flip":    runFlip,
+	"flip-tf": runFlipTF,
 }
 
 func main() {
 	if len(os.Args) < 2 || verbs[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: milnerbench gen|open|preview|up|reset|compare [flags]")
+		fmt.Fprintln(os.Stderr, "usage: milnerbench gen|open|preview|up|reset|compare|flip|flip-tf [flags]")
 		os.Exit(2)
 	}
 	if err := verbs[os.Args[1]](os.Args[2:]); err != nil {

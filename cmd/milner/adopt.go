@@ -1,83 +1,83 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/stackfile"
 )
 
-func init() {
-	register("adopt", "record an existing VM's id for a node (imported by the next up) and show the adoption plans no replace", runAdopt)
-}
-
-// runAdopt is `milner adopt --stack <name> --node <node> --id <uuid|vmid>`:
-// the one thin adoption helper the seeds allow. It records the id in the
-// stack file (the program turns it into the Import option), previews, and
-// keeps the record only if the preview replaces and deletes nothing.
-func runAdopt(args []string) error {
-	fs := flag.NewFlagSet("adopt", flag.ContinueOnError)
-	eo := engineFlags(fs)
-	node := fs.String("node", "", "the node whose VM already exists (required)")
-	id := fs.String("id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox <node>/<vmid> (required)")
-	if err := parseFlags(fs, args, "stack", "node", "id"); err != nil {
-		return err
+func adoptCmd() *cobra.Command {
+	f := &stackFlags{}
+	var node, id string
+	cmd := &cobra.Command{
+		Use:   "adopt",
+		Short: "Record an existing VM's id for a node (imported by the next up) and show that the adoption replaces nothing",
+		Long: `adopt is the one thin adoption helper the seeds allow. It records the VM's
+id as the node's adoptId in Pulumi.<stack>.yaml (the program turns it into
+the import option), previews, and keeps the record only if the preview
+replaces and deletes nothing. The next 'milner up' imports the VM.`,
+		Example: `  milner adopt --stack dev --node cp-2 --id "$(virsh domuuid milner-dev-cp-2)"
+  milner adopt --stack prod --node cp-1 --id pve-1/301`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop, st, err := f.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			file := st.File()
+			before, err := stackfile.SetNodeField(file, node, "adoptId", id)
+			if err != nil {
+				return err
+			}
+			// Anything but a clean adoption restores the stack file as it was.
+			restore := func(cause error) error {
+				if werr := os.WriteFile(file, before, 0o644); werr != nil {
+					return errors.Join(cause, fmt.Errorf("restore %s: %w", file, werr))
+				}
+				return cause
+			}
+			res, err := st.Preview(ctx, false)
+			if err != nil {
+				return restore(err)
+			}
+			cfg, err := st.Config()
+			if err != nil {
+				return restore(err)
+			}
+			gate.NewReport(res.Steps, clusterName(cfg)).Write(os.Stdout)
+			var bad []string
+			imported := false
+			for _, s := range res.Steps {
+				switch s.Op {
+				case apitype.OpImport:
+					imported = true
+				case apitype.OpReplace, apitype.OpCreateReplacement, apitype.OpDeleteReplaced, apitype.OpDelete, apitype.OpImportReplacement:
+					bad = append(bad, fmt.Sprintf("%s %s", s.Op, s.URN))
+				}
+			}
+			switch {
+			case len(bad) > 0:
+				return restore(refused("adopting node %q with id %s would plan %v; the VM's shape differs from the node's config (fix the config or the VM, then adopt again); %s is unchanged", node, id, bad, file))
+			case !imported:
+				fmt.Printf("milner adopt: node %q is already in the state of stack %q; recorded id %s in %s (no import needed)\n", node, st.Name(), id, file)
+			default:
+				fmt.Printf("milner adopt: node %q will be imported (id %s) by the next `milner up --stack %s`; the preview plans no replace and no delete. Recorded in %s: commit it.\n", node, id, st.Name(), file)
+			}
+			return nil
+		},
 	}
-	file := filepath.Join(eo.Repo, "Pulumi."+eo.Stack+".yaml")
-	before, err := stackfile.SetNodeField(file, *node, "adoptId", *id)
-	if err != nil {
-		return err
-	}
-	// Anything but a clean adoption restores the stack file as it was.
-	restore := func(cause error) error {
-		if werr := os.WriteFile(file, before, 0o644); werr != nil {
-			return errors.Join(cause, fmt.Errorf("restore %s: %w", file, werr))
-		}
-		return cause
-	}
-
-	ctx, stop, st, err := openStack(eo)
-	if err != nil {
-		return restore(err)
-	}
-	defer stop()
-	res, err := st.Preview(ctx, false)
-	if err != nil {
-		return restore(err)
-	}
-	report := gate.NewReport(gate.StepsFromEvents(res.Events), clusterName(st.Config()))
-	report.Write(os.Stdout)
-	var bad []string
-	imported := false
-	for _, s := range res.Steps {
-		switch s.Op {
-		case "import":
-			imported = true
-		case "replace", "create-replacement", "delete-replaced", "delete", "import-replacement":
-			bad = append(bad, fmt.Sprintf("%s %s", s.Op, s.URN))
-		}
-	}
-	switch {
-	case len(bad) > 0:
-		return restore(fmt.Errorf("refused: adopting node %q with id %s would plan %v; the VM's shape differs from the node's config (fix the config or the VM, then adopt again); %s is unchanged", *node, *id, bad, file))
-	case !imported:
-		fmt.Printf("milner adopt: node %q is already in the state of stack %q; recorded id %s in %s (no import needed)\n", *node, eo.Stack, *id, file)
-	default:
-		fmt.Printf("milner adopt: node %q will be imported (id %s) by the next `milner up --stack %s`; the preview plans no replace and no delete. Recorded in %s: commit it.\n", *node, *id, eo.Stack, file)
-	}
-	return nil
-}
-
-// clusterName reads milner:cluster.name from a stack's raw config ("" if absent).
-func clusterName(cfg map[string]string) string {
-	var c struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal([]byte(cfg["milner:cluster"]), &c)
-	return c.Name
+	f.addStack(cmd)
+	cmd.Flags().StringVar(&node, "node", "", "the node whose VM already exists (required)")
+	cmd.Flags().StringVar(&id, "id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox <pve-node>/<vmid> (required)")
+	_ = cmd.MarkFlagRequired("node")
+	_ = cmd.MarkFlagRequired("id")
+	_ = cmd.RegisterFlagCompletionFunc("node", completeNodes)
+	return cmd
 }

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
@@ -16,24 +15,106 @@ import (
 	"github.com/milner/milner/stacks"
 )
 
-// nodeVMTypes are the type tokens of node VMs; --replace targets one of them.
-var nodeVMTypes = map[string]bool{gate.TypeLibvirtDomain: true, gate.TypeProxmoxVM: true}
+// gatedFlags are the flags of preview and up.
+type gatedFlags struct {
+	stackFlags
+	replace         []string
+	refresh         bool
+	expectNoChanges bool
+}
+
+func (f *gatedFlags) add(cmd *cobra.Command) {
+	f.addStack(cmd)
+	f.addJSON(cmd)
+	cmd.Flags().StringArrayVar(&f.replace, "replace", nil, "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
+	_ = cmd.RegisterFlagCompletionFunc("replace", completeNodes)
+	cmd.Flags().BoolVar(&f.expectNoChanges, "expect-no-changes", false, "exit 4 if the stack has any change (a CI drift check); up then applies nothing")
+}
+
+// gated is the outcome of a gated preview, as --json prints it.
+type gated struct {
+	Stack    string         `json:"stack"`
+	Backend  string         `json:"backend"`
+	Report   gate.Report    `json:"report"`
+	Refusals []gate.Refusal `json:"refusals"`
+	Applied  bool           `json:"applied"`
+}
+
+// previewGated is what preview and up share: the guard, a preview with a
+// plan, the layer report and the refusals. It prints the report (or keeps
+// it for --json) and returns the outcome and the plan.
+func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.Writer) (*gated, *engine.Plan, error) {
+	cfg, err := st.Config()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := guardSubstrate(ctx, st, cfg); err != nil {
+		return nil, nil, err
+	}
+	cluster := clusterName(cfg)
+	opts := engine.PlanOptions{Refresh: f.refresh}
+	if len(f.replace) > 0 {
+		resources, err := st.Resources(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if opts.Replace, err = replaceTargets(resources, cluster, f.replace); err != nil {
+			return nil, nil, err
+		}
+	}
+	res, plan, err := st.PreviewPlan(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cluster)}
+	g.Refusals = gate.Check(g.Report, f.replace)
+	bundle, err := secretsBundleRefusals(st, cfg, res.Steps)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.Refusals = append(g.Refusals, bundle...)
+	if err := verifyBootImage(cfg, g.Report); err != nil {
+		return nil, nil, err
+	}
+	if !f.json {
+		g.Report.Write(out)
+		if len(g.Refusals) > 0 {
+			fmt.Fprintf(out, "\nrefused by the layer rules (%d):\n", len(g.Refusals))
+			for _, r := range g.Refusals {
+				fmt.Fprintf(out, "  - %s\n", r)
+			}
+		}
+	}
+	return g, plan, nil
+}
+
+// verdict turns a gated outcome into the command's error: refusals first,
+// then pending changes under --expect-no-changes.
+func (g *gated) verdict(f *gatedFlags) error {
+	switch {
+	case len(g.Refusals) > 0:
+		return refused("the preview breaks %d layer rules; nothing was applied", len(g.Refusals))
+	case f.expectNoChanges && !g.Report.Empty():
+		return fmt.Errorf("stack %q: %w (--expect-no-changes)", g.Stack, errPending)
+	}
+	return nil
+}
 
 // replaceTargets maps the nodes named with --replace to the URNs of their
-// VMs in state ("<cluster>-<node>"). A node that is not in state is an error:
-// there is nothing to replace.
+// VMs in state ("<cluster>-<node>"). A node that is not in state is a
+// refusal: there is nothing to replace.
 func replaceTargets(resources []engine.Resource, cluster string, nodes []string) ([]string, error) {
 	var urns []string
 	for _, n := range nodes {
 		want := cluster + "-" + n
 		found := ""
 		for _, r := range resources {
-			if nodeVMTypes[r.Type] && r.URN[strings.LastIndex(r.URN, "::")+2:] == want {
-				found = r.URN
+			if gate.IsNodeVM(r.Type) && r.Name() == want {
+				found = string(r.URN)
 			}
 		}
 		if found == "" {
-			return nil, fmt.Errorf("refused: --replace %s: the state has no VM %q for that node; name a node of this stack (see docs/stacks.md)", n, want)
+			return nil, refused("--replace %s: the state has no VM %q for that node; name a node of this stack (see docs/stacks.md)", n, want)
 		}
 		urns = append(urns, found)
 	}
@@ -43,8 +124,7 @@ func replaceTargets(resources []engine.Resource, cluster string, nodes []string)
 // guardSubstrate refuses an up that would recreate or duplicate live
 // libvirt objects: empty state while the machines live, or orphans. It reads
 // the libvirt host named by the stack's config.
-func guardSubstrate(ctx context.Context, st *engine.Stack) error {
-	cfg := st.Config()
+func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string) error {
 	var sub stacks.SubstrateConfig
 	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
 		// The Proxmox inventory needs its API; not checked here.
@@ -64,7 +144,7 @@ func guardSubstrate(ctx context.Context, st *engine.Stack) error {
 	}
 	inState := map[string]bool{}
 	for _, r := range resources {
-		inState[r.Type+"::"+r.URN[strings.LastIndex(r.URN, "::")+2:]] = true
+		inState[r.Type+"::"+r.Name()] = true
 	}
 	live, err := guard.ListLibvirt(uri)
 	if err != nil {
@@ -74,16 +154,9 @@ func guardSubstrate(ctx context.Context, st *engine.Stack) error {
 	if len(findings) == 0 {
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "milner: refused before touching anything (%d problems):\n", len(findings))
+	fmt.Fprintf(os.Stderr, "milner: live substrate objects are not in the stack's state (%d problems):\n", len(findings))
 	for _, f := range findings {
 		fmt.Fprintf(os.Stderr, "  - %s\n", f)
 	}
-	return errors.New("refused: live substrate objects are not in the stack's state; adopt them or restore the state (see above)")
-}
-
-// confirm asks for a typed "yes" on in; anything else declines.
-func confirm(in io.Reader, out io.Writer, stack string) bool {
-	_, _ = fmt.Fprintf(out, "Apply exactly this delta to stack %q? Type yes: ", stack)
-	line, _ := bufio.NewReader(in).ReadString('\n')
-	return strings.TrimSpace(line) == "yes"
+	return refused("live substrate objects are not in the stack's state; adopt them or restore the state (see above); nothing was changed")
 }

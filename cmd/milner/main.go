@@ -1,72 +1,104 @@
-// Command milner runs the Milner program through the Pulumi Automation API
-// and turns the seeds' shipping rules into commands that cannot be skipped
-// by accident. Every subcommand takes --stack and exits non-zero on refusal.
+// Command milner runs the Milner program on the Pulumi engine and turns the
+// seeds' shipping rules into commands that cannot be skipped by accident:
+// a gated up, node replacement, adoption, a confirmed full teardown, and
+// the client configs, status and docs of a stack. It works on the same
+// project, stack files, backend and passphrase as the user's `pulumi`.
+//
+// Exit codes: 0 ok; 1 error; 2 usage; 3 refused by a rule (nothing was
+// changed); 4 changes pending (preview/up --expect-no-changes).
 package main
 
 import (
-	"flag"
+	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
-// subcommand is one `milner <name>` verb.
-type subcommand struct {
-	summary string
-	run     func(args []string) error
-}
+// The exit codes, documented in the CLI reference.
+const (
+	exitOK      = 0
+	exitError   = 1
+	exitUsage   = 2
+	exitRefused = 3
+	exitPending = 4
+)
 
-var subcommands = map[string]subcommand{}
+// refusal is an error that a rule refused the operation before anything
+// was changed (exit code 3).
+type refusal struct{ msg string }
 
-// register adds a subcommand; each verb's file registers itself in init.
-func register(name, summary string, run func(args []string) error) {
-	subcommands[name] = subcommand{summary: summary, run: run}
-}
+func (r *refusal) Error() string { return "refused: " + r.msg }
 
-// parseFlags parses a verb's flags and refuses, naming them, the required
-// flags that were not given.
-func parseFlags(fs *flag.FlagSet, args []string, required ...string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+// refused returns a refusal with a formatted message.
+func refused(format string, a ...any) error { return &refusal{msg: fmt.Sprintf(format, a...)} }
+
+// errPending is returned by --expect-no-changes when the stack has changes.
+var errPending = errors.New("changes pending")
+
+// usageError marks a command-line mistake (exit code 2).
+type usageError struct{ error }
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+// run runs the milner command line and returns its exit code.
+func run(args []string) int {
+	root := newRoot()
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
 	}
-	var missing []string
-	for _, name := range required {
-		if fs.Lookup(name).Value.String() == "" {
-			missing = append(missing, "--"+name)
+	fmt.Fprintf(os.Stderr, "milner: %v\n", err)
+	var r *refusal
+	var u usageError
+	switch {
+	case errors.As(err, &r):
+		return exitRefused
+	case errors.Is(err, errPending):
+		return exitPending
+	case errors.As(err, &u), isCobraUsage(err):
+		return exitUsage
+	default:
+		return exitError
+	}
+}
+
+// isCobraUsage reports cobra's own command-line errors, which it returns
+// as plain errors: an unknown verb, a missing required flag, bad arguments.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "required flag", "accepts ", "unknown flag", "unknown shorthand"} {
+		if strings.HasPrefix(msg, p) {
+			return true
 		}
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("missing required %s", strings.Join(missing, ", "))
-	}
-	return nil
+	return false
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: milner <command> --stack <name> [flags]\n\ncommands:")
-	names := make([]string, 0, len(subcommands))
-	for n := range subcommands {
-		names = append(names, n)
+// newRoot builds the command tree.
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "milner",
+		Short: "Ship a Talos Kubernetes cluster as exactly its declared delta",
+		Long: `milner drives the Milner Pulumi program (machines, Talos machine config,
+Helm apps) on the same project, stacks, backend and passphrase as pulumi:
+PULUMI_BACKEND_URL or 'pulumi login', PULUMI_CONFIG_PASSPHRASE(_FILE).
+Every change is previewed, checked against the layer rules, and applied
+exactly as previewed. Exit codes: 0 ok, 1 error, 2 usage, 3 refused by a
+rule (nothing changed), 4 changes pending (--expect-no-changes).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, subcommands[n].summary)
-	}
-}
-
-func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	cmd, ok := subcommands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "milner: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	if err := cmd.run(os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "milner %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().String("dir", ".", "project directory (Pulumi.yaml, Pulumi.<stack>.yaml, .tools/bin)")
+	root.AddCommand(
+		previewCmd(), upCmd(), refreshCmd(), outputCmd(), statusCmd(),
+		clientCmd(kubeconfig), clientCmd(talosconfig),
+		adoptCmd(), teardownCmd(), checkCmd(), docsCmd(), versionCmd(),
+		secretsCmd(),
+	)
+	return root
 }

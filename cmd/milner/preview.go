@@ -1,52 +1,44 @@
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
 	"os"
-	"os/signal"
 
-	"github.com/milner/milner/internal/engine"
+	"github.com/spf13/cobra"
 )
 
-func init() {
-	register("preview", "show what `up` would change (Pulumi engine, local file backend)", runPreview)
-}
-
-// runPreview is `milner preview --stack <name> [--refresh]`.
-func runPreview(args []string) error {
-	fs := flag.NewFlagSet("preview", flag.ContinueOnError)
-	eo := engineFlags(fs)
-	refresh := fs.Bool("refresh", false, "read every resource back from its provider first")
-	if err := parseFlags(fs, args, "stack"); err != nil {
-		return err
+func previewCmd() *cobra.Command {
+	f := &gatedFlags{}
+	cmd := &cobra.Command{
+		Use:   "preview",
+		Short: "Show the delta `up` would apply, by layer, and what the layer rules refuse",
+		Long: `preview runs the program on the engine without changing anything and prints
+the delta grouped by layer (persistent substrate, node VMs, Talos, apps),
+the nodes whose Talos change may stage a reboot, and every layer rule the
+delta breaks: exactly what 'milner up' would print before asking.`,
+		Example: `  milner preview --stack dev
+  milner preview --stack dev --replace cp-2        # what replacing cp-2's VM would do
+  milner preview --stack prod --expect-no-changes  # CI drift check: exit 4 on any change
+  milner preview --stack dev --json | jq .report`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop, st, err := f.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			g, _, err := previewGated(ctx, f, st, os.Stdout)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				if err := writeJSON(os.Stdout, g); err != nil {
+					return err
+				}
+			}
+			return g.verdict(f)
+		},
 	}
-	ctx, stop, st, err := openStack(eo)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	_, err = st.Preview(ctx, *refresh)
-	return err
-}
-
-// openStack opens the stack of eo under a context that an interrupt
-// cancels; the caller defers stop.
-func openStack(eo *engine.Options) (ctx context.Context, stop context.CancelFunc, st *engine.Stack, err error) {
-	ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt)
-	if st, err = engine.Open(ctx, *eo); err != nil {
-		stop()
-	}
-	return ctx, stop, st, err
-}
-
-// engineFlags declares the flags every engine verb shares and returns the
-// options they fill.
-func engineFlags(fs *flag.FlagSet) *engine.Options {
-	o := &engine.Options{}
-	fs.StringVar(&o.Stack, "stack", "", "stack name; its config is Pulumi.<stack>.yaml in the repo (required)")
-	fs.StringVar(&o.Repo, "repo", ".", "repository root (holds .tools/bin and the stack files)")
-	fs.StringVar(&o.StateDir, "state", "", fmt.Sprintf("file backend directory (default <repo>/%s); passphrase from $%s", engine.DefaultStateDir, engine.PassphraseEnv))
-	return o
+	f.add(cmd)
+	cmd.Flags().BoolVar(&f.refresh, "refresh", false, "read every resource back from its provider first")
+	return cmd
 }

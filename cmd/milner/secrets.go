@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+
+	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
@@ -17,116 +18,154 @@ import (
 	"github.com/milner/milner/stacks"
 )
 
-func init() {
-	register("secrets", "export the cluster's Talos secrets bundle, age-encrypted (export), or import it back after state loss (import)", runSecrets)
+// secretsCmd is `milner secrets export|import`: the cluster's Talos secrets
+// bundle (every CA key) kept outside state, age-encrypted.
+func secretsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "secrets",
+		Short: "Export the cluster's Talos secrets bundle age-encrypted, or import it back after state loss",
+	}
+	cmd.AddCommand(secretsExportCmd(), secretsImportCmd())
+	return cmd
 }
 
-// runSecrets is `milner secrets export --stack <s> --out <file> --recipient <age1...>...`
-// and `milner secrets import --stack <s> --in <file> --identity <key file>`.
-func runSecrets(args []string) error {
-	if len(args) == 0 || (args[0] != "export" && args[0] != "import") {
-		return errors.New("usage: milner secrets export|import --stack <name> [flags]")
+func secretsExportCmd() *cobra.Command {
+	f := &stackFlags{}
+	var out string
+	var recipients []string
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Write the secrets bundle from state to an age-encrypted file (0600)",
+		Example: `  age-keygen -o ~/milner-dev.key
+  milner secrets export --stack dev --out milner-dev-secrets.age --recipient age1...`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop, st, err := f.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			_, outs, err := st.OutputsInClear(ctx, gate.TypeTalosSecrets)
+			if err != nil {
+				return err
+			}
+			ms, ok := outs["machineSecrets"].(map[string]any)
+			if !ok {
+				return fmt.Errorf("stack %q: the secrets bundle has no machineSecrets output", st.Name())
+			}
+			b, err := secretsbundle.FromState(ms)
+			if err != nil {
+				return err
+			}
+			plain, err := secretsbundle.Marshal(b)
+			if err != nil {
+				return err
+			}
+			sealed, err := secretsbundle.Encrypt(plain, recipients)
+			if err != nil {
+				return err
+			}
+			if err := engine.WritePrivateFile(out, sealed); err != nil {
+				return err
+			}
+			fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", st.Name(), len(recipients), out)
+			return nil
+		},
 	}
-	fs := flag.NewFlagSet("secrets "+args[0], flag.ContinueOnError)
-	eo := engineFlags(fs)
-	if args[0] == "export" {
-		out := fs.String("out", "", "the encrypted bundle file to write (required; never commit it)")
-		var recipients stringList
-		fs.Var(&recipients, "recipient", "an age public key (age1..., from age-keygen) that may decrypt the bundle (repeatable, at least one)")
-		if err := parseFlags(fs, args[1:], "stack", "out", "recipient"); err != nil {
-			return err
-		}
-		return exportSecrets(eo, *out, recipients)
-	}
-	in := fs.String("in", "", "the encrypted bundle file `milner secrets export` wrote (required)")
-	identity := fs.String("identity", "", "the age key file (AGE-SECRET-KEY-1...) of one of the bundle's recipients (required)")
-	if err := parseFlags(fs, args[1:], "stack", "in", "identity"); err != nil {
-		return err
-	}
-	return importSecrets(eo, *in, *identity)
+	f.addStack(cmd)
+	cmd.Flags().StringVar(&out, "out", "", "the encrypted bundle file to write (required; never commit it)")
+	cmd.Flags().StringArrayVar(&recipients, "recipient", nil, "an age public key (age1..., from age-keygen) that may decrypt it (repeatable, at least one)")
+	_ = cmd.MarkFlagRequired("out")
+	_ = cmd.MarkFlagRequired("recipient")
+	return cmd
 }
 
-// exportSecrets reads the secrets bundle from state (in memory only) and
-// writes it age-encrypted, 0600.
-func exportSecrets(eo *engine.Options, out string, recipients []string) error {
-	ctx, stop, st, err := openStack(eo)
-	if err != nil {
-		return err
+func secretsImportCmd() *cobra.Command {
+	f := &stackFlags{}
+	var in, identity string
+	cmd := &cobra.Command{
+		Use:   "import",
+		Short: "Import an exported secrets bundle as the program's secrets resource (recovery from lost state)",
+		Long: `import decrypts the bundle into a private temporary file, checks it, and
+imports it as <cluster>-secrets (protected) with the pinned Pulumi CLI's
+'pulumi import', in the project directory and the user's backend and
+passphrase; the clear file is removed whatever happens. Run it before
+adopting the nodes; README "Recover from lost state".`,
+		Example: `  milner secrets import --stack dev --in milner-dev-secrets.age --identity ~/milner-dev.key`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sealed, err := os.ReadFile(in)
+			if err != nil {
+				return err
+			}
+			key, err := os.ReadFile(identity)
+			if err != nil {
+				return err
+			}
+			plain, err := secretsbundle.Decrypt(sealed, bytes.NewReader(key))
+			if err != nil {
+				return fmt.Errorf("%s: %w", in, err)
+			}
+			if _, err := secretsbundle.Parse(plain); err != nil {
+				return fmt.Errorf("%s: %w", in, err)
+			}
+			ctx, stop, st, err := f.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			cfg, err := st.Config()
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "milner-secrets-")
+			if err != nil {
+				return err
+			}
+			defer func() { _ = os.RemoveAll(dir) }()
+			file := filepath.Join(dir, "secrets.yaml")
+			if err := engine.WritePrivateFile(file, plain); err != nil {
+				return err
+			}
+			name := clusterName(cfg) + "-secrets"
+			if err := pulumiImport(ctx, st, gate.TypeTalosSecrets, name, file); err != nil {
+				return err
+			}
+			fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", st.Name(), name, st.Name())
+			return nil
+		},
 	}
-	defer stop()
-	_, outs, err := st.OutputsInClear(ctx, gate.TypeTalosSecrets)
-	if err != nil {
-		return err
-	}
-	ms, ok := outs["machineSecrets"].(map[string]any)
-	if !ok {
-		return fmt.Errorf("stack %q: the secrets bundle has no machineSecrets output", eo.Stack)
-	}
-	b, err := secretsbundle.FromState(ms)
-	if err != nil {
-		return err
-	}
-	plain, err := secretsbundle.Marshal(b)
-	if err != nil {
-		return err
-	}
-	sealed, err := secretsbundle.Encrypt(plain, recipients)
-	if err != nil {
-		return err
-	}
-	if err := engine.WritePrivateFile(out, sealed); err != nil {
-		return err
-	}
-	fmt.Printf("milner secrets: wrote the secrets bundle of stack %q (cluster %s), age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", eo.Stack, b.Cluster.ID, len(recipients), out)
-	return nil
+	f.addStack(cmd)
+	cmd.Flags().StringVar(&in, "in", "", "the encrypted bundle `milner secrets export` wrote (required)")
+	cmd.Flags().StringVar(&identity, "identity", "", "the age key file (AGE-SECRET-KEY-1...) of one of its recipients (required)")
+	_ = cmd.MarkFlagRequired("in")
+	_ = cmd.MarkFlagRequired("identity")
+	return cmd
 }
 
-// importSecrets decrypts the bundle into a private temporary file, checks
-// it, and imports it as the program's secrets resource; the clear file is
-// removed whatever happens.
-func importSecrets(eo *engine.Options, in, identity string) error {
-	sealed, err := os.ReadFile(in)
+// pulumiImport runs the pinned CLI's `pulumi import` in the project
+// directory, against the stack's backend, with the user's passphrase
+// environment: the one workflow's conventions. For the Talos secrets bundle
+// the id is the bundle file's path (terraform-provider-talos ImportState).
+func pulumiImport(ctx context.Context, st *engine.Stack, typ, name, id string) error {
+	bin, err := st.ToolPath("pulumi")
 	if err != nil {
 		return err
 	}
-	key, err := os.ReadFile(identity)
-	if err != nil {
-		return err
+	c := exec.CommandContext(ctx, bin, "import", typ, name, id, "--yes", "--protect", "--generate-code=false", "--stack", st.Name())
+	c.Dir = st.Dir()
+	c.Env = append(os.Environ(), engine.BackendEnv+"="+st.Backend())
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("stack %q: pulumi import %s %s: %w", st.Name(), typ, name, err)
 	}
-	plain, err := secretsbundle.Decrypt(sealed, bytes.NewReader(key))
-	if err != nil {
-		return fmt.Errorf("%s: %w", in, err)
-	}
-	if _, err := secretsbundle.Parse(plain); err != nil {
-		return fmt.Errorf("%s: %w", in, err)
-	}
-	dir, err := os.MkdirTemp("", "milner-secrets-")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	file := filepath.Join(dir, "secrets.yaml")
-	if err := engine.WritePrivateFile(file, plain); err != nil {
-		return err
-	}
-
-	ctx, stop, st, err := openStack(eo)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	name := clusterName(st.Config()) + "-secrets"
-	if err := st.Import(ctx, gate.TypeTalosSecrets, name, file); err != nil {
-		return err
-	}
-	fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", eo.Stack, name, eo.Stack)
 	return nil
 }
 
 // secretsBundleRefusals applies gate.CheckSecretsBundle. It lists the host's
 // live node VMs only when the preview creates a bundle at all, so a normal
-// up pays nothing for it.
-func secretsBundleRefusals(ctx context.Context, st *engine.Stack, steps []gate.Step) ([]gate.Refusal, error) {
+// preview pays nothing for it.
+func secretsBundleRefusals(st *engine.Stack, cfg map[string]string, steps []gate.Step) ([]gate.Refusal, error) {
 	creates := false
 	for _, s := range steps {
 		creates = creates || (s.Type == gate.TypeTalosSecrets && s.Op == "create")
@@ -134,7 +173,7 @@ func secretsBundleRefusals(ctx context.Context, st *engine.Stack, steps []gate.S
 	if !creates {
 		return nil, nil
 	}
-	live, err := liveNodeVMs(st)
+	live, err := liveNodeVMs(st.Name(), cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -144,8 +183,7 @@ func secretsBundleRefusals(ctx context.Context, st *engine.Stack, steps []gate.S
 // liveNodeVMs lists the libvirt domains named like the stack's node VMs.
 // The Proxmox inventory needs its API; there the rule sees state and
 // imports only.
-func liveNodeVMs(st *engine.Stack) ([]string, error) {
-	cfg := st.Config()
+func liveNodeVMs(stack string, cfg map[string]string) ([]string, error) {
 	var sub stacks.SubstrateConfig
 	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
 		return nil, nil
@@ -154,7 +192,7 @@ func liveNodeVMs(st *engine.Stack) ([]string, error) {
 	if sub.Libvirt != nil && sub.Libvirt.URI != "" {
 		uri = sub.Libvirt.URI
 	}
-	declared, err := guard.DeclaredLibvirt(st.Name(), cfg)
+	declared, err := guard.DeclaredLibvirt(stack, cfg)
 	if err != nil {
 		return nil, err
 	}

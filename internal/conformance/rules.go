@@ -43,7 +43,7 @@ var Rules = []Rule{
 // bootMediaTypes may be retained on delete instead of protected: one image
 // per Talos version, so a version bump drops the old one from the program
 // (Protect would fail that update; RetainOnDelete keeps the file).
-var bootMediaTypes = []string{"proxmoxve:Download/file:File", "proxmoxve:Storage/file:File"}
+var bootMediaTypes = []string{gate.TypeProxmoxImage, gate.TypeProxmoxFile}
 
 func layer(r mockrun.Registration) gate.Layer { return gate.LayerOf(r.Type, r.Name) }
 

@@ -32,10 +32,16 @@ const (
 // Layers lists every layer in report order.
 var Layers = []Layer{Persistent, Disposable, Talos, Apps, Other}
 
-// Type tokens the gate and the conformance rules name.
+// Type tokens of the resources Milner's tools name: the gate, the guard,
+// the conformance rules and the recording mock all use these, defined once.
 const (
 	TypeLibvirtDomain  = "libvirt:index/domain:Domain"
+	TypeLibvirtVolume  = "libvirt:index/volume:Volume"
+	TypeLibvirtNetwork = "libvirt:index/network:Network"
+	TypeLibvirtPool    = "libvirt:index/pool:Pool"
 	TypeProxmoxVM      = "proxmoxve:VM/virtualMachine:VirtualMachine"
+	TypeProxmoxImage   = "proxmoxve:Download/file:File"
+	TypeProxmoxFile    = "proxmoxve:Storage/file:File"
 	TypeConfigApply    = "talos:machine/configurationApply:ConfigurationApply"
 	TypeTalosSecrets   = "talos:machine/secrets:Secrets"
 	TypeTalosBootstrap = "talos:machine/bootstrap:Bootstrap"
@@ -59,11 +65,11 @@ type layerRule struct {
 var layerRules = []layerRule{
 	// Providers are never data, whatever package they configure.
 	{"pulumi:providers:*", "", Other},
-	{"libvirt:index/pool:Pool", "", Persistent},
-	{"libvirt:index/network:Network", "", Persistent},
-	{"libvirt:index/volume:Volume", "", Persistent},
-	{"proxmoxve:Download/file:File", "", Persistent},
-	{"proxmoxve:Storage/file:File", "", Persistent},
+	{TypeLibvirtPool, "", Persistent},
+	{TypeLibvirtNetwork, "", Persistent},
+	{TypeLibvirtVolume, "", Persistent},
+	{TypeProxmoxImage, "", Persistent},
+	{TypeProxmoxFile, "", Persistent},
 	{TypeProxmoxVM, HolderSuffix, Persistent},
 	{TypeLibvirtDomain, "", Disposable},
 	{TypeProxmoxVM, "", Disposable},
@@ -88,3 +94,7 @@ func matchType(pattern, typ string) bool {
 	}
 	return pattern == typ
 }
+
+// IsNodeVM reports whether typ is the type of a node VM (or, on Proxmox, of
+// a disk holder VM, which shares it): what --replace may name.
+func IsNodeVM(typ string) bool { return typ == TypeLibvirtDomain || typ == TypeProxmoxVM }

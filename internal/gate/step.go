@@ -27,6 +27,8 @@ type Step struct {
 	// Retained is set when the resource is retained on delete: deleting it
 	// only removes it from state and leaves it live.
 	Retained bool
+	// Failed is set when the engine reported the step as failed (an up).
+	Failed bool
 }
 
 // Name is the logical name of the step's resource.
@@ -35,11 +37,22 @@ func (s Step) Name() string { return resource.URN(s.URN).Name() }
 // Stack is the stack of the step's resource.
 func (s Step) Stack() string { return string(resource.URN(s.URN).Stack()) }
 
-// StepsFromEvents keeps the step of every ResourcePreEvent, in order. Other
-// events (outputs, diagnostics, summaries) say nothing about what will change.
+// StepsFromEvents keeps the step of every ResourcePreEvent, in order, and
+// marks the steps a ResOpFailedEvent reports as failed. Other events
+// (outputs, diagnostics, summaries) say nothing about what will change.
+// It is the one fold of engine events: the gate's and the engine's.
 func StepsFromEvents(evs []events.EngineEvent) []Step {
 	var steps []Step
 	for _, ev := range evs {
+		if f := ev.ResOpFailedEvent; f != nil {
+			for i := len(steps) - 1; i >= 0; i-- {
+				if steps[i].URN == f.Metadata.URN && steps[i].Op == f.Metadata.Op {
+					steps[i].Failed = true
+					break
+				}
+			}
+			continue
+		}
 		pre := ev.ResourcePreEvent
 		if pre == nil {
 			continue

@@ -16,14 +16,15 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/internal/gate"
 )
 
 // Libvirt type tokens the guard compares.
 const (
-	TypeDomain  = "libvirt:index/domain:Domain"
-	TypeVolume  = "libvirt:index/volume:Volume"
-	TypeNetwork = "libvirt:index/network:Network"
-	TypePool    = "libvirt:index/pool:Pool"
+	TypeDomain  = gate.TypeLibvirtDomain
+	TypeVolume  = gate.TypeLibvirtVolume
+	TypeNetwork = gate.TypeLibvirtNetwork
+	TypePool    = gate.TypeLibvirtPool
 )
 
 // Object is one named object on a libvirt host.

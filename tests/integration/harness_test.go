@@ -29,7 +29,10 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/gate"
 )
 
 const (
@@ -37,10 +40,10 @@ const (
 	// base holds every scenario's pool directory, boot image and state.
 	base = "/var/lib/milner/it"
 	// Type tokens of the libvirt resources.
-	tPool    = "libvirt:index/pool:Pool"
-	tNetwork = "libvirt:index/network:Network"
-	tVolume  = "libvirt:index/volume:Volume"
-	tDomain  = "libvirt:index/domain:Domain"
+	tPool    = gate.TypeLibvirtPool
+	tNetwork = gate.TypeLibvirtNetwork
+	tVolume  = gate.TypeLibvirtVolume
+	tDomain  = gate.TypeLibvirtDomain
 )
 
 // repo is the repository root.
@@ -53,7 +56,7 @@ var repo = func() string {
 }()
 
 func TestMain(m *testing.M) {
-	for _, bin := range []string{"pulumi", "pulumi-resource-libvirt"} {
+	for _, bin := range []string{"pulumi-resource-libvirt"} {
 		if _, err := os.Stat(filepath.Join(repo, ".tools", "bin", bin)); err != nil {
 			fmt.Fprintf(os.Stderr, "integration: %v (run scripts/tools.sh)\n", err)
 			os.Exit(1)
@@ -118,14 +121,25 @@ func newScenario(t *testing.T, id string, subnet int) *scenario {
 	}
 	run(t, "qemu-img", "create", "-q", "-f", "qcow2", s.boot, "64M")
 
-	ctx := context.Background()
-	st, err := engine.Open(ctx, engine.Options{
-		Stack:      "it",
-		Repo:       repo,
-		StateDir:   filepath.Join(s.dir, "state"),
-		ConfigFile: filepath.Join(repo, "Pulumi.local.yaml"),
-		Overrides:  s.config(),
-		Passphrase: "milner-it",
+	// The scenario's directory is a project of its own: the repo's
+	// Pulumi.yaml and the scenario's Pulumi.it.yaml, state in a file
+	// backend beside them, the repo's pinned tools.
+	project, err := os.ReadFile(filepath.Join(repo, "Pulumi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "Pulumi.yaml"), project, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(s.dir, ".tools")); err != nil {
+		t.Fatal(err)
+	}
+	s.writeStackFile()
+	st, err := engine.Open(context.Background(), engine.Options{
+		Stack:      itStack,
+		Dir:        s.dir,
+		Backend:    s.backend(),
+		Passphrase: itPassphrase,
 		Progress:   progress,
 	})
 	if err != nil {
@@ -133,6 +147,51 @@ func newScenario(t *testing.T, id string, subnet int) *scenario {
 	}
 	s.stack = st
 	return s
+}
+
+// The stack name and passphrase of every scenario.
+const (
+	itStack      = "it"
+	itPassphrase = "milner-it"
+)
+
+// backend is the scenario's file backend.
+func (s *scenario) backend() string { return "file://" + filepath.Join(s.dir, "state") }
+
+// stackFile is the scenario's Pulumi.it.yaml.
+func (s *scenario) stackFile() string {
+	return filepath.Join(s.dir, "Pulumi."+itStack+".yaml")
+}
+
+// writeStackFile writes the scenario's current config as a block-style
+// stack file, the shape of a committed Pulumi.<stack>.yaml, keeping the
+// passphrase salt the engine added to it.
+func (s *scenario) writeStackFile() {
+	s.t.Helper()
+	cfg := map[string]any{}
+	for k, v := range s.config() {
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			val = v // a plain string (milner:stopAfter)
+		}
+		cfg[k] = val
+	}
+	doc := map[string]any{"config": cfg}
+	if old, err := os.ReadFile(s.stackFile()); err == nil {
+		var prev struct {
+			Salt string `yaml:"encryptionsalt"`
+		}
+		if yaml.Unmarshal(old, &prev) == nil && prev.Salt != "" {
+			doc["encryptionsalt"] = prev.Salt
+		}
+	}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(s.stackFile(), b, 0o644); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 func (s *scenario) addr(host int) string { return fmt.Sprintf("10.199.%d.%d", s.subnet, host) }
@@ -171,13 +230,8 @@ func (s *scenario) config() map[string]string {
 	}
 }
 
-// apply writes the scenario's current config to its stack.
-func (s *scenario) apply() {
-	s.t.Helper()
-	if err := s.stack.SetConfig(context.Background(), s.config()); err != nil {
-		s.t.Fatal(err)
-	}
-}
+// apply writes the scenario's current config to its stack file.
+func (s *scenario) apply() { s.writeStackFile() }
 
 // up runs `up` and fails the test if it fails.
 func (s *scenario) up() *engine.Result {
@@ -224,7 +278,7 @@ func (s *scenario) stateIDs(typ string) map[string]string {
 	ids := map[string]string{}
 	for _, r := range res {
 		if r.Type == typ {
-			ids[r.URN[strings.LastIndex(r.URN, "::")+2:]] = r.ID
+			ids[r.Name()] = r.ID
 		}
 	}
 	return ids
@@ -354,7 +408,7 @@ func inode(t *testing.T, path string) uint64 {
 }
 
 // steps formats steps for failure messages.
-func steps(ss []engine.Step) string {
+func steps(ss []gate.Step) string {
 	var b strings.Builder
 	for _, s := range ss {
 		fmt.Fprintf(&b, "\n  %s %s %s keys=%v diffs=%v failed=%v", s.Op, s.Type, s.Name(), s.Keys, s.Diffs, s.Failed)

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,8 +14,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // The `milner` command, driven black-box: the binary is built once per test
@@ -27,7 +24,7 @@ import (
 // covers what the command made.
 
 // milnerStack is the stack name the command is given.
-const milnerStack = "it"
+const milnerStack = itStack
 
 var (
 	milnerOnce sync.Once
@@ -72,24 +69,13 @@ type milnerScenario struct {
 	bin string
 }
 
-// newMilnerScenario prepares a harness scenario and turns its directory into
-// a repo for the command: the stack file, .tools and tools/pulumi/go.mod
-// (internal/engine/cli.go reads the CLI pin from it). Before the harness's
+// newMilnerScenario prepares a harness scenario for the command, whose
+// project directory (--dir) the scenario's is. Before the harness's
 // cleanup, `milner teardown --confirm <cluster>` removes the stack.
 func newMilnerScenario(t *testing.T, id string, subnet int) *milnerScenario {
 	t.Helper()
 	bin := milnerBinary(t)
 	s := &milnerScenario{scenario: newScenario(t, id, subnet), bin: bin}
-	if err := os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(s.dir, ".tools")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(s.dir, "tools", "pulumi"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(repo, "tools", "pulumi", "go.mod"), filepath.Join(s.dir, "tools", "pulumi", "go.mod")); err != nil {
-		t.Fatal(err)
-	}
-	s.writeStackFile()
 	// Runs before the harness's cleanup (registered earlier, run later).
 	t.Cleanup(func() {
 		if !fileExists(s.stackFile()) {
@@ -102,34 +88,9 @@ func newMilnerScenario(t *testing.T, id string, subnet int) *milnerScenario {
 	return s
 }
 
-// stackFile is the scenario's Pulumi.it.yaml.
-func (s *milnerScenario) stackFile() string {
-	return filepath.Join(s.dir, "Pulumi."+milnerStack+".yaml")
-}
-
-// writeStackFile writes the scenario's current config as a block-style
-// stack file, the shape of a committed Pulumi.<stack>.yaml.
-func (s *milnerScenario) writeStackFile() {
-	s.t.Helper()
-	cfg := map[string]any{}
-	for k, v := range s.config() {
-		var val any
-		if err := json.Unmarshal([]byte(v), &val); err != nil {
-			val = v // a plain string (milner:stopAfter)
-		}
-		cfg[k] = val
-	}
-	b, err := yaml.Marshal(map[string]any{"config": cfg})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := os.WriteFile(s.stackFile(), b, 0o644); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-// milner runs the binary with --stack, --repo and --state after the verb,
-// stdin empty, and logs what it printed.
+// milner runs the binary with --stack and --dir after the verb, the
+// scenario's backend and passphrase in Pulumi's variables, stdin empty, and
+// logs what it printed.
 func (s *milnerScenario) milner(args ...string) cmdResult {
 	s.t.Helper()
 	return s.milnerIn("", args...)
@@ -138,9 +99,9 @@ func (s *milnerScenario) milner(args ...string) cmdResult {
 // milnerIn is milner with stdin.
 func (s *milnerScenario) milnerIn(stdin string, args ...string) cmdResult {
 	s.t.Helper()
-	full := append([]string{args[0], "--stack", milnerStack, "--repo", s.dir, "--state", filepath.Join(s.dir, "state")}, args[1:]...)
+	full := append([]string{args[0], "--stack", milnerStack, "--dir", s.dir}, args[1:]...)
 	cmd := exec.Command(s.bin, full...)
-	cmd.Env = append(os.Environ(), "MILNER_PASSPHRASE=milner-it")
+	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend(), "PULUMI_CONFIG_PASSPHRASE="+itPassphrase)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -196,7 +157,7 @@ func (s *milnerScenario) uuids() map[string]string {
 // hasNoChanges requires an `up` that printed the no-change line.
 func (s *milnerScenario) hasNoChanges(what string, r cmdResult) {
 	s.t.Helper()
-	if want := fmt.Sprintf("stack %q has no changes", milnerStack); !strings.Contains(r.stdout, want) {
+	if want := fmt.Sprintf("stack %s: no changes", milnerStack); !strings.Contains(r.stdout, want) {
 		s.t.Errorf("%s: stdout lacks %q:\n%s", what, want, r.out())
 	}
 }
@@ -362,8 +323,7 @@ func TestMilnerEmptyStateGuard(t *testing.T) {
 	}
 }
 
-// 4. Teardown refuses without the typed cluster name (the stack name is not
-// enough) and any partial target,
+// 4. Teardown refuses without the typed cluster name and any partial target,
 // deleting nothing; with --confirm it removes every domain, volume, network
 // and pool of the stack.
 func TestMilnerTeardown(t *testing.T) {
@@ -386,14 +346,10 @@ func TestMilnerTeardown(t *testing.T) {
 		virsh(t, "pool-info", s.cluster)
 	}
 
-	refused(t, "teardown, empty stdin", s.milnerIn("", "teardown"), "refused", "nothing was deleted")
-	intact("after teardown with empty stdin")
-	refused(t, "teardown, wrong name typed", s.milnerIn("local\n", "teardown"), "refused", "nothing was deleted")
-	intact("after teardown with the wrong name")
-	refused(t, "teardown --confirm wrong", s.milner("teardown", "--confirm", "local"), "refused")
-	intact("after teardown --confirm local")
-	refused(t, "teardown --confirm the stack name", s.milner("teardown", "--confirm", milnerStack), "refused", "is not the cluster name")
-	intact("after teardown --confirm <stack>")
+	refused(t, "teardown, stdin not a terminal", s.milnerIn("", "teardown"), "refused", "not a terminal", "--confirm "+s.cluster)
+	intact("after teardown with stdin not a terminal")
+	refused(t, "teardown --confirm <stack name>", s.milner("teardown", "--confirm", milnerStack), "refused", "not the cluster name")
+	intact("after teardown --confirm with the stack name")
 	refused(t, "teardown with a target", s.milner("teardown", "--confirm", s.cluster, "w-1"), "refused", "takes no target")
 	intact("after teardown with a target")
 
@@ -426,7 +382,7 @@ func TestMilnerTeardown(t *testing.T) {
 		t.Errorf("state still holds domains %v", res)
 	}
 	// Nothing of the stack is left to destroy: a second teardown is a no-op.
-	s.mustMilner("teardown", "--confirm", milnerStack)
+	s.mustMilner("teardown", "--confirm", s.cluster)
 }
 
 // virshNames runs a virsh list command and returns the names of the

@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+
 	"github.com/milner/milner/internal/engine"
 )
 
 // replaceOps are the engine's operations of a replace (with
 // delete-before-replace the engine reports all three for one resource).
-var replaceOps = []string{"replace", "create-replacement", "delete-replaced"}
+var replaceOps = []apitype.OpType{apitype.OpReplace, apitype.OpCreateReplacement, apitype.OpDeleteReplaced}
 
 // 1. `up` from empty creates every resource; every domain is running.
 func TestUpFromEmpty(t *testing.T) {
@@ -45,7 +47,7 @@ func TestUpFromEmpty(t *testing.T) {
 	// The outputs as milner up reads them right after the up (the engine
 	// answers the Automation API's own result reads without the CLI; this
 	// read must still see the real outputs).
-	outs, err := s.stack.Outputs(context.Background())
+	outs, err := s.stack.Outputs(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestMemoryChangeReplacesOnlyThatDomain(t *testing.T) {
 		if st.Type != tDomain || st.Name() != dom {
 			t.Errorf("unexpected change %s %s %s", st.Op, st.Type, st.Name())
 		}
-		ops[st.Op] = true
+		ops[string(st.Op)] = true
 		if st.Op == "replace" && !slices.Contains(st.Keys, "memory") {
 			t.Errorf("replace of %s: keys %v, want memory among them", dom, st.Keys)
 		}

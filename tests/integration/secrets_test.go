@@ -16,32 +16,34 @@ import (
 	"github.com/milner/milner/internal/engine"
 )
 
-// TestStackFileSecrets: a secret set in a stack file the way the README says
-// (`pulumi config set --secret`, the real CLI) reaches the program as a
-// secret; neither the work directory nor the state ever holds it in the
-// clear; it survives a later SetConfig; a wrong passphrase is refused,
-// naming MILNER_PASSPHRASE, before a stack is created.
+// TestStackFileSecrets: one workflow. A secret set the way the README says
+// (`pulumi config set --secret`, the real CLI, in the stack file, with the
+// user's backend) reaches the program as a secret when milner runs the same
+// project on the same backend; the CLI then reads milner's outputs from
+// that same state; a wrong passphrase is refused naming
+// PULUMI_CONFIG_PASSPHRASE; the state never holds the secret in the clear.
 func TestStackFileSecrets(t *testing.T) {
 	const secret, pass = "s3cr3t-e2e-value", "milner-it-secrets"
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
+	backend := "file://" + state
 	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), []byte("name: milner\nruntime: go\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The user's side: a stack file in a project directory, with its own
-	// backend and so its own salt.
-	if err := os.MkdirAll(filepath.Join(dir, "user-state"), 0o700); err != nil {
+	if err := os.MkdirAll(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	pulumiCLI := func(args ...string) {
+	pulumiCLI := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(repo, ".tools", "bin", "pulumi"), append([]string{"--non-interactive"}, args...)...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL=file://"+filepath.Join(dir, "user-state"),
+		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+backend,
 			"PULUMI_CONFIG_PASSPHRASE="+pass, "PULUMI_SKIP_UPDATE_CHECK=true")
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.Output()
+		if err != nil {
 			t.Fatalf("pulumi %s: %v: %s", strings.Join(args, " "), err, out)
 		}
+		return string(out)
 	}
 	pulumiCLI("stack", "init", "sec")
 	pulumiCLI("config", "set", "--secret", "milner:token", secret, "--stack", "sec")
@@ -57,51 +59,47 @@ func TestStackFileSecrets(t *testing.T) {
 		ctx.Export("plain", pulumi.String(c.Require("plain")))
 		return nil
 	}
-	open := func(passphrase string) (*engine.Stack, error) {
-		return engine.Open(context.Background(), engine.Options{
-			Stack: "sec", Repo: repo, StateDir: state, ConfigFile: stackFile,
+	open := func(passphrase string) *engine.Stack {
+		st, err := engine.Open(context.Background(), engine.Options{
+			Stack: "sec", Dir: dir, Tools: filepath.Join(repo, ".tools", "bin"), Backend: backend,
 			Passphrase: passphrase, Program: program, Progress: logWriter(t),
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
 	}
-	if _, err := open("not-the-passphrase"); err == nil || !strings.Contains(err.Error(), engine.PassphraseEnv) {
-		t.Fatalf("open with a wrong passphrase: got %v, want an error naming %s", err, engine.PassphraseEnv)
+	if _, err := open("not-the-passphrase").Preview(context.Background(), false); err == nil || !strings.Contains(err.Error(), engine.PassphraseEnv) {
+		t.Fatalf("preview with a wrong passphrase: got %v, want an error naming %s", err, engine.PassphraseEnv)
 	}
-	if _, err := os.Stat(filepath.Join(state, ".pulumi", "stacks", "milner", "sec.json")); !os.IsNotExist(err) {
-		t.Fatalf("a wrong passphrase created the stack (stat: %v)", err)
-	}
-	st, err := open(pass)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := open(pass)
 	upAndCheck := func(plain string) {
 		t.Helper()
 		if _, err := st.Up(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		outs, err := st.Outputs(context.Background())
+		outs, err := st.Outputs(context.Background(), true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if outs["token"] != secret || outs["plain"] != plain {
 			t.Errorf("outputs token=%v plain=%v, want the secret and %q", outs["token"], outs["plain"], plain)
 		}
+		// The user's CLI reads the very same state.
+		if got := strings.TrimSpace(pulumiCLI("stack", "output", "token", "--show-secrets", "--stack", "sec")); got != secret {
+			t.Errorf("pulumi stack output token: %q, want the secret", got)
+		}
 	}
-	// The in-process preview decrypts the secret config (its lazily derived
-	// key) and plans the outputs; the up after it runs the CLI.
 	if _, err := st.Preview(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	upAndCheck("hello")
-	// A later config change keeps the secret.
-	cfg := st.Config()
-	cfg["milner:plain"] = "again"
-	if err := st.SetConfig(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	// A config change made with the CLI is what milner runs next.
+	pulumiCLI("config", "set", "milner:plain", "again", "--stack", "sec")
 	upAndCheck("again")
 
 	files := 0
-	err = filepath.WalkDir(state, func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(state, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/engine"
+)
+
+// stackFlags are the flags of every verb that opens a stack.
+type stackFlags struct {
+	stack string
+	json  bool
+}
+
+// addStack declares --stack (required, completed from Pulumi.*.yaml).
+func (f *stackFlags) addStack(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.stack, "stack", "s", "", "stack name; its config is Pulumi.<stack>.yaml (required)")
+	_ = cmd.MarkFlagRequired("stack")
+	_ = cmd.RegisterFlagCompletionFunc("stack", completeStacks)
+}
+
+// addJSON declares --json.
+func (f *stackFlags) addJSON(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.json, "json", false, "print the result as JSON on stdout (Pulumi's progress goes to stderr)")
+}
+
+// projectDir is the --dir of the command line.
+func projectDir(cmd *cobra.Command) string {
+	dir, _ := cmd.Root().PersistentFlags().GetString("dir")
+	return dir
+}
+
+// open opens the stack under a context an interrupt cancels; the caller
+// defers stop. With --json, Pulumi's progress goes to stderr so that
+// stdout is only the JSON.
+func (f *stackFlags) open(cmd *cobra.Command) (ctx context.Context, stop context.CancelFunc, st *engine.Stack, err error) {
+	ctx, stop = signal.NotifyContext(cmd.Context(), os.Interrupt)
+	var progress io.Writer = os.Stdout
+	if f.json {
+		progress = os.Stderr
+	}
+	if st, err = engine.Open(ctx, engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress}); err != nil {
+		stop()
+	}
+	return ctx, stop, st, err
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// completeStacks completes stack names from the Pulumi.<stack>.yaml files.
+func completeStacks(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	files, err := docs.StackFiles(projectDir(cmd))
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml"))
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeNodes completes node names from the --stack's stack file.
+func completeNodes(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	stack, _ := cmd.Flags().GetString("stack")
+	if stack == "" {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	s, err := docs.ReadStack(filepath.Join(projectDir(cmd), "Pulumi."+stack+".yaml"))
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	var nodes []struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal([]byte(s.Raw["milner:nodes"]), &nodes)
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	sort.Strings(names)
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// clusterName reads milner:cluster.name from a stack's raw config ("" if absent).
+func clusterName(cfg map[string]string) string {
+	var c struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal([]byte(cfg["milner:cluster"]), &c)
+	return c.Name
+}
+
+// confirm asks for a typed word on in; anything else declines. It refuses
+// to ask when in is not a terminal: a script must say --yes (or --confirm).
+func confirm(in *os.File, out io.Writer, question, word, flag string) error {
+	if fi, err := in.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return refused("standard input is not a terminal, so nothing can be confirmed; pass %s to apply without the prompt", flag)
+	}
+	_, _ = fmt.Fprintf(out, "%s Type %s: ", question, word)
+	var line string
+	_, _ = fmt.Fscanln(in, &line)
+	if strings.TrimSpace(line) != word {
+		return refused("not confirmed (typed %q, want %q); nothing was changed", strings.TrimSpace(line), word)
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func refreshCmd() *cobra.Command {
+	f := &stackFlags{}
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "refresh",
+		Short: "Read every resource back from its provider into state (changes no resource)",
+		Long: `refresh reads every resource of the stack back from its provider and records
+what it finds in state. It changes no resource; the next preview then
+shows the difference between the program and what is live. Use
+'milner preview --refresh' to see the difference without writing state.`,
+		Example: `  milner refresh --stack dev --yes`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop, st, err := f.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			if !yes {
+				if err := confirm(os.Stdin, os.Stdout, fmt.Sprintf("Record the live state of stack %q's resources?", st.Name()), "yes", "--yes"); err != nil {
+					return err
+				}
+			}
+			r, err := st.Refresh(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("milner refresh: stack %q: %d resources read, %d differed from state\n", st.Name(), len(r.Steps), len(r.Changes()))
+			return nil
+		},
+	}
+	f.addStack(cmd)
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "refresh without the typed confirmation")
+	return cmd
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/gate"
+)
+
+// status is what `milner status` reports of a stack.
+type status struct {
+	Stack     string         `json:"stack"`
+	Cluster   string         `json:"cluster"`
+	Backend   string         `json:"backend"`
+	Resources map[string]int `json:"resourcesByLayer"`
+	Protected int            `json:"protected"`
+	Nodes     any            `json:"nodes"`
+}
+
+func statusCmd() *cobra.Command {
+	f := &stackFlags{}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a stack's backend, resources by layer and nodes, from its state (no engine run)",
+		Example: `  milner status --stack dev
+  milner status --stack dev --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop, st, err := f.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			cfg, err := st.Config()
+			if err != nil {
+				return err
+			}
+			resources, err := st.Resources(ctx)
+			if err != nil {
+				return err
+			}
+			outs, err := st.Outputs(ctx, false)
+			if err != nil {
+				return err
+			}
+			s := status{Stack: st.Name(), Cluster: clusterName(cfg), Backend: st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"]}
+			for _, r := range resources {
+				s.Resources[string(gate.LayerOf(r.Type, r.Name()))]++
+				if r.Protect {
+					s.Protected++
+				}
+			}
+			if f.json {
+				return writeJSON(os.Stdout, s)
+			}
+			fmt.Printf("stack %s (cluster %s) on %s\n", s.Stack, s.Cluster, s.Backend)
+			if len(resources) == 0 {
+				fmt.Println("  no resources in state")
+				return nil
+			}
+			layers := make([]string, 0, len(s.Resources))
+			for l := range s.Resources {
+				layers = append(layers, l)
+			}
+			sort.Strings(layers)
+			for _, l := range layers {
+				fmt.Printf("  %-22s %d resources\n", l, s.Resources[l])
+			}
+			fmt.Printf("  protected              %d\n", s.Protected)
+			if nodes, ok := s.Nodes.([]any); ok {
+				fmt.Println("nodes:")
+				for _, n := range nodes {
+					m := asMap(n)
+					fmt.Printf("  %-8v %-13v %v\n", m["name"], m["role"], m["address"])
+				}
+			}
+			return nil
+		},
+	}
+	f.addStack(cmd)
+	f.addJSON(cmd)
+	return cmd
+}

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/pulumi/pulumi/pkg/v3/secrets"
+	pkgpassphrase "github.com/pulumi/pulumi/pkg/v3/secrets/passphrase"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/grpc"
+)
+
+// programHost serves an inline program to the in-process engine over the
+// language runtime protocol, as the Automation API does for the CLI.
+type programHost struct {
+	address string
+	cancel  chan bool
+	done    <-chan error
+}
+
+// serveProgram starts a language host for program on a loopback port.
+func serveProgram(program pulumi.RunFunc) (*programHost, error) {
+	cancel := make(chan bool)
+	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{Cancel: cancel, Init: func(srv *grpc.Server) error {
+		pulumirpc.RegisterLanguageRuntimeServer(srv, &languageHost{program: program})
+		return nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return &programHost{address: fmt.Sprintf("127.0.0.1:%d", handle.Port), cancel: cancel, done: handle.Done}, nil
+}
+
+// stop shuts the language host down and waits for it.
+func (h *programHost) stop() {
+	close(h.cancel)
+	<-h.done
+}
+
+// languageHost runs the program for the engine.
+type languageHost struct {
+	pulumirpc.UnimplementedLanguageRuntimeServer
+	program pulumi.RunFunc
+}
+
+func (h *languageHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
+	var engineAddress string
+	if len(req.Args) > 0 {
+		engineAddress = req.Args[0]
+	}
+	pctx, err := pulumi.NewContext(ctx, pulumi.RunInfo{
+		EngineAddr: engineAddress, MonitorAddr: req.GetMonitorAddress(),
+		Config: req.GetConfig(), ConfigSecretKeys: req.GetConfigSecretKeys(),
+		Project: req.GetProject(), Stack: req.GetStack(), Organization: req.GetOrganization(),
+		Parallel: req.GetParallel(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = pulumi.RunWithContext(pctx, h.program)
+	if cerr := pctx.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
+	}
+	return &pulumirpc.RunResponse{}, nil
+}
+
+// errWrongPassphrase is the error of a passphrase that does not open a
+// stack's encryption salt.
+var errWrongPassphrase = errors.New("wrong passphrase")
+
+// crypter returns the crypter of Pulumi's passphrase secrets provider for
+// an encryption salt ("v1:<base64 salt>:<the word pulumi, encrypted>"),
+// checking the passphrase against the salt's encrypted word. It costs one
+// key derivation (PBKDF2, about 0.2 s of CPU).
+func crypter(pass, encryptionSalt string) (config.Crypter, error) {
+	parts := strings.SplitN(encryptionSalt, ":", 3)
+	if len(parts) != 3 || parts[0] != "v1" {
+		return nil, fmt.Errorf("unknown encryption salt %q", encryptionSalt)
+	}
+	salt, err := base64.StdEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil, fmt.Errorf("encryption salt: %w", err)
+	}
+	c := config.NewSymmetricCrypterFromPassphrase(pass, salt)
+	if word, err := c.DecryptValue(context.Background(), parts[2]); err != nil || word != "pulumi" {
+		return nil, fmt.Errorf("%w (%s / %s)", errWrongPassphrase, PassphraseEnv, PassphraseFileEnv)
+	}
+	return c, nil
+}
+
+// lazyProvider opens the passphrase secrets managers the state names, each
+// deriving its key on first use.
+type lazyProvider struct{ pass string }
+
+func (p lazyProvider) OfType(_ context.Context, ty string, state json.RawMessage) (secrets.Manager, error) {
+	var st struct {
+		Salt string `json:"salt"`
+	}
+	if ty != pkgpassphrase.Type || json.Unmarshal(state, &st) != nil {
+		return nil, fmt.Errorf("state secrets provider %q: Milner's stacks use the passphrase provider", ty)
+	}
+	return lazyPassphrase(p.pass, st.Salt), nil
+}
+
+// lazyManager is Pulumi's passphrase secrets manager for one salt, with the
+// key derived when a value is first encrypted or decrypted: a stack without
+// secrets never pays the derivation.
+type lazyManager struct {
+	salt string
+	open func() (config.Crypter, error)
+}
+
+func lazyPassphrase(pass, salt string) *lazyManager {
+	return &lazyManager{salt: salt, open: sync.OnceValues(func() (config.Crypter, error) { return crypter(pass, salt) })}
+}
+
+func (m *lazyManager) Type() string { return pkgpassphrase.Type }
+func (m *lazyManager) State() json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"salt": m.salt}) //nolint:errcheck // a string map always marshals
+	return b
+}
+func (m *lazyManager) Encrypter() config.Encrypter { return m }
+func (m *lazyManager) Decrypter() config.Decrypter { return m }
+
+func (m *lazyManager) EncryptValue(ctx context.Context, v string) (string, error) {
+	c, err := m.open()
+	if err != nil {
+		return "", err
+	}
+	return c.EncryptValue(ctx, v)
+}
+
+func (m *lazyManager) DecryptValue(ctx context.Context, v string) (string, error) {
+	c, err := m.open()
+	if err != nil {
+		return "", err
+	}
+	return c.DecryptValue(ctx, v)
+}
+
+func (m *lazyManager) BatchEncrypt(ctx context.Context, vs []string) ([]string, error) {
+	c, err := m.open()
+	if err != nil {
+		return nil, err
+	}
+	return c.BatchEncrypt(ctx, vs)
+}
+
+func (m *lazyManager) BatchDecrypt(ctx context.Context, vs []string) ([]string, error) {
+	c, err := m.open()
+	if err != nil {
+		return nil, err
+	}
+	return c.BatchDecrypt(ctx, vs)
+}

@@ -1,0 +1,467 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/pulumi/pulumi/pkg/v3/backend"
+	"github.com/pulumi/pulumi/pkg/v3/backend/display"
+	pkgengine "github.com/pulumi/pulumi/pkg/v3/engine"
+	"github.com/pulumi/pulumi/pkg/v3/resource/deploy"
+	pkgpassphrase "github.com/pulumi/pulumi/pkg/v3/secrets/passphrase"
+	pkgworkspace "github.com/pulumi/pulumi/pkg/v3/workspace"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/esc"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+
+	"github.com/milner/milner/internal/gate"
+)
+
+// Result is what one operation did (or, for a preview, would do).
+type Result struct {
+	// Steps are the engine's resource steps in the order it reported them,
+	// "same" steps included.
+	Steps []gate.Step
+	// Summary counts resources per operation ("same", "create", "replace", ...).
+	Summary map[string]int
+	// Events are every engine event, for assertions Steps does not cover.
+	Events []events.EngineEvent
+}
+
+// Changes returns the steps that change something: every step but "same"
+// and the reads a refresh does of unchanged resources.
+func (r *Result) Changes() []gate.Step {
+	var out []gate.Step
+	for _, st := range r.Steps {
+		if st.Op == apitype.OpSame || (st.Op == apitype.OpRefresh && len(st.Diffs) == 0) {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Plan is a preview's update plan: an up given it does exactly what the
+// preview showed, or fails without doing the rest.
+type Plan struct {
+	plan    *deploy.Plan
+	replace []string
+}
+
+// Preview runs a preview; with refresh it first reads every resource back
+// from its provider (preview --refresh).
+func (s *Stack) Preview(ctx context.Context, refresh bool) (*Result, error) {
+	r, _, err := s.preview(ctx, previewOptions{refresh: refresh})
+	return r, err
+}
+
+// PlanOptions configure a preview whose plan an up then applies.
+type PlanOptions struct {
+	// Replace are URNs the engine replaces even though nothing changed
+	// (the node VMs named with `milner up --replace`).
+	Replace []string
+	// Refresh reads every resource back from its provider first.
+	Refresh bool
+}
+
+// PreviewPlan previews and returns the plan UpPlan applies.
+func (s *Stack) PreviewPlan(ctx context.Context, o PlanOptions) (*Result, *Plan, error) {
+	return s.preview(ctx, previewOptions{replace: o.Replace, refresh: o.Refresh, plan: true})
+}
+
+// UpPlan applies exactly the plan PreviewPlan returned: the engine fails a
+// step the plan does not hold rather than take it.
+func (s *Stack) UpPlan(ctx context.Context, p *Plan) (*Result, error) {
+	return s.apply(ctx, "up", func(st backend.Stack, op backend.UpdateOperation) error {
+		op.Opts.Engine.Plan = p.plan
+		op.Opts.Engine.ReplaceTargets = deploy.NewUrnTargets(p.replace)
+		_, err := backend.UpdateStack(ctx, st, op, nil)
+		return err
+	})
+}
+
+// Up applies the program: creates, updates, replaces and deletes until the
+// stack matches it.
+func (s *Stack) Up(ctx context.Context) (*Result, error) {
+	return s.apply(ctx, "up", func(st backend.Stack, op backend.UpdateOperation) error {
+		_, err := backend.UpdateStack(ctx, st, op, nil)
+		return err
+	})
+}
+
+// Refresh reads every resource back from its provider into state.
+func (s *Stack) Refresh(ctx context.Context) (*Result, error) {
+	return s.apply(ctx, "refresh", func(st backend.Stack, op backend.UpdateOperation) error {
+		_, err := backend.RefreshStack(ctx, st, op)
+		return err
+	})
+}
+
+// Destroy deletes every resource of the stack it may. The engine refuses to
+// delete protected ones (and says so in the error) and goes on with the rest.
+func (s *Stack) Destroy(ctx context.Context) (*Result, error) {
+	return s.apply(ctx, "destroy", func(st backend.Stack, op backend.UpdateOperation) error {
+		op.Opts.Engine.ContinueOnError = true
+		_, err := backend.DestroyStack(ctx, st, op)
+		return err
+	})
+}
+
+type previewOptions struct {
+	refresh, plan bool
+	replace       []string
+}
+
+func (s *Stack) preview(ctx context.Context, po previewOptions) (*Result, *Plan, error) {
+	var plan *Plan
+	r, err := s.run(ctx, "preview", func(st backend.Stack, op backend.UpdateOperation) error {
+		op.Opts.Engine.Refresh = po.refresh
+		op.Opts.Engine.GeneratePlan = po.plan
+		op.Opts.Engine.ReplaceTargets = deploy.NewUrnTargets(po.replace)
+		p, _, err := backend.PreviewStack(ctx, st, op, nil)
+		if po.plan && p != nil {
+			plan = &Plan{plan: p, replace: po.replace}
+		}
+		return err
+	})
+	return r, plan, err
+}
+
+// apply runs an operation that changes the stack: never a preview of its
+// own (Milner's callers preview first), never a prompt.
+func (s *Stack) apply(ctx context.Context, name string, do func(backend.Stack, backend.UpdateOperation) error) (*Result, error) {
+	return s.run(ctx, name, func(st backend.Stack, op backend.UpdateOperation) error {
+		op.Opts.SkipPreview = true
+		op.Opts.AutoApprove = true
+		return do(st, op)
+	})
+}
+
+// run runs one engine operation in this process: it serves the program to
+// the engine, loads the stack's config and secrets, and collects the
+// engine's events through the display's event log. A failed operation's
+// error carries the engine's own error diagnostics (e.g. the protect error).
+func (s *Stack) run(ctx context.Context, name string, do func(backend.Stack, backend.UpdateOperation) error) (*Result, error) {
+	st, err := s.ensureStack(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := s.stackFile()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.pluginPath(); err != nil {
+		return nil, err
+	}
+	host, err := serveProgram(s.program)
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: language host: %w", s.name, err)
+	}
+	defer host.stop()
+	project := *s.project
+	project.Runtime = workspace.NewProjectRuntimeInfo("client", map[string]any{"address": host.address})
+
+	sm := lazyPassphrase(s.pass, ps.EncryptionSalt)
+	cfg, err := ps.Config.Copy(sm.Decrypter(), sm.Encrypter())
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: config: %w", s.name, err)
+	}
+	if err := pkgworkspace.ValidateStackConfigAndApplyProjectConfig(ctx, s.name, &project, esc.Value{}, cfg, sm.Encrypter(), sm.Decrypter()); err != nil {
+		return nil, fmt.Errorf("stack %q: config: %w", s.name, err)
+	}
+	log, err := os.CreateTemp("", "milner-events-*.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	_ = log.Close()
+	defer func() { _ = os.Remove(log.Name()) }()
+
+	op := backend.UpdateOperation{
+		Proj: &project, Root: s.dir,
+		M: &backend.UpdateMetadata{Environment: map[string]string{}},
+		Opts: backend.UpdateOptions{
+			Engine: pkgengine.UpdateOptions{
+				// The CLI's default --parallel (4 × GOMAXPROCS). Diffs run
+				// concurrently: the bridged libvirt provider spends ≈ 15 ms
+				// of CPU in each domain's Diff (BENCHMARKS.md); steps and
+				// their order are unchanged (upstream TestParallelDiff).
+				Parallel: 4 * int32(runtime.GOMAXPROCS(0)), ParallelDiff: true,
+			},
+			Display: display.Options{
+				Color: colors.Never, Type: display.DisplayProgress, SuppressPermalink: true,
+				Stdout: s.progress, Stderr: s.progress, EventLogPath: log.Name(),
+			},
+		},
+		StackConfiguration: backend.StackConfiguration{Config: cfg, Decrypter: sm.Decrypter()},
+		SecretsManager:     sm,
+		SecretsProvider:    lazyProvider{pass: s.pass},
+		Scopes:             backend.CancellationScopes,
+	}
+	opErr := do(st, op)
+	r, err := readEvents(log.Name())
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: %s: %w", s.name, name, err)
+	}
+	if opErr != nil {
+		if diags := r.errors(); len(diags) > 0 {
+			opErr = fmt.Errorf("%w: %s", opErr, strings.Join(diags, "; "))
+		}
+		if strings.Contains(opErr.Error(), "no resource plugin") {
+			opErr = fmt.Errorf("%w (plugins come from %s: run scripts/tools.sh)", opErr, s.tools)
+		}
+		return r, fmt.Errorf("stack %q: %s: %w", s.name, name, opErr)
+	}
+	return r, nil
+}
+
+// readEvents folds the event log of an operation into a Result.
+func readEvents(path string) (*Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	evs, err := gate.ReadEvents(f)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Events: evs, Steps: gate.StepsFromEvents(evs), Summary: map[string]int{}}
+	for _, ev := range evs {
+		if ev.SummaryEvent != nil {
+			for op, n := range ev.SummaryEvent.ResourceChanges {
+				r.Summary[string(op)] = n
+			}
+		}
+	}
+	return r, nil
+}
+
+// errors are the engine's error diagnostics, which the CLI prints on stderr.
+func (r *Result) errors() []string {
+	var out []string
+	for _, ev := range r.Events {
+		if d := ev.DiagnosticEvent; d != nil && d.Severity == "error" {
+			out = append(out, strings.TrimSpace(colors.Never.Colorize(d.Message)))
+		}
+	}
+	return out
+}
+
+// pluginPath puts Tools first on PATH, where the engine finds the pinned
+// pulumi-resource-<name> plugins, and forbids plugin downloads: plugins come
+// only from the machine, as for the CLI's runs in Milner's scripts.
+func (s *Stack) pluginPath() error {
+	if path := os.Getenv("PATH"); !strings.HasPrefix(path, s.tools+string(os.PathListSeparator)) {
+		if err := os.Setenv("PATH", s.tools+string(os.PathListSeparator)+path); err != nil {
+			return err
+		}
+	}
+	return os.Setenv("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", "true")
+}
+
+// ensureStack returns the stack in the backend, creating it on first use
+// as `pulumi stack init` does: a passphrase salt in the stack file (added
+// as one line, keeping the file's comments) and an empty stack.
+func (s *Stack) ensureStack(ctx context.Context) (backend.Stack, error) {
+	ref, err := s.backend.ParseStackReference(s.name)
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: %w", s.name, err)
+	}
+	st, err := s.backend.GetStack(ctx, ref)
+	if err != nil || st != nil {
+		return st, err
+	}
+	ps, err := s.stackFile()
+	if err != nil {
+		return nil, err
+	}
+	if ps.EncryptionSalt == "" {
+		salt, _, err := pkgpassphrase.NewPassphraseSecretsManager(s.pass)
+		if err != nil {
+			return nil, fmt.Errorf("stack %q: secrets: %w", s.name, err)
+		}
+		if err := prependLine(s.file, "encryptionsalt: "+salt); err != nil {
+			return nil, fmt.Errorf("stack %q: %w", s.name, err)
+		}
+	}
+	if st, err = s.backend.CreateStack(ctx, ref, s.dir, nil, nil); err != nil {
+		return nil, fmt.Errorf("stack %q: create: %w", s.name, err)
+	}
+	return st, nil
+}
+
+// prependLine writes line at the top of the file at path.
+func prependLine(path, line string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append([]byte(line+"\n"), b...), fi.Mode().Perm())
+}
+
+// existing returns the stack, or nil when the backend has none of that name.
+func (s *Stack) existing(ctx context.Context) (backend.Stack, error) {
+	ref, err := s.backend.ParseStackReference(s.name)
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: %w", s.name, err)
+	}
+	return s.backend.GetStack(ctx, ref)
+}
+
+// Resource is one resource as the stack's state records it.
+type Resource struct {
+	// URN is the resource's URN.
+	URN resource.URN
+	// Type is the resource's type token.
+	Type string
+	// ID is the provider's id (libvirt UUID or volume key); "" for components.
+	ID string
+	// Protect reports the protect flag.
+	Protect bool
+}
+
+// Name is the resource's logical name.
+func (r Resource) Name() string { return r.URN.Name() }
+
+// deployment reads the stack's latest checkpoint, secrets still encrypted:
+// nothing is decrypted, so no key is derived. A stack the backend does not
+// have yet has no resources.
+func (s *Stack) deployment(ctx context.Context) (*apitype.DeploymentV3, error) {
+	st, err := s.existing(ctx)
+	if err != nil || st == nil {
+		return &apitype.DeploymentV3{}, err
+	}
+	dep, err := backend.ExportStackDeployment(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: export: %w", s.name, err)
+	}
+	var state apitype.DeploymentV3
+	if len(dep.Deployment) > 0 {
+		if err := json.Unmarshal(dep.Deployment, &state); err != nil {
+			return nil, fmt.Errorf("stack %q: decode state: %w", s.name, err)
+		}
+	}
+	return &state, nil
+}
+
+// Resources returns every resource in the stack's state, in state order.
+func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
+	state, err := s.deployment(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Resource, 0, len(state.Resources))
+	for _, r := range state.Resources {
+		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect})
+	}
+	return out, nil
+}
+
+// Outputs returns the stack's outputs from its latest checkpoint; secrets
+// in the clear with reveal, as "[secret]" without.
+func (s *Stack) Outputs(ctx context.Context, reveal bool) (map[string]any, error) {
+	st, err := s.existing(ctx)
+	if err != nil || st == nil {
+		return map[string]any{}, err
+	}
+	snap, err := st.Snapshot(ctx, lazyProvider{pass: s.pass})
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: read state: %w", s.name, err)
+	}
+	if snap == nil {
+		return map[string]any{}, nil
+	}
+	for _, r := range snap.Resources {
+		if r.Type == resource.RootStackType && r.Parent == "" {
+			if reveal {
+				return r.Outputs.MapRepl(nil, revealSecret), nil
+			}
+			return r.Outputs.MapRepl(nil, maskSecret), nil
+		}
+	}
+	return map[string]any{}, nil
+}
+
+// revealSecret maps a secret to its plain value (for Outputs).
+func revealSecret(v resource.PropertyValue) (any, bool) {
+	if !v.IsSecret() {
+		return nil, false
+	}
+	return v.SecretValue().Element.MapRepl(nil, revealSecret), true
+}
+
+// maskSecret maps a secret to "[secret]".
+func maskSecret(v resource.PropertyValue) (any, bool) {
+	if !v.IsSecret() {
+		return nil, false
+	}
+	return "[secret]", true
+}
+
+// UnprotectAll clears the protect flag of every resource in state (`pulumi
+// state unprotect --all`): the deliberate step before a destroy that is
+// meant to delete disks too, such as a confirmed teardown.
+func (s *Stack) UnprotectAll(ctx context.Context) error {
+	return s.setProtect(ctx, nil, false)
+}
+
+// Protect sets the protect flag of the resources with the given URNs (a
+// failed teardown puts back what it unprotected).
+func (s *Stack) Protect(ctx context.Context, urns []resource.URN) error {
+	return s.setProtect(ctx, urns, true)
+}
+
+// setProtect sets the protect flag of urns (nil: every resource) and saves
+// the checkpoint through the backend, as `pulumi state` does.
+func (s *Stack) setProtect(ctx context.Context, urns []resource.URN, protect bool) error {
+	st, err := s.existing(ctx)
+	if err != nil || st == nil {
+		return err
+	}
+	dep, err := backend.ExportStackDeployment(ctx, st)
+	if err != nil {
+		return fmt.Errorf("stack %q: export: %w", s.name, err)
+	}
+	var state apitype.DeploymentV3
+	if err := json.Unmarshal(dep.Deployment, &state); err != nil {
+		return fmt.Errorf("stack %q: decode state: %w", s.name, err)
+	}
+	want := map[resource.URN]bool{}
+	for _, u := range urns {
+		want[u] = true
+	}
+	for i := range state.Resources {
+		if urns == nil || want[state.Resources[i].URN] {
+			state.Resources[i].Protect = protect
+		}
+	}
+	if dep.Deployment, err = json.Marshal(state); err != nil {
+		return err
+	}
+	if err := backend.ImportStackDeployment(ctx, st, dep); err != nil {
+		return fmt.Errorf("stack %q: save state: %w", s.name, err)
+	}
+	return nil
+}
+
+// ToolPath returns the path of a pinned tool in Tools, or an error wrapping
+// ErrNoTool that names the command that builds it.
+func (s *Stack) ToolPath(name string) (string, error) {
+	p := filepath.Join(s.tools, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s is not built (%w): run scripts/tools.sh", p, ErrNoTool)
+	}
+	return p, nil
+}
