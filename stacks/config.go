@@ -107,6 +107,12 @@ type LibvirtConfig struct {
 	// BootImage is the path or URL of the Talos disk image that seeds new OS
 	// disks; defaults to the Talos image factory's metal image of talosVersion.
 	BootImage string `json:"bootImage,omitempty"`
+	// BootImageSHA256 is the image's SHA-256 digest (hex): required with an
+	// explicit URL, verified by `milner up` against a local file.
+	BootImageSHA256 string `json:"bootImageSha256,omitempty"`
+
+	// defaultImage is set when BootImage is the derived factory URL.
+	defaultImage bool
 }
 
 // ProxmoxConfig is milner:substrate.proxmox. The API token is not here: it
@@ -493,6 +499,7 @@ func (c *Config) applyDefaults() {
 			lv.PoolPath = "/var/lib/libvirt/images/" + c.Cluster.Name
 		}
 		if lv.BootImage == "" {
+			lv.defaultImage = true
 			lv.BootImage = fmt.Sprintf("https://factory.talos.dev/image/%s/%s/metal-amd64.qcow2", DefaultSchematic, c.Cluster.TalosVersion)
 		}
 	}
@@ -528,7 +535,7 @@ func (c *Config) applyDefaults() {
 		if n.DataDiskGiB == 0 {
 			n.DataDiskGiB = DefaultDataDiskGiB
 		}
-		n.MAC = strings.ToLower(n.MAC)
+		n.MAC = normalizeMAC(n.MAC)
 		if px := c.Substrate.Proxmox; px != nil && n.ProxmoxNode == "" {
 			n.ProxmoxNode = px.NodeName
 		}

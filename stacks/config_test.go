@@ -21,7 +21,7 @@ func baseConfig() obj {
 	}
 	return obj{
 		"cluster":   obj{"name": "t", "talosVersion": "v1.9.5", "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": "10.9.0.240"},
-		"substrate": obj{"kind": "libvirt", "libvirt": obj{"domainType": "qemu"}},
+		"substrate": obj{"kind": "libvirt", "libvirt": obj{"domainType": "qemu", "bootImage": "/var/lib/milner/t/boot.qcow2"}},
 		"network": obj{
 			"mode": "isolated", "cidr": "10.9.0.0/24",
 			"dhcpRange": obj{"start": "10.9.0.100", "end": "10.9.0.199"},

@@ -426,11 +426,11 @@ func TestAdoptedDomainIsImported(t *testing.T) {
 	for _, d := range rec.ByType(tDomain) {
 		if d.Name == "milner-dev-cp-2" {
 			assert.Equal(t, uuid, d.Options.ImportID)
-			assert.ElementsMatch(t, append(slices.Clone(substrate.LibvirtDomainNeverReadBack), substrate.LibvirtDomainIgnoredOnAdopt...), d.Options.IgnoreChanges)
+			assert.ElementsMatch(t, slices.Concat(substrate.LibvirtDomainNeverReadBack, substrate.LibvirtDomainKeptAsCreated, substrate.LibvirtDomainIgnoredOnAdopt), d.Options.IgnoreChanges)
 			continue
 		}
 		assert.Empty(t, d.Options.ImportID, d.Name)
-		assert.ElementsMatch(t, substrate.LibvirtDomainNeverReadBack, d.Options.IgnoreChanges, d.Name)
+		assert.ElementsMatch(t, slices.Concat(substrate.LibvirtDomainNeverReadBack, substrate.LibvirtDomainKeptAsCreated), d.Options.IgnoreChanges, d.Name)
 	}
 }
 

@@ -70,6 +70,14 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 	}
 	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cluster)}
 	g.Refusals = gate.Check(g.Report, f.replace)
+	bundle, err := secretsBundleRefusals(st, cfg, res.Steps)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.Refusals = append(g.Refusals, bundle...)
+	if err := verifyBootImage(cfg, g.Report); err != nil {
+		return nil, nil, err
+	}
 	if !f.json {
 		g.Report.Write(out)
 		if len(g.Refusals) > 0 {

@@ -34,6 +34,12 @@ var LibvirtDomainIgnoredOnAdopt = []string{"type", "fwCfgName", "coreosIgnition"
 // paths exactly, without wildcards.
 var LibvirtDomainNeverReadBack = []string{"networkInterfaces[0].addresses", "networkInterfaces[0].hostname"}
 
+// LibvirtDomainKeptAsCreated lists the domain inputs written only when a
+// domain is created: the owner tag (OwnerTag) in its description. Domains
+// created before the tag existed, or adopted, keep their description, since
+// any domain diff is a replace (ReplaceOnChanges "*").
+var LibvirtDomainKeptAsCreated = []string{"description"}
+
 // LibvirtNetworkMode is how the cluster network reaches the outside.
 type LibvirtNetworkMode string
 
@@ -240,6 +246,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		pulumi.ReplaceOnChanges([]string{"*"}),
 		pulumi.DeleteBeforeReplace(true),
 		pulumi.IgnoreChanges(LibvirtDomainNeverReadBack),
+		pulumi.IgnoreChanges(LibvirtDomainKeptAsCreated),
 	)
 	if spec.AdoptID != "" {
 		domainOpts = append(domainOpts,
@@ -250,8 +257,9 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 	domain, err := libvirt.NewDomain(ctx, base, &libvirt.DomainArgs{
 		// An explicit, stable name: a domain left defined by a crash is found
 		// by name and adopted, never silently duplicated.
-		Name: pulumi.String(base),
-		Type: pulumi.String(args.DomainType),
+		Name:        pulumi.String(base),
+		Description: pulumi.String(OwnerTag(ctx.Project(), ctx.Stack())),
+		Type:        pulumi.String(args.DomainType),
 		// A CPU Talos boots on: x86-64-v2 at least (see CPUModes).
 		Cpu:       &libvirt.DomainCpuArgs{Mode: pulumi.String(args.CPUMode)},
 		Vcpu:      pulumi.Int(spec.VCPU),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
+	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
 )
@@ -29,12 +30,32 @@ func DeclaredLibvirt(stack string, cfg map[string]string) ([]Declared, error) {
 			continue
 		}
 		d := Declared{Type: r.Type, Logical: r.Name, Name: r.Inputs["name"].StringValue(), ImportID: r.Options.ImportID}
-		if r.Type == TypeDomain {
+		switch r.Type {
+		case TypeDomain:
 			// Domains are named "<cluster>-<node>" under the "<cluster>" component.
 			cluster := resource.URN(r.Parent).Name()
 			d.Node = strings.TrimPrefix(r.Name, cluster+"-")
+			if desc := r.Inputs["description"]; desc.IsString() {
+				d.Owner = substrate.OwnerOf(desc.StringValue())
+			}
+		case TypePool:
+			if t := r.Inputs["target"]; t.IsObject() && t.ObjectValue()["path"].IsString() {
+				d.Path = t.ObjectValue()["path"].StringValue()
+			}
 		}
 		out = append(out, d)
+	}
+	// A stack has one pool; every volume it declares is in it.
+	pool := ""
+	for _, d := range out {
+		if d.Type == TypePool {
+			pool = d.Name
+		}
+	}
+	for i := range out {
+		if out[i].Type == TypeVolume {
+			out[i].Pool = pool
+		}
 	}
 	return out, nil
 }

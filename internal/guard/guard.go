@@ -8,12 +8,14 @@
 package guard
 
 import (
+	"encoding/xml"
 	"fmt"
 	"net/url"
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 
+	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/gate"
 )
 
@@ -36,6 +38,13 @@ type Object struct {
 	ID string
 	// Stopped is set for a defined domain that is not running.
 	Stopped bool
+	// Owner is the "<project>/<stack>" of a domain's owner tag
+	// (substrate.OwnerTag); "" when the domain carries none.
+	Owner string
+	// Pool is the pool a volume is in.
+	Pool string
+	// Path is a pool's target directory.
+	Path string
 }
 
 // Declared is one libvirt object the stack declares.
@@ -51,6 +60,21 @@ type Declared struct {
 	// ImportID is the id the program imports this object under (a node's
 	// adoptId): the live object with that id is being adopted, not orphaned.
 	ImportID string
+	// Owner is the owner tag's "<project>/<stack>" a domain is created with.
+	Owner string
+	// Pool is the libvirt name of the pool a volume is in.
+	Pool string
+	// Path is a pool's target directory.
+	Path string
+}
+
+// liveKey keys live and declared objects alike: volumes by pool and name
+// (two pools may hold volumes of one name), everything else by name.
+func liveKey(typ, pool, name string) string {
+	if typ == TypeVolume {
+		return typ + "::" + pool + "::" + name
+	}
+	return typ + "::" + name
 }
 
 // Finding is one reason to refuse an up, with what to do instead.
@@ -70,7 +94,7 @@ func (f Finding) String() string { return f.Problem + "\n    fix: " + f.Fix }
 func Check(stack string, declared []Declared, inState func(typ, logical string) bool, live []Object) []Finding {
 	byName := map[string]Object{}
 	for _, o := range live {
-		byName[o.Type+"::"+o.Name] = o
+		byName[liveKey(o.Type, o.Pool, o.Name)] = o
 	}
 	stateHasSubstrate := false
 	var orphans []Finding
@@ -80,11 +104,18 @@ func Check(stack string, declared []Declared, inState func(typ, logical string) 
 			stateHasSubstrate = true
 			continue
 		}
-		o, ok := byName[d.Type+"::"+d.Name]
+		o, ok := byName[liveKey(d.Type, d.Pool, d.Name)]
 		if !ok || (d.ImportID != "" && strings.EqualFold(d.ImportID, o.ID)) {
 			continue
 		}
+		if f, foreign := foreignObject(stack, d, o); foreign {
+			orphans = append(orphans, f)
+			continue
+		}
 		f := Finding{Problem: fmt.Sprintf("%s %q (%s) exists on the host but not in the state of stack %q: an up would fail on it or create a duplicate", kind(d.Type), d.Name, d.Logical, stack)}
+		if d.Type == TypeDomain && o.Owner == "" {
+			f.Problem += "; it carries no Milner owner tag (made before tags, or not by Milner): check `virsh dumpxml " + d.Name + "` is this cluster's machine before adopting it"
+		}
 		if d.Type == TypeDomain && d.Node != "" {
 			cmd := fmt.Sprintf("milner adopt --stack %s --node %s --id %s", stack, d.Node, o.ID)
 			if o.Stopped {
@@ -114,6 +145,27 @@ func Check(stack string, declared []Declared, inState func(typ, logical string) 
 		return append([]Finding{empty}, orphans...)
 	}
 	return orphans
+}
+
+// foreignObject reports a live object that has this stack's name but is
+// provably someone else's: a domain tagged for another stack, or a pool of
+// this name at another directory. Such an object is never offered for
+// adoption: the fix is a name of this stack's own.
+func foreignObject(stack string, d Declared, o Object) (Finding, bool) {
+	fix := "give this stack its own milner:cluster.name (every libvirt name derives from it); never adopt or import another stack's objects"
+	switch {
+	case d.Type == TypeDomain && o.Owner != "" && d.Owner != "" && o.Owner != d.Owner:
+		return Finding{
+			Problem: fmt.Sprintf("domain %q belongs to %s (its owner tag), not to stack %q (%s): both declare the same machine name", d.Name, o.Owner, stack, d.Owner),
+			Fix:     fix,
+		}, true
+	case d.Type == TypePool && o.Path != "" && d.Path != "" && o.Path != d.Path:
+		return Finding{
+			Problem: fmt.Sprintf("pool %q exists on the host at %s, not at stack %q's %s: it is another pool of the same name", d.Name, o.Path, stack, d.Path),
+			Fix:     fix,
+		}, true
+	}
+	return Finding{}, false
 }
 
 // kind names a type token for messages.
@@ -152,7 +204,16 @@ func ListLibvirt(uri string) ([]Object, error) {
 	}
 	for _, d := range domains {
 		// libvirt gives an inactive domain the id -1.
-		out = append(out, Object{Type: TypeDomain, Name: d.Name, ID: uuid(d.UUID), Stopped: d.ID < 0})
+		o := Object{Type: TypeDomain, Name: d.Name, ID: uuid(d.UUID), Stopped: d.ID < 0}
+		if desc, err := l.DomainGetXMLDesc(d, 0); err == nil {
+			var x struct {
+				Description string `xml:"description"`
+			}
+			if xml.Unmarshal([]byte(desc), &x) == nil {
+				o.Owner = substrate.OwnerOf(x.Description)
+			}
+		}
+		out = append(out, o)
 	}
 	nets, _, err := l.ConnectListAllNetworks(1, 0)
 	if err != nil {
@@ -166,14 +227,23 @@ func ListLibvirt(uri string) ([]Object, error) {
 		return nil, fmt.Errorf("%s: list pools: %w", uri, err)
 	}
 	for _, p := range pools {
-		out = append(out, Object{Type: TypePool, Name: p.Name, ID: uuid(p.UUID)})
+		o := Object{Type: TypePool, Name: p.Name, ID: uuid(p.UUID)}
+		if desc, err := l.StoragePoolGetXMLDesc(p, 0); err == nil {
+			var x struct {
+				Path string `xml:"target>path"`
+			}
+			if xml.Unmarshal([]byte(desc), &x) == nil {
+				o.Path = x.Path
+			}
+		}
+		out = append(out, o)
 		vols, _, err := l.StoragePoolListAllVolumes(p, 1, 0)
 		if err != nil {
 			// An inactive pool cannot list its volumes; its name still counts.
 			continue
 		}
 		for _, v := range vols {
-			out = append(out, Object{Type: TypeVolume, Name: v.Name, ID: v.Key})
+			out = append(out, Object{Type: TypeVolume, Name: v.Name, ID: v.Key, Pool: p.Name})
 		}
 	}
 	return out, nil

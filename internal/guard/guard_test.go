@@ -25,9 +25,12 @@ func TestDeclaredLibvirtNamesComeFromTheProgram(t *testing.T) {
 	require.Len(t, d, 12) // pool, network, boot, 3 x (os, data, domain)
 	i := slices.IndexFunc(d, func(x Declared) bool { return x.Logical == "milner-dev-cp-2" })
 	require.GreaterOrEqual(t, i, 0)
-	assert.Equal(t, Declared{Type: TypeDomain, Logical: "milner-dev-cp-2", Name: "milner-dev-cp-2", Node: "cp-2"}, d[i])
+	assert.Equal(t, Declared{Type: TypeDomain, Logical: "milner-dev-cp-2", Name: "milner-dev-cp-2", Node: "cp-2", Owner: "milner/dev"}, d[i])
 	i = slices.IndexFunc(d, func(x Declared) bool { return x.Logical == "milner-dev-cp-1-data" })
 	assert.Equal(t, "milner-dev-cp-1-data.qcow2", d[i].Name)
+	assert.Equal(t, "milner-dev", d[i].Pool, "a volume is matched in its pool")
+	i = slices.IndexFunc(d, func(x Declared) bool { return x.Type == TypePool })
+	assert.Equal(t, "/var/lib/libvirt/images/milner-dev", d[i].Path)
 }
 
 // state builds an inState function over "type::logical" entries.
@@ -41,7 +44,7 @@ func TestCheck(t *testing.T) {
 	var live []Object
 	for _, d := range declared {
 		all = append(all, d.Type+"::"+d.Logical)
-		live = append(live, Object{Type: d.Type, Name: d.Name, ID: "id-of-" + d.Name})
+		live = append(live, Object{Type: d.Type, Name: d.Name, ID: "id-of-" + d.Name, Pool: d.Pool, Path: d.Path, Owner: d.Owner})
 	}
 	withoutCP2 := slices.DeleteFunc(slices.Clone(all), func(s string) bool { return s == TypeDomain+"::milner-dev-cp-2" })
 	liveWithoutCP3 := slices.DeleteFunc(slices.Clone(live), func(o Object) bool { return o.Name == "milner-dev-cp-3" })
@@ -112,7 +115,7 @@ func TestEmptyStateFixNamesRestoreAndAdopt(t *testing.T) {
 	declared := devDeclared(t)
 	live := []Object{
 		{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1"},
-		{Type: TypeVolume, Name: "milner-dev-cp-1-data.qcow2", ID: "/pool/milner-dev-cp-1-data.qcow2"},
+		{Type: TypeVolume, Name: "milner-dev-cp-1-data.qcow2", ID: "/pool/milner-dev-cp-1-data.qcow2", Pool: "milner-dev"},
 	}
 	got := Check("dev", declared, state(), live)
 	require.Len(t, got, 3)
@@ -124,4 +127,39 @@ func TestEmptyStateFixNamesRestoreAndAdopt(t *testing.T) {
 func TestUUIDFormat(t *testing.T) {
 	u := [16]byte{0x0f, 0x4a, 0x6c, 0x1e, 0x8d, 0x2b, 0x4a, 0x57, 0x9a, 0x0e, 0x2f, 0x1d, 0x3c, 0x4b, 0x5a, 0x69}
 	assert.Equal(t, "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69", uuid(u))
+}
+
+// TestAnotherStacksObjectsAreNeverOfferedForAdoption: a domain tagged for
+// another stack and a pool of this name at another path are refused with a
+// rename, never an adopt or import command; a volume of this name in
+// another pool is not this stack's at all.
+func TestAnotherStacksObjectsAreNeverOfferedForAdoption(t *testing.T) {
+	declared := devDeclared(t)
+	inState := state(TypeNetwork + "::milner-dev-net")
+	live := []Object{
+		{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/staging"},
+		{Type: TypePool, Name: "milner-dev", ID: "p1", Path: "/srv/other"},
+		{Type: TypeVolume, Name: "milner-dev-cp-1-os.qcow2", ID: "/srv/x/milner-dev-cp-1-os.qcow2", Pool: "default"},
+	}
+	got := Check("dev", declared, inState, live)
+	require.Len(t, got, 2, "%v", got)
+	problems := got[0].Problem + "\n" + got[1].Problem
+	assert.Contains(t, problems, `pool "milner-dev" exists on the host at /srv/other`)
+	assert.Contains(t, problems, `domain "milner-dev-cp-1" belongs to milner/staging (its owner tag), not to stack "dev"`)
+	for _, f := range got {
+		assert.NotContains(t, f.Fix, "adopt --stack")
+		assert.NotContains(t, f.Fix, "pulumi import")
+		assert.Contains(t, f.Fix, "own milner:cluster.name")
+	}
+
+	own := []Object{{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/dev"}}
+	got = Check("dev", declared, inState, own)
+	require.Len(t, got, 1)
+	assert.Equal(t, "milner adopt --stack dev --node cp-1 --id u1", got[0].Fix, "a domain tagged for this stack is offered for adoption")
+	assert.NotContains(t, got[0].Problem, "no Milner owner tag")
+
+	untagged := []Object{{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1"}}
+	got = Check("dev", declared, inState, untagged)
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0].Problem, "carries no Milner owner tag")
 }

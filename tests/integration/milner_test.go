@@ -383,3 +383,47 @@ func (s *milnerScenario) virshNames(args ...string) []string {
 	slices.Sort(names)
 	return names
 }
+
+// 5. Ownership: every domain carries its stack's owner tag in its libvirt
+// description; with the state moved away, a domain retagged for another
+// stack is refused with a rename, never offered for adoption, while the
+// untouched ones still are.
+func TestMilnerOwnership(t *testing.T) {
+	s := newMilnerScenario(t, "m-owner", 25)
+	s.mustMilner("up", "--yes")
+	before := s.uuids()
+	state, away := filepath.Join(s.dir, "state"), filepath.Join(s.dir, "state.away")
+	if err := os.Rename(state, away); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if fileExists(away) {
+			_ = os.RemoveAll(state)
+			_ = os.Rename(away, state)
+		}
+	})
+	first := s.domain(s.nodes[0].Name)
+	for _, n := range s.nodes {
+		if desc := strings.TrimSpace(virsh(t, "desc", s.domain(n.Name))); desc != "milner-owner=milner/"+milnerStack {
+			t.Errorf("domain %s description %q, want the owner tag", s.domain(n.Name), desc)
+		}
+	}
+	virsh(t, "desc", first, "--config", "--live", "milner-owner=milner/someone-else")
+	r := s.milner("up", "--yes")
+	refused(t, "up beside another stack's domain", r, fmt.Sprintf("domain %q belongs to milner/someone-else", first), "own milner:cluster.name")
+	if strings.Contains(r.out(), "--node "+s.nodes[0].Name+" --id") {
+		t.Errorf("another stack's domain was offered for adoption:\n%s", r.out())
+	}
+	other := s.nodes[1].Name
+	if want := fmt.Sprintf("milner adopt --stack %s --node %s --id %s", milnerStack, other, before[s.domain(other)]); !strings.Contains(r.out(), want) {
+		t.Errorf("this stack's own domain is not offered for adoption (%q):\n%s", want, r.out())
+	}
+	virsh(t, "desc", first, "--config", "--live", "milner-owner=milner/"+milnerStack)
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(away, state); err != nil {
+		t.Fatal(err)
+	}
+	s.hasNoChanges("up after the restore", s.mustMilner("up", "--yes"))
+}

@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// OutputsInClear returns the logical name and the outputs of the one
+// resource of type typ in the stack's latest checkpoint, secrets decrypted
+// in memory only. It is what `milner secrets export` reads the cluster's
+// secrets bundle with.
+func (s *Stack) OutputsInClear(ctx context.Context, typ string) (string, map[string]any, error) {
+	st, err := s.existing(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if st == nil {
+		return "", nil, fmt.Errorf("stack %q: no state in %s", s.name, s.url)
+	}
+	snap, err := st.Snapshot(ctx, lazyProvider{pass: s.pass})
+	if err != nil {
+		return "", nil, fmt.Errorf("stack %q: read state: %w", s.name, err)
+	}
+	if snap != nil {
+		for _, r := range snap.Resources {
+			if string(r.Type) == typ && !r.Delete {
+				return r.URN.Name(), r.Outputs.MapRepl(nil, revealSecret), nil
+			}
+		}
+	}
+	return "", nil, fmt.Errorf("stack %q: the state holds no %s", s.name, typ)
+}

@@ -1,0 +1,53 @@
+package gate
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+)
+
+// step builds a preview step of a resource at the stack root (the secrets
+// bundle) or under the substrate component.
+func step(op apitype.OpType, typ, name string) Step {
+	parent := ""
+	if typ == TypeLibvirtDomain {
+		parent = "milner:components:LibvirtSubstrate$"
+	}
+	return Step{Op: op, Type: typ, URN: "urn:pulumi:dev::milner::" + parent + typ + "::" + name}
+}
+
+func TestSecretsBundleIsNeverCreatedBesideExistingNodes(t *testing.T) {
+	create := step(apitype.OpCreate, TypeTalosSecrets, "c-secrets")
+	for _, tc := range []struct {
+		name   string
+		steps  []Step
+		live   []string
+		refuse string // "" when the preview may go on
+	}{
+		{"clean install", []Step{create, step(apitype.OpCreate, TypeLibvirtDomain, "c-cp-1"), step(apitype.OpCreate, TypeConfigApply, "cp-1-apply")}, nil, ""},
+		{"bundle kept", []Step{step(apitype.OpSame, TypeTalosSecrets, "c-secrets"), step(apitype.OpSame, TypeLibvirtDomain, "c-cp-1")}, nil, ""},
+		{"bundle imported after state loss", []Step{step(apitype.OpImport, TypeTalosSecrets, "c-secrets"), step(apitype.OpImport, TypeLibvirtDomain, "c-cp-1")}, nil, ""},
+		{"node VM in state", []Step{create, step(apitype.OpSame, TypeLibvirtDomain, "c-cp-1")}, nil, "c-cp-1 (same)"},
+		{"node VM being replaced", []Step{create, step(apitype.OpReplace, TypeLibvirtDomain, "c-cp-1")}, nil, "c-cp-1 (replace)"},
+		{"talos config in state", []Step{create, step(apitype.OpUpdate, TypeConfigApply, "cp-1-apply")}, nil, "cp-1-apply (update)"},
+		{"node VM being adopted", []Step{create, step(apitype.OpImport, TypeLibvirtDomain, "c-cp-2")}, nil, "c-cp-2 (import)"},
+		{"node live on the host, state empty", []Step{create, step(apitype.OpCreate, TypeLibvirtDomain, "c-cp-1")}, []string{"c-cp-1"}, "c-cp-1 (live)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CheckSecretsBundle(tc.steps, tc.live, "dev")
+			if tc.refuse == "" {
+				if len(got) > 0 {
+					t.Fatalf("refused: %v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Resource != "c-secrets" || !strings.Contains(got[0].Reason, tc.refuse) {
+				t.Fatalf("got %v, want one refusal of c-secrets naming %q", got, tc.refuse)
+			}
+			if !strings.Contains(got[0].Instead, "milner secrets import --stack dev") {
+				t.Errorf("instead: %s", got[0].Instead)
+			}
+		})
+	}
+}
