@@ -1,5 +1,5 @@
 # Milner's everyday commands. CI runs .ci/run, which runs `make ci`.
-.PHONY: test lint vet integration tools tools-lint libvirt flake-check conformance ci
+.PHONY: test lint vet integration tools tools-lint tools-kubeapi libvirt flake-check conformance ci
 
 # Unit and whole-program tests (mocks; no engine, no libvirt, no network).
 test:
@@ -18,12 +18,18 @@ tools-lint:
 tools:
 	scripts/tools.sh pulumi libvirt
 
+# A real Kubernetes API (kube-apiserver, etcd) and the Kubernetes provider
+# plugin, built into .tools/bin for tests/kubeapi.
+tools-kubeapi:
+	scripts/tools.sh kubeapi kubernetes
+
 libvirt:
 	scripts/libvirt-up.sh
 
-# The real engine against a real libvirtd (root; isolated networks only).
-integration: tools libvirt
-	go test -tags integration -count=1 -timeout 45m -v ./tests/integration/
+# The real engine against a real libvirtd (root; isolated networks only) and,
+# for the apps layer, against a real kube-apiserver on loopback.
+integration: tools tools-kubeapi libvirt
+	go test -tags integration -count=1 -timeout 45m -v ./tests/integration/ ./tests/kubeapi/
 
 flake-check:
 	nix-instantiate --parse flake.nix >/dev/null
