@@ -28,6 +28,9 @@ const (
 	tNamespace = "kubernetes:core/v1:Namespace"
 )
 
+// program is the Pulumi program the scenarios run (see releaseProgram).
+var program = releaseProgram
+
 // testChart is the chart the scenarios install, as a local path (no chart
 // repository is reachable from the test machines).
 var testChart = filepath.Join(repo, "tests", "charts", "milner-test")
@@ -97,6 +100,7 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 		ConfigFile: filepath.Join(dir, "Pulumi."+stackName+".yaml"),
 		Overrides:  s.config(),
 		Passphrase: passphrase,
+		Program:    program,
 		Progress:   logWriter(t),
 	})
 	if err != nil {
