@@ -49,14 +49,14 @@ var repo = func() string {
 // toolsBin holds the pinned binaries scripts/tools.sh builds.
 var toolsBin = filepath.Join(repo, ".tools", "bin")
 
-func TestMain(m *testing.M) {
-	for _, bin := range []string{"etcd", "kube-apiserver", "pulumi", "pulumi-resource-kubernetes"} {
+// requireTools fails the test unless the named binaries are in .tools/bin.
+func requireTools(t *testing.T, names ...string) {
+	t.Helper()
+	for _, bin := range names {
 		if _, err := os.Stat(filepath.Join(toolsBin, bin)); err != nil {
-			fmt.Fprintf(os.Stderr, "kubeapi: %v (run scripts/tools.sh pulumi kubeapi kubernetes)\n", err)
-			os.Exit(1)
+			t.Fatalf("%v (run scripts/tools.sh pulumi kubeapi kubernetes)", err)
 		}
 	}
-	os.Exit(m.Run())
 }
 
 // admissionPlugins are the admission plugins the API server runs:
@@ -91,6 +91,7 @@ type apiServer struct {
 // stops both when the test ends.
 func startAPIServer(t *testing.T) *apiServer {
 	t.Helper()
+	requireTools(t, "etcd", "kube-apiserver")
 	start := time.Now()
 	dir := t.TempDir()
 	pki := newPKI(t, dir)
@@ -116,6 +117,12 @@ func startAPIServer(t *testing.T) *apiServer {
 		"--service-account-signing-key-file="+pki.saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--authorization-mode=Node,RBAC",
+		// As on Talos, whose CNI and storage pods are privileged: refusing
+		// a privileged pod is left to PodSecurity, per namespace.
+		"--allow-privileged=true",
+		// The "kubernetes" Service's endpoints cannot be a loopback
+		// address; nothing here reaches the API through the Service.
+		"--endpoint-reconciler-type=none",
 		"--enable-admission-plugins="+strings.Join(admissionPlugins, ","),
 		"--profiling=false", "--v=0")
 

@@ -71,6 +71,7 @@ type appsScenario struct {
 // --secret` with the pinned CLI), and opens the stack on its own file backend.
 func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 	t.Helper()
+	requireTools(t, "pulumi", "pulumi-resource-kubernetes")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), []byte("name: milner\nruntime: go\n"), 0o600); err != nil {
 		t.Fatal(err)
