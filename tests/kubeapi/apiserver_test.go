@@ -61,8 +61,9 @@ func requireTools(t *testing.T, names ...string) {
 
 // admissionPlugins are the admission plugins the API server runs:
 // kube-apiserver's default-on set of v1.34 (k8s.io/kubernetes
-// pkg/kubeapiserver/options/plugins.go, DefaultOffAdmissionPlugins), named
-// here so that a test fails if one of them is missing from the binary.
+// pkg/kubeapiserver/options/plugins.go, DefaultOffAdmissionPlugins). The
+// flag adds to that set, so naming them changes nothing but the record:
+// here is what the scenarios were admitted by.
 // PodSecurity enforces a namespace's pod-security.kubernetes.io/enforce label
 // on pods; DefaultStorageClass fills in a PVC's storageClassName.
 var admissionPlugins = []string{
@@ -99,14 +100,14 @@ func startAPIServer(t *testing.T) *apiServer {
 	etcdClient, etcdPeer := freePort(t), freePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
-	daemon(t, dir, "etcd",
+	etcdExited := daemon(t, dir, "etcd",
 		"--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=default="+peerURL, "--log-level=warn")
 
 	port := freePort(t)
-	daemon(t, dir, "kube-apiserver",
+	apiExited := daemon(t, dir, "kube-apiserver",
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
@@ -144,6 +145,13 @@ func startAPIServer(t *testing.T) *apiServer {
 		if err == nil && code == http.StatusOK && string(body) == "ok" {
 			break
 		}
+		select {
+		case <-etcdExited:
+			t.Fatal("etcd exited before kube-apiserver was ready")
+		case <-apiExited:
+			t.Fatal("kube-apiserver exited before it was ready")
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("kube-apiserver not ready after 3m: %d %s %v", code, body, err)
 		}
@@ -154,8 +162,9 @@ func startAPIServer(t *testing.T) *apiServer {
 }
 
 // daemon starts a binary from .tools/bin with its output in dir/<name>.log and
-// stops it (SIGTERM, then SIGKILL) when the test ends.
-func daemon(t *testing.T, dir, name string, args ...string) {
+// stops it (SIGTERM, then SIGKILL) when the test ends. The returned channel
+// is closed when the process exits.
+func daemon(t *testing.T, dir, name string, args ...string) <-chan struct{} {
 	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	log, err := os.Create(logPath)
@@ -184,6 +193,7 @@ func daemon(t *testing.T, dir, name string, args ...string) {
 			}
 		}
 	})
+	return exited
 }
 
 // do sends one request to the API server as the admin and returns the body
