@@ -13,6 +13,7 @@ require (
 	github.com/pulumiverse/pulumi-talos/sdk v0.7.1
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/mod v0.42.0
+	golang.org/x/term v0.47.0
 	google.golang.org/grpc v1.85.0
 	gopkg.in/yaml.v3 v3.0.1
 )
@@ -202,7 +203,6 @@ require (
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect

@@ -9,11 +9,23 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
 	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/components/workloads"
 )
 
-// deployApps creates the cluster's Kubernetes provider and one HelmApp per
-// configured app.
-func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput) ([]*helmapp.HelmApp, error) {
+// AppsLayer is everything the apps layer declares.
+type AppsLayer struct {
+	// Storage is the storage layer (nil when milner:storage.enabled is false).
+	Storage *Storage
+	// Apps are the Helm releases of milner:apps, in config order.
+	Apps []*helmapp.HelmApp
+	// Workloads is the reservation of milner:workloads (nil when unset).
+	Workloads *workloads.Workloads
+}
+
+// deployApps creates the cluster's Kubernetes provider, the storage layer,
+// one HelmApp per configured app (after the storage), and the workloads'
+// reservation.
+func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput) (*AppsLayer, error) {
 	name := cfg.Cluster.Name
 	// An explicit provider, never the ambient kubeconfig. The cluster
 	// identifier is fixed so that a rotated kubeconfig updates the provider
@@ -25,11 +37,25 @@ func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput
 	if err != nil {
 		return nil, fmt.Errorf("apps %q: kubernetes provider: %w", name, err)
 	}
-	var apps []*helmapp.HelmApp
+	layer := &AppsLayer{}
+	storageClass := ""
+	var afterStorage []pulumi.Resource
+	if cfg.Storage.On() {
+		if layer.Storage, err = deployStorage(ctx, cfg, k8s); err != nil {
+			return nil, err
+		}
+		storageClass = cfg.Storage.StorageClass
+		// Apps create PVCs (Vault's raft and audit volumes, Woodpecker's
+		// server volume); a PVC binds only once the provisioner runs and the
+		// class exists. The charts name the class as a plain string, so no
+		// data edge orders them: this does.
+		afterStorage = []pulumi.Resource{layer.Storage.App.Release, layer.Storage.Class}
+	}
 	for i, app := range cfg.Apps {
-		values, err := helmValues(ctx, app)
+		ap := fmt.Sprintf("%s[%d]", key("apps"), i)
+		values, secrets, err := appValues(ctx, cfg, app, storageClass)
 		if err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", key("apps"), i, err)
+			return nil, fmt.Errorf("%s: %w", ap, err)
 		}
 		a, err := helmapp.New(ctx, app.Name, &helmapp.Args{
 			ReleaseName:    app.ReleaseName,
@@ -37,33 +63,75 @@ func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput
 			Chart:          app.Chart.Name,
 			Version:        app.Chart.Version,
 			Namespace:      app.Namespace,
+			PodSecurity:    app.PodSecurity,
+			Secrets:        secrets,
 			Values:         values,
 			Provider:       k8s,
 			RetainOnDelete: app.RetainOnDelete,
 			PreviousNames:  app.PreviousNames,
+			SkipAwait:      !cfg.WaitForApps,
+			DependsOn:      afterStorage,
 		})
 		if err != nil {
 			return nil, err
 		}
-		apps = append(apps, a)
+		layer.Apps = append(layer.Apps, a)
 	}
-	return apps, nil
+	if w := cfg.Workloads; w != nil {
+		layer.Workloads, err = workloads.New(ctx, w.Name, &workloads.Args{
+			Namespace:        w.Namespace,
+			PodSecurity:      w.PodSecurity,
+			Quota:            w.Quota,
+			DefaultRequest:   w.DefaultRequest,
+			DefaultLimit:     w.DefaultLimit,
+			Max:              w.Max,
+			Priority:         w.Priority,
+			PreemptionPolicy: w.PreemptionPolicy,
+			Provider:         k8s,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return layer, nil
 }
 
-// helmValues turns an app's config values into inputs, with each secret value
-// read from its secret config key and set at its dotted path.
-func helmValues(ctx *pulumi.Context, app AppConfig) (pulumi.Map, error) {
-	values := pulumi.Map{}
-	for k, v := range app.Values {
-		values[k] = toInput(v)
+// appValues returns an app's chart values and the Secrets its chart reads:
+// the hardened profile's values (Vault, Woodpecker) with the stack's values
+// merged over them (validation refused values the profile owns), then each
+// secret value read from its secret config key at its dotted path.
+func appValues(ctx *pulumi.Context, cfg *Config, app AppConfig, storageClass string) (pulumi.Map, []helmapp.Secret, error) {
+	base := map[string]any{}
+	var secrets []helmapp.Secret
+	switch {
+	case app.Vault != nil:
+		base, secrets = vaultProfile(ctx, app, storageClass)
+	case app.Woodpecker != nil:
+		base, secrets = woodpeckerProfile(ctx, app, storageClass)
 	}
+	merge(base, app.Values)
+	values, _ := toInput(base).(pulumi.Map)
 	for _, path := range sortedKeys(app.SecretValues) {
 		secret := config.GetSecret(ctx, key(app.SecretValues[path]))
 		if err := setPath(values, strings.Split(path, "."), secret); err != nil {
-			return nil, fmt.Errorf("secretValues[%s]: %w", path, err)
+			return nil, nil, fmt.Errorf("secretValues[%s]: %w", path, err)
 		}
 	}
-	return values, nil
+	return values, secrets, nil
+}
+
+// merge deep-merges src into dst: maps merge key by key, anything else in
+// src replaces dst's value.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				merge(dm, sm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
 }
 
 // toInput converts a decoded JSON value into a Pulumi input.

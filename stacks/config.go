@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/milner/milner/components/podsecurity"
 	"github.com/milner/milner/components/substrate"
 )
 
@@ -20,7 +22,7 @@ const Namespace = "milner"
 // Keys lists every structured config key the program reads, in the order a
 // stack file shows them. Secrets named by apps and the Proxmox token are
 // separate, secret keys.
-var Keys = []string{"cluster", "substrate", "network", "nodes", "apps", "stopAfter"}
+var Keys = []string{"cluster", "substrate", "network", "nodes", "storage", "apps", "workloads", "startAt", "stopAfter", "waitForApps"}
 
 // Config mirrors a stack's Pulumi.<stack>.yaml: one field per milner: key.
 // Load fills it once; nothing else reads stack config.
@@ -37,6 +39,16 @@ type Config struct {
 	Apps []AppConfig `json:"apps"`
 	// StopAfter is milner:stopAfter: the last layer to declare.
 	StopAfter Layer `json:"stopAfter"`
+	// StartAt is milner:startAt: the first layer to declare; apps runs the
+	// apps layer on an existing cluster given by the secret milner:kubeconfig.
+	StartAt Layer `json:"startAt"`
+	// WaitForApps is milner:waitForApps (default true): Helm releases wait
+	// for their pods. False is for tests on an API server without kubelets.
+	WaitForApps bool `json:"-"`
+	// Storage is milner:storage, the storage layer under the apps.
+	Storage StorageConfig `json:"storage"`
+	// Workloads is milner:workloads, room reserved for Evolved-NPCs (optional).
+	Workloads *WorkloadsConfig `json:"workloads,omitempty"`
 
 	// Warnings are problems that do not stop the program (e.g. an even control-plane count).
 	Warnings []string `json:"-"`
@@ -200,6 +212,13 @@ type AppConfig struct {
 	RetainOnDelete bool `json:"retainOnDelete,omitempty"`
 	// PreviousNames are former logical names of the app, aliased on rename.
 	PreviousNames []string `json:"previousNames,omitempty"`
+	// PodSecurity is the Pod Security Standard the app's namespace enforces
+	// (default baseline, Talos' cluster default).
+	PodSecurity podsecurity.Level `json:"podSecurity,omitempty"`
+	// Vault makes the app Milner's hardened Vault; required for the vault chart.
+	Vault *VaultConfig `json:"vault,omitempty"`
+	// Woodpecker configures Woodpecker CI and its forge; required for the woodpecker chart.
+	Woodpecker *WoodpeckerConfig `json:"woodpecker,omitempty"`
 }
 
 // ChartConfig pins one Helm chart.
@@ -238,6 +257,12 @@ func (l Layer) rank() int {
 // Includes reports whether a graph stopping after l declares layer x.
 func (l Layer) Includes(x Layer) bool { return x.rank() <= l.rank() }
 
+// Declares reports whether the stack declares layer x: x lies between
+// startAt and stopAfter.
+func (c *Config) Declares(x Layer) bool {
+	return c.StartAt.rank() <= x.rank() && c.StopAfter.Includes(x)
+}
+
 // ConfigSource reads raw config values by full key (milner:nodes). It is
 // what Load needs of a *pulumi.Context, so tools can validate a stack file
 // without running the program.
@@ -254,26 +279,40 @@ var _ ConfigSource = (*pulumi.Context)(nil)
 func Load(src ConfigSource) (*Config, error) {
 	var cfg Config
 	var p problems
-	decodeKey(src, "cluster", &cfg.Cluster, &p)
-	decodeKey(src, "substrate", &cfg.Substrate, &p)
-	decodeKey(src, "network", &cfg.Network, &p)
-	decodeList(src, "nodes", &cfg.Nodes, &p)
+	if raw, ok := src.GetConfig(key("startAt")); ok {
+		cfg.StartAt = Layer(raw)
+	}
+	if cfg.StartAt == LayerApps {
+		decodeExistingCluster(src, &cfg, &p)
+	} else {
+		decodeKey(src, "cluster", &cfg.Cluster, &p)
+		decodeKey(src, "substrate", &cfg.Substrate, &p)
+		decodeKey(src, "network", &cfg.Network, &p)
+		decodeList(src, "nodes", &cfg.Nodes, &p)
+	}
 	decodeList(src, "apps", &cfg.Apps, &p)
+	decodeOptional(src, "storage", &cfg.Storage, &p)
+	if decodeOptional(src, "workloads", &cfg.Workloads, &p) && cfg.Workloads == nil {
+		p.addf(key("workloads"), "is empty")
+	}
 	if raw, ok := src.GetConfig(key("stopAfter")); ok {
 		cfg.StopAfter = Layer(raw)
+	}
+	cfg.WaitForApps = true
+	if raw, ok := src.GetConfig(key("waitForApps")); ok {
+		wait, err := strconv.ParseBool(raw)
+		if err != nil {
+			p.addf(key("waitForApps"), "%q is not true or false", raw)
+		}
+		cfg.WaitForApps = wait
 	}
 	if len(p.errs) > 0 {
 		return nil, p.err()
 	}
 	cfg.applyDefaults()
 	cfg.validate(&p)
-	for _, app := range cfg.Apps {
-		if !cfg.StopAfter.Includes(LayerApps) {
-			break
-		}
-		for _, k := range sortedKeys(app.SecretValues) {
-			checkSecret(src, app.SecretValues[k], fmt.Sprintf("app %q", app.Name), &p)
-		}
+	for _, need := range AppsSecrets(src) {
+		checkSecret(src, need.Key, need.NeededBy, &p)
 	}
 	if cfg.Substrate.Kind == substrate.KindProxmox {
 		checkProxmoxToken(src, &p)
@@ -312,6 +351,19 @@ func decodeKey(src ConfigSource, k string, v any, p *problems) {
 	if err := strictDecode([]byte(raw), v); err != nil {
 		p.addf(key(k), "%v", err)
 	}
+}
+
+// decodeOptional strictly decodes one object-valued key into v when it is
+// set, and reports whether it was.
+func decodeOptional(src ConfigSource, k string, v any, p *problems) bool {
+	raw, ok := src.GetConfig(key(k))
+	if !ok {
+		return false
+	}
+	if err := strictDecode([]byte(raw), v); err != nil {
+		p.addf(key(k), "%v", err)
+	}
+	return true
 }
 
 // decodeList strictly decodes a list-valued key element by element, so every
@@ -371,6 +423,10 @@ func (c *Config) applyDefaults() {
 	if c.StopAfter == "" {
 		c.StopAfter = LayerApps
 	}
+	if c.StartAt == "" {
+		c.StartAt = LayerSubstrate
+	}
+	c.applyAppsDefaults()
 	if c.Cluster.InstallImage == "" {
 		c.Cluster.InstallImage = "ghcr.io/siderolabs/installer:" + c.Cluster.TalosVersion
 	}

@@ -35,7 +35,7 @@ func baseConfig() obj {
 		},
 		"apps": []any{obj{
 			"name":         "vault",
-			"chart":        obj{"repo": "https://helm.releases.hashicorp.com", "name": "vault", "version": "0.29.1"},
+			"chart":        obj{"repo": "https://charts.example.org", "name": "demo", "version": "0.29.1"},
 			"secretValues": obj{"server.token": "vaultToken"},
 		}},
 	}

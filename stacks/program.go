@@ -7,8 +7,12 @@
 //   - "<cluster>" (the substrate component) and its children, see components/substrate;
 //   - "<cluster>-secrets" (the Talos secrets bundle: a new one is a new cluster);
 //   - "<node>" (TalosNode) and its "<node>-apply" / "<node>-bootstrap";
-//   - "<cluster>-kubeconfig", "<cluster>-k8s" (the Kubernetes provider);
-//   - "<app>" (HelmApp) and its "<app>-release".
+//   - "<cluster>-kubeconfig", "<cluster>-k8s" (the Kubernetes provider;
+//     <cluster> is "milner" on an existing cluster without milner:cluster.name);
+//   - "local-path-provisioner" (the storage HelmApp) and its
+//     "local-path-provisioner-class" (the default StorageClass);
+//   - "<app>" (HelmApp) and its "<app>-ns", "<app>-release", "<app>-<secret>";
+//   - "<workloads>" (Workloads) and its "-ns", "-quota", "-limits", "-priority".
 package stacks
 
 import (
@@ -18,7 +22,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
-	"github.com/milner/milner/components/helmapp"
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
 )
@@ -43,15 +46,15 @@ func Program(ctx *pulumi.Context) error {
 	return nil
 }
 
-// Cluster is everything one stack declares, layer by layer. A layer past
-// cfg.StopAfter is left nil.
+// Cluster is everything one stack declares, layer by layer. A layer before
+// cfg.StartAt or past cfg.StopAfter is left nil.
 type Cluster struct {
 	// Substrate is the machine layer.
 	Substrate substrate.Substrate
 	// Talos is the machine-configuration layer.
 	Talos *TalosLayer
-	// Apps are the Helm releases, in config order.
-	Apps []*helmapp.HelmApp
+	// Apps is the apps layer: storage, Helm releases, workloads.
+	Apps *AppsLayer
 }
 
 // TalosLayer is the cluster's Talos layer.
@@ -73,6 +76,14 @@ type TalosLayer struct {
 func Deploy(ctx *pulumi.Context, cfg *Config) (*Cluster, error) {
 	c := &Cluster{}
 	var err error
+	if cfg.StartAt == LayerApps {
+		// An existing cluster: its kubeconfig is a secret key (Load has
+		// checked it is set), and it stays a secret Output.
+		if c.Apps, err = deployApps(ctx, cfg, config.GetSecret(ctx, key(KubeconfigKey))); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	if c.Substrate, err = newSubstrate(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -138,6 +149,9 @@ func newSubstrate(ctx *pulumi.Context, cfg *Config) (substrate.Substrate, error)
 
 // Export sets the stack outputs: what a user of the stack needs to reach it.
 func (c *Cluster) Export(ctx *pulumi.Context) {
+	if c.Substrate == nil {
+		return // an existing cluster: its user already holds its kubeconfig
+	}
 	nodes := pulumi.Array{}
 	for _, n := range c.Substrate.Nodes() {
 		nodes = append(nodes, pulumi.Map{

@@ -40,6 +40,10 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, nodes []substrate.Node) (*Tal
 	var bootstrap *machine.Bootstrap
 	var applied []pulumi.Resource
 	var controlPlanes, workers pulumi.StringArray
+	extra, err := cfg.extraPatches()
+	if err != nil {
+		return nil, fmt.Errorf("talos %q: %w", name, err)
+	}
 	for i, n := range nodes {
 		spec := cfg.Nodes[i]
 		node, err := talosnode.New(ctx, n.Name, &talosnode.Args{
@@ -57,7 +61,8 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, nodes []substrate.Node) (*Tal
 			MachineSecrets:      secrets.MachineSecrets,
 			ClientConfiguration: clientCfg,
 			// Exactly one bootstrap: the first control plane in config order.
-			Bootstrap: bootstrap == nil && n.Role == substrate.RoleControlPlane,
+			Bootstrap:    bootstrap == nil && n.Role == substrate.RoleControlPlane,
+			ExtraPatches: extra[n.Name],
 		})
 		if err != nil {
 			return nil, err

@@ -60,11 +60,17 @@ func exactVersion(v string) bool {
 // validate checks the defaulted config and fills its parsed fields. It never
 // stops at the first problem.
 func (c *Config) validate(p *problems) {
-	c.validateCluster(p)
-	c.validateSubstrate(p)
-	c.validateNetwork(p)
-	c.validateNodes(p)
+	if c.StartAt == LayerApps {
+		c.validateExistingCluster(p)
+	} else {
+		c.validateCluster(p)
+		c.validateSubstrate(p)
+		c.validateNetwork(p)
+		c.validateNodes(p)
+	}
+	c.validateStartAt(p)
 	c.validateApps(p)
+	c.validateAppsLayer(p)
 	if !slices.Contains(Layers, c.StopAfter) {
 		p.addf(key("stopAfter"), "unknown layer %q (want one of %v)", c.StopAfter, Layers)
 	}
@@ -380,15 +386,7 @@ func (c *Config) validateApps(p *problems) {
 		if !dnsLabel.MatchString(a.Namespace) {
 			p.addf(ap+".namespace", "%q is not a lowercase DNS label", a.Namespace)
 		}
-		if !strings.HasPrefix(a.Chart.Repo, "https://") && !strings.HasPrefix(a.Chart.Repo, "oci://") {
-			p.addf(ap+".chart.repo", "%q is not an https:// or oci:// chart repository", a.Chart.Repo)
-		}
-		if a.Chart.Name == "" {
-			p.addf(ap+".chart.name", "is required")
-		}
-		if !exactVersion(a.Chart.Version) {
-			p.addf(ap+".chart.version", "%q is not a pinned chart version (want an exact version like 0.29.1)", a.Chart.Version)
-		}
+		validateChart(p, ap+".chart", a.Chart)
 		for _, vp := range sortedKeys(a.SecretValues) {
 			if vp == "" || strings.HasPrefix(vp, ".") || strings.HasSuffix(vp, ".") || strings.Contains(vp, "..") {
 				p.addf(ap+".secretValues", "%q is not a dotted value path", vp)

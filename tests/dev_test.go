@@ -21,27 +21,41 @@ import (
 	"github.com/milner/milner/components/helmapp"
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
+	"github.com/milner/milner/components/workloads"
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
 )
 
 // Type tokens the tests refer to.
 const (
-	tPool        = "libvirt:index/pool:Pool"
-	tNetwork     = "libvirt:index/network:Network"
-	tVolume      = "libvirt:index/volume:Volume"
-	tDomain      = "libvirt:index/domain:Domain"
-	tApply       = "talos:machine/configurationApply:ConfigurationApply"
-	tBootstrap   = "talos:machine/bootstrap:Bootstrap"
-	tSecrets     = "talos:machine/secrets:Secrets"
-	tKubeconfig  = "talos:cluster/kubeconfig:Kubeconfig"
-	tRelease     = "kubernetes:helm.sh/v3:Release"
-	tK8sProvider = "pulumi:providers:kubernetes"
-	tLvProvider  = "pulumi:providers:libvirt"
+	tPool          = "libvirt:index/pool:Pool"
+	tNetwork       = "libvirt:index/network:Network"
+	tVolume        = "libvirt:index/volume:Volume"
+	tDomain        = "libvirt:index/domain:Domain"
+	tApply         = "talos:machine/configurationApply:ConfigurationApply"
+	tBootstrap     = "talos:machine/bootstrap:Bootstrap"
+	tSecrets       = "talos:machine/secrets:Secrets"
+	tKubeconfig    = "talos:cluster/kubeconfig:Kubeconfig"
+	tRelease       = "kubernetes:helm.sh/v3:Release"
+	tK8sProvider   = "pulumi:providers:kubernetes"
+	tLvProvider    = "pulumi:providers:libvirt"
+	tNamespace     = "kubernetes:core/v1:Namespace"
+	tSecret        = "kubernetes:core/v1:Secret"
+	tStorageClass  = "kubernetes:storage.k8s.io/v1:StorageClass"
+	tQuota         = "kubernetes:core/v1:ResourceQuota"
+	tLimitRange    = "kubernetes:core/v1:LimitRange"
+	tPriorityClass = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 )
 
 // devSecrets are the secret keys the dev stack needs, with test values.
-var devSecrets = map[string]string{"milner:woodpeckerAgentSecret": "test-agent-secret"}
+var devSecrets = map[string]string{
+	"milner:woodpeckerAgentSecret": "test-agent-secret",
+	"milner:woodpeckerForgeClient": "test-forge-client",
+	"milner:woodpeckerForgeSecret": "test-forge-secret",
+	"milner:vaultTlsCert":          "test-cert",
+	"milner:vaultTlsKey":           "test-key",
+	"milner:vaultTlsCa":            "test-ca",
+}
 
 // stackConfig reads a committed stack file plus the given secrets.
 func stackConfig(t testing.TB, stack string, secrets map[string]string) map[string]string {
@@ -101,8 +115,15 @@ func TestDevCountsPerType(t *testing.T) {
 		tBootstrap:            1,
 		tKubeconfig:           1,
 		tK8sProvider:          1,
-		helmapp.Type:          2,
-		tRelease:              2,
+		helmapp.Type:          3, // storage, vault, woodpecker
+		tRelease:              3,
+		tNamespace:            4, // one per app, and the workloads'
+		tSecret:               3, // Vault's TLS, Woodpecker's server and agent env
+		tStorageClass:         1,
+		workloads.Type:        1,
+		tQuota:                1,
+		tLimitRange:           1,
+		tPriorityClass:        1,
 	}, rec.Counts())
 }
 
@@ -123,8 +144,12 @@ func TestDevLogicalNames(t *testing.T) {
 		tApply:         {"cp-1-apply", "cp-2-apply", "cp-3-apply"},
 		tBootstrap:     {"cp-1-bootstrap"},
 		tKubeconfig:    {"milner-dev-kubeconfig"},
-		helmapp.Type:   {"vault", "woodpecker"},
-		tRelease:       {"vault-release", "woodpecker-release"},
+		helmapp.Type:   {"local-path-provisioner", "vault", "woodpecker"},
+		tRelease:       {"local-path-provisioner-release", "vault-release", "woodpecker-release"},
+		tNamespace:     {"evolved-npcs-ns", "local-path-provisioner-ns", "vault-ns", "woodpecker-ns"},
+		tSecret:        {"vault-tls", "woodpecker-agent-env", "woodpecker-server-env"},
+		tStorageClass:  {"local-path-provisioner-class"},
+		workloads.Type: {"evolved-npcs"},
 	} {
 		assert.Equal(t, want, names(rec.ByType(token)), token)
 	}
@@ -246,7 +271,7 @@ func TestDevSecretsAreSecret(t *testing.T) {
 		}
 		cluster, err = stacks.Deploy(ctx, cfg)
 		return err
-	}, "dev", stackConfig(t, "dev", devSecrets), "milner:woodpeckerAgentSecret")
+	}, "dev", stackConfig(t, "dev", devSecrets), slices.Sorted(maps.Keys(devSecrets))...)
 	require.NoError(t, err)
 	require.NotNil(t, cluster.Talos)
 
@@ -263,12 +288,16 @@ func TestDevSecretsAreSecret(t *testing.T) {
 	assert.True(t, s.Options.Protect, "the cluster secrets are created once and protected")
 	assert.ElementsMatch(t, []string{"machineSecrets", "clientConfiguration"}, s.Options.AdditionalSecretOutputs)
 
-	// The Woodpecker agent secret reaches the release only as a secret.
-	w, ok := rec.ByName(tRelease, "woodpecker-release")
+	// The Woodpecker agent secret reaches the agents only through a
+	// Kubernetes Secret, as a secret input; never through Helm values.
+	w, ok := rec.ByName(tSecret, "woodpecker-agent-env")
 	require.True(t, ok)
-	agent := w.Inputs["values"].ObjectValue()["agent"].ObjectValue()["env"].ObjectValue()["WOODPECKER_AGENT_SECRET"]
-	assert.True(t, agent.IsSecret(), "agent secret must be a secret input")
-	assert.Equal(t, "test-agent-secret", agent.SecretValue().Element.StringValue())
+	data := w.Inputs["stringData"]
+	require.True(t, data.ContainsSecrets(), "the Secret's data must be a secret input")
+	assert.Equal(t, "test-agent-secret", data.SecretValue().Element.ObjectValue()["WOODPECKER_AGENT_SECRET"].StringValue())
+	release, ok := rec.ByName(tRelease, "woodpecker-release")
+	require.True(t, ok)
+	assert.False(t, release.Inputs["values"].ContainsSecrets(), "no secret in Woodpecker's Helm values")
 }
 
 func TestDevHealthGateOrdersApps(t *testing.T) {
@@ -288,12 +317,14 @@ func TestDevHelmReleases(t *testing.T) {
 		chart, version, ns string
 		retain             bool
 	}{
-		"vault-release":      {"vault", "0.29.1", "vault", true},
-		"woodpecker-release": {"oci://ghcr.io/woodpecker-ci/helm/woodpecker", "3.2.0", "woodpecker", false},
+		"vault-release":                  {"vault", "0.29.1", "vault", true},
+		"local-path-provisioner-release": {"local-path-provisioner", "0.0.33", "local-path-storage", false},
+		"woodpecker-release":             {"oci://ghcr.io/woodpecker-ci/helm/woodpecker", "3.2.0", "woodpecker", false},
 	} {
 		r, ok := rec.ByName(tRelease, name)
 		require.True(t, ok, name)
 		assert.Equal(t, strings.TrimSuffix(name, "-release"), r.Inputs["name"].StringValue(), "fixed release name")
+		assert.False(t, r.Inputs["createNamespace"].BoolValue(), "the app owns its namespace, created with its labels first")
 		assert.Equal(t, want.chart, r.Inputs["chart"].StringValue())
 		assert.Equal(t, want.version, r.Inputs["version"].StringValue())
 		assert.Equal(t, want.ns, r.Inputs["namespace"].StringValue())

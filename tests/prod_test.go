@@ -34,6 +34,11 @@ const (
 var prodSecrets = map[string]string{
 	"milner:proxmoxApiToken":       "milner@pve!pulumi=3f0c9b1e-6a2d-4c8e-9f71-0d5b2a4e8c13",
 	"milner:woodpeckerAgentSecret": "test-agent-secret",
+	"milner:woodpeckerForgeClient": "test-forge-client",
+	"milner:woodpeckerForgeSecret": "test-forge-secret",
+	"milner:vaultTlsCert":          "test-cert",
+	"milner:vaultTlsKey":           "test-key",
+	"milner:vaultTlsCa":            "test-ca",
 }
 
 // prodNodes are the committed prod nodes: name, VM id, address.
@@ -87,8 +92,15 @@ func TestProdCountsPerType(t *testing.T) {
 		"talos:machine/bootstrap:Bootstrap":                   1,
 		"talos:cluster/kubeconfig:Kubeconfig":                 1,
 		"pulumi:providers:kubernetes":                         1,
-		helmapp.Type:                                          2,
-		"kubernetes:helm.sh/v3:Release":                       2,
+		helmapp.Type:                                          3,
+		"kubernetes:helm.sh/v3:Release":                       3,
+		tNamespace:                                            4,
+		tSecret:                                               3,
+		tStorageClass:                                         1,
+		"milner:components:Workloads":                         1,
+		tQuota:                                                1,
+		tLimitRange:                                           1,
+		tPriorityClass:                                        1,
 	}, rec.Counts())
 }
 
@@ -104,7 +116,7 @@ func TestProdLogicalNames(t *testing.T) {
 			"milner-prod-cp-3", "milner-prod-cp-3-disks",
 		},
 		talosnode.Type: {"cp-1", "cp-2", "cp-3"},
-		helmapp.Type:   {"vault", "woodpecker"},
+		helmapp.Type:   {"local-path-provisioner", "vault", "woodpecker"},
 	} {
 		assert.Equal(t, want, prodNames(rec.ByType(token)), token)
 	}
@@ -346,7 +358,7 @@ func nodePatch(t testing.TB, rec *mockrun.Recorder, node string) talosPatch {
 	a, ok := rec.ByName("talos:machine/configurationApply:ConfigurationApply", node+"-apply")
 	require.True(t, ok, node)
 	patches := a.Inputs["configPatches"].ArrayValue()
-	require.Len(t, patches, 1)
+	require.NotEmpty(t, patches, "the node's own patch comes first, the apps layer's after it")
 	var p talosPatch
 	require.NoError(t, json.Unmarshal([]byte(patches[0].StringValue()), &p))
 	return p

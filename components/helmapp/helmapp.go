@@ -1,16 +1,23 @@
 // Package helmapp installs one Helm release and reconciles it in place.
 //
 // A release is never recreated: it has a fixed release name, a pinned chart
-// version, and upgrades are atomic (a failed upgrade rolls back). The logical
-// name "<app>-release" is a state contract; renaming an app uses aliases.
+// version, and upgrades are atomic (a failed upgrade rolls back). The app
+// owns its namespace, created with its PodSecurity labels before the
+// release, and the Secrets its chart reads by name. Logical names created
+// here ("<app>-release", "<app>-ns", "<app>-<secret suffix>") are a state
+// contract; renaming an app uses aliases.
 package helmapp
 
 import (
 	"fmt"
 	"strings"
 
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/milner/milner/components/podsecurity"
 )
 
 // Type is the type token of the HelmApp component. It is part of every
@@ -19,6 +26,23 @@ const Type = "milner:components:HelmApp"
 
 // TimeoutSeconds bounds one install or upgrade before Helm rolls it back.
 const TimeoutSeconds = 600
+
+// Secret is one Kubernetes Secret the app's chart reads by name (e.g.
+// through envFrom), created in the app's namespace before the release so
+// that its values never pass through Helm values or the release record.
+type Secret struct {
+	// Suffix names the Secret: "<releaseName>-<suffix>" in the cluster and
+	// "<app>-<suffix>" as its logical name (a state contract).
+	Suffix string
+	// Type is the Secret type, e.g. Opaque or kubernetes.io/tls.
+	Type string
+	// Data is the Secret's string data; every value is secret.
+	Data pulumi.StringMapInput
+}
+
+// SecretName is the in-cluster name of an app's Secret: what a chart value
+// referring to it must say.
+func SecretName(releaseName, suffix string) string { return releaseName + "-" + suffix }
 
 // Args configures one Helm release.
 type Args struct {
@@ -30,8 +54,12 @@ type Args struct {
 	Chart string
 	// Version is the pinned chart version.
 	Version string
-	// Namespace is where the release lives; created if missing.
+	// Namespace is the namespace the app owns and its release lives in.
 	Namespace string
+	// PodSecurity is the Pod Security Standard the namespace enforces.
+	PodSecurity podsecurity.Level
+	// Secrets are the Secrets the chart reads by name.
+	Secrets []Secret
 	// Values are the chart values, secret ones included as secret outputs.
 	Values pulumi.MapInput
 	// Provider is the explicit Kubernetes provider of the cluster.
@@ -42,6 +70,13 @@ type Args struct {
 	// PreviousNames are the app's former logical names, aliased so a rename
 	// moves the release in state instead of reinstalling it.
 	PreviousNames []string
+	// SkipAwait installs and upgrades without waiting for the release's
+	// pods to become ready, and so without atomic rollback (Helm's atomic
+	// implies wait). Test-only: for an API server without kubelets.
+	SkipAwait bool
+	// DependsOn are resources the release must follow although no value of
+	// the release refers to them (e.g. the storage its PVCs bind to).
+	DependsOn []pulumi.Resource
 }
 
 // HelmApp is one Helm release.
@@ -52,19 +87,64 @@ type HelmApp struct {
 	Status pulumi.StringOutput `pulumi:"status"`
 	// Revision is the release's Helm revision.
 	Revision pulumi.IntOutput `pulumi:"revision"`
+
+	// Release is the Helm release, for resources that must follow it.
+	Release *helmv3.Release
 }
 
 // New installs or upgrades the release. name is the app's logical name.
 func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOption) (*HelmApp, error) {
 	a := &HelmApp{}
-	var componentAliases, releaseAliases []pulumi.Alias
+	var componentAliases []pulumi.Alias
 	for _, old := range args.PreviousNames {
 		componentAliases = append(componentAliases, pulumi.Alias{Name: pulumi.String(old)})
-		releaseAliases = append(releaseAliases, pulumi.Alias{Name: pulumi.String(old + "-release")})
 	}
 	opts = append(opts, pulumi.Aliases(componentAliases))
 	if err := ctx.RegisterComponentResource(Type, name, a, opts...); err != nil {
 		return nil, err
+	}
+	// childAliases moves a child of a renamed app: "<old>-<suffix>" was its name.
+	childAliases := func(suffix string) pulumi.ResourceOption {
+		var aliases []pulumi.Alias
+		for _, old := range args.PreviousNames {
+			aliases = append(aliases, pulumi.Alias{Name: pulumi.String(old + suffix)})
+		}
+		return pulumi.Aliases(aliases)
+	}
+
+	ns, err := corev1.NewNamespace(ctx, name+"-ns", &corev1.NamespaceArgs{
+		Metadata: &metav1.ObjectMetaArgs{
+			Name:   pulumi.String(args.Namespace),
+			Labels: podsecurity.Labels(args.PodSecurity),
+		},
+	},
+		pulumi.Parent(a),
+		pulumi.Provider(args.Provider),
+		childAliases("-ns"),
+		// Policy: deleting a namespace deletes everything in it, the PVCs
+		// and their data included. Milner never does that; an app that
+		// leaves the config leaves its namespace behind.
+		pulumi.RetainOnDelete(true),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("helmapp %q: namespace: %w", name, err)
+	}
+	namespace := ns.Metadata.Name().Elem()
+
+	var secrets []pulumi.Resource
+	for _, s := range args.Secrets {
+		secret, err := corev1.NewSecret(ctx, name+"-"+s.Suffix, &corev1.SecretArgs{
+			Metadata: &metav1.ObjectMetaArgs{
+				Name:      pulumi.String(SecretName(args.ReleaseName, s.Suffix)),
+				Namespace: namespace,
+			},
+			Type:       pulumi.String(s.Type),
+			StringData: pulumi.ToSecret(s.Data).(pulumi.StringMapOutput),
+		}, pulumi.Parent(a), pulumi.Provider(args.Provider), childAliases("-"+s.Suffix))
+		if err != nil {
+			return nil, fmt.Errorf("helmapp %q: secret %s: %w", name, s.Suffix, err)
+		}
+		secrets = append(secrets, secret)
 	}
 
 	chart := args.Chart
@@ -77,27 +157,38 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	releaseOpts := []pulumi.ResourceOption{
 		pulumi.Parent(a),
 		pulumi.Provider(args.Provider),
-		pulumi.Aliases(releaseAliases),
+		childAliases("-release"),
 		// Policy: a release is reconciled, rolled back, or (when asked)
 		// left behind; never deleted behind the user's back.
 		pulumi.RetainOnDelete(args.RetainOnDelete),
+		// The chart reads the Secrets by name, a plain string in its values:
+		// no data edge orders them before the release, so this does. The
+		// caller's dependencies have no data edge either (see Args.DependsOn).
+		pulumi.DependsOn(append(secrets, args.DependsOn...)),
 	}
 	release, err := helmv3.NewRelease(ctx, name+"-release", &helmv3.ReleaseArgs{
-		Name:            pulumi.String(args.ReleaseName),
-		Chart:           pulumi.String(chart),
-		Version:         pulumi.String(args.Version),
-		RepositoryOpts:  repoOpts,
-		Namespace:       pulumi.String(args.Namespace),
-		CreateNamespace: pulumi.Bool(true),
+		Name:           pulumi.String(args.ReleaseName),
+		Chart:          pulumi.String(chart),
+		Version:        pulumi.String(args.Version),
+		RepositoryOpts: repoOpts,
+		// From the namespace's output: the namespace, with its PodSecurity
+		// labels, exists before any pod of the release is admitted.
+		Namespace:       namespace,
+		CreateNamespace: pulumi.Bool(false),
 		Values:          args.Values,
 		// A failed install or upgrade rolls back to the last good revision.
-		Atomic:        pulumi.Bool(true),
+		// Helm's atomic implies waiting for the pods (helm.sh/helm/v3
+		// pkg/action install.go and upgrade.go: Wait = Wait || Atomic), so
+		// a release that must not wait cannot be atomic.
+		Atomic:        pulumi.Bool(!args.SkipAwait),
+		SkipAwait:     pulumi.Bool(args.SkipAwait),
 		CleanupOnFail: pulumi.Bool(true),
 		Timeout:       pulumi.Int(TimeoutSeconds),
 	}, releaseOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("helmapp %q: release: %w", name, err)
 	}
+	a.Release = release
 	a.Status = release.Status.Status()
 	a.Revision = release.Status.Revision().Elem()
 

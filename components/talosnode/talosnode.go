@@ -59,6 +59,10 @@ type Args struct {
 	ClientConfiguration machine.ClientConfigurationInput
 	// Bootstrap makes this node bootstrap etcd. Exactly one node per cluster sets it.
 	Bootstrap bool
+	// ExtraPatches are JSON strategic-merge patches applied after the
+	// node's own patch, in order (e.g. the storage layer's kubelet mounts,
+	// node labels and taints for dedicated nodes).
+	ExtraPatches []string
 }
 
 // TalosNode is one node's applied Talos machine configuration.
@@ -106,7 +110,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	apply, err := machine.NewConfigurationApply(ctx, name+"-apply", &machine.ConfigurationApplyArgs{
 		ClientConfiguration:       args.ClientConfiguration,
 		MachineConfigurationInput: cfg.MachineConfiguration(),
-		ConfigPatches:             pulumi.StringArray{pulumi.String(patch)},
+		ConfigPatches:             pulumi.ToStringArray(append([]string{patch}, args.ExtraPatches...)),
 		Node:                      endpoint,
 		Endpoint:                  endpoint,
 		ApplyMode:                 pulumi.String(ApplyMode),

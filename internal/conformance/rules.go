@@ -372,15 +372,21 @@ func secretsProtected(ev *Evidence) []string {
 func releasesNamedAtomic(ev *Evidence) []string {
 	var out []string
 	rs := ofType(ev.Regs, gate.TypeHelmRelease)
-	if len(rs) != len(ev.Config.Apps) {
-		out = append(out, fmt.Sprintf("%d releases for %d apps", len(rs), len(ev.Config.Apps)))
+	want := len(ev.Config.Apps)
+	if ev.Config.Storage.On() {
+		want++ // the storage layer's provisioner
+	}
+	if len(rs) != want {
+		out = append(out, fmt.Sprintf("%d releases for %d apps and the storage layer", len(rs), want))
 	}
 	for _, r := range rs {
 		if name, _ := stringInput(r, "name"); name == "" {
 			out = append(out, r.Name+" has no fixed release name (Helm would generate one per install)")
 		}
-		if atomic, ok := boolInput(r, "atomic"); !ok || !atomic {
-			out = append(out, r.Name+" is not atomic (a failed upgrade would not roll back)")
+		// milner:waitForApps false (test-only) skips waiting, which Helm's
+		// atomic implies, so such a stack's releases cannot be atomic.
+		if atomic, ok := boolInput(r, "atomic"); !ok || atomic != ev.Config.WaitForApps {
+			out = append(out, fmt.Sprintf("%s is not atomic as waitForApps says (atomic %v, want %v: a failed upgrade must roll back unless waitForApps is false)", r.Name, atomic, ev.Config.WaitForApps))
 		}
 	}
 	return out

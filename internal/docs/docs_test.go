@@ -45,7 +45,7 @@ func TestRenderDev(t *testing.T) {
 	if strings.Contains(got, Placeholder) {
 		t.Errorf("the rendering shows a secret placeholder:\n%s", got)
 	}
-	if want := []string{"milner:woodpeckerAgentSecret"}; strings.Join(s.SecretKeys, ",") != strings.Join(want, ",") {
+	if want := []string{"milner:vaultTlsCa", "milner:vaultTlsCert", "milner:vaultTlsKey", "milner:woodpeckerAgentSecret", "milner:woodpeckerForgeClient", "milner:woodpeckerForgeSecret"}; strings.Join(s.SecretKeys, ",") != strings.Join(want, ",") {
 		t.Errorf("secret keys %q, want %q", s.SecretKeys, want)
 	}
 }

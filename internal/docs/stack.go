@@ -114,8 +114,8 @@ func ReadStacks(root string) ([]*Stack, error) {
 }
 
 // secretKeys lists the secret keys of a stack file, sorted: the keys whose
-// values are encrypted (secure:), the keys apps read secret values from, and
-// the Proxmox API token of a Proxmox stack.
+// values are encrypted (secure:), the keys the apps layer reads
+// (stacks.AppsSecrets), and the Proxmox API token of a Proxmox stack.
 func secretKeys(path string, raw map[string]string) ([]string, error) {
 	keys, err := mockrun.SecureKeys(path)
 	if err != nil {
@@ -126,15 +126,8 @@ func secretKeys(path string, raw map[string]string) ([]string, error) {
 			keys = append(keys, k)
 		}
 	}
-	// Leniently: stacks.Load reports malformed values with their paths.
-	var apps []struct {
-		SecretValues map[string]string `json:"secretValues"`
-	}
-	_ = json.Unmarshal([]byte(raw[stacks.Namespace+":apps"]), &apps)
-	for _, a := range apps {
-		for _, k := range a.SecretValues {
-			add(k)
-		}
+	for _, need := range stacks.AppsSecrets(source{raw: raw}) {
+		add(need.Key)
 	}
 	var sub struct {
 		Kind substrate.Kind `json:"kind"`

@@ -1,0 +1,42 @@
+// Package podsecurity names the Kubernetes Pod Security Standards a
+// namespace enforces through Pod Security Admission
+// (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
+// Talos enables the admission plugin with a cluster default of baseline
+// (https://www.talos.dev/v1.9/kubernetes-guides/configuration/pod-security/),
+// so a namespace whose pods need host paths must say privileged.
+package podsecurity
+
+import (
+	"slices"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// Level is a Pod Security Standard.
+type Level string
+
+// The levels, least restricted first.
+const (
+	Privileged Level = "privileged"
+	Baseline   Level = "baseline"
+	Restricted Level = "restricted"
+)
+
+// Levels lists every level.
+var Levels = []Level{Privileged, Baseline, Restricted}
+
+// Valid reports whether l is a known level.
+func (l Level) Valid() bool { return slices.Contains(Levels, l) }
+
+// Modes are the admission modes a namespace label sets: the level is
+// enforced, and audited and warned at the same level.
+var Modes = []string{"enforce", "audit", "warn"}
+
+// Labels returns the namespace labels that apply level l in every mode.
+func Labels(l Level) pulumi.StringMap {
+	labels := pulumi.StringMap{}
+	for _, m := range Modes {
+		labels["pod-security.kubernetes.io/"+m] = pulumi.String(string(l))
+	}
+	return labels
+}

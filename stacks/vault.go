@@ -1,0 +1,126 @@
+package stacks
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+
+	"github.com/milner/milner/components/helmapp"
+)
+
+// VaultTLSSuffix names Vault's TLS Secret: "<release>-tls" (type
+// kubernetes.io/tls, keys tls.crt, tls.key, ca.crt).
+const VaultTLSSuffix = "tls"
+
+// VaultTLSDir is where the TLS Secret is mounted in the Vault pods.
+const VaultTLSDir = "/vault/userconfig/tls"
+
+// vaultFullname is the chart's fullname of a release (vault-helm
+// _helpers.tpl "vault.fullname": the release name when it contains the
+// chart name, else <release>-vault): the StatefulSet, and the headless
+// service "<fullname>-internal" the raft peers find each other through.
+func vaultFullname(release string) string {
+	if strings.Contains(release, VaultChart) {
+		return release
+	}
+	return release + "-" + VaultChart
+}
+
+// VaultTLSNames are the names Vault's certificate must cover: the service
+// clients use, every raft peer through the headless service, and the
+// loopback address the chart's own probes and `vault` CLI in the pod use
+// (VAULT_ADDR is https://127.0.0.1:8200 with TLS on).
+func VaultTLSNames(release, namespace string) []string {
+	full := vaultFullname(release)
+	return []string{
+		fmt.Sprintf("%s.%s.svc", full, namespace),
+		fmt.Sprintf("%s.%s.svc.cluster.local", full, namespace),
+		fmt.Sprintf("*.%s-internal", full),
+		fmt.Sprintf("*.%s-internal.%s.svc.cluster.local", full, namespace),
+		"127.0.0.1",
+	}
+}
+
+// vaultProfile returns the hardened Vault's chart values and its TLS
+// Secret. Every key was checked against vault-helm's values.yaml (chart
+// 0.29.1; the keys are unchanged through 0.30.x): global.tlsDisable,
+// server.{dev,standalone,ha.{enabled,replicas,raft.{enabled,setNodeId,config}},
+// dataStorage,auditStorage,volumes,volumeMounts,extraEnvironmentVars}.
+//
+// TLS: the certificate, key and CA are the operator's (secret keys
+// VaultTLS*), written to a kubernetes.io/tls Secret mounted read-only.
+// Rotating them is `pulumi config set --secret` and an up: the Secret is
+// updated in place, the kubelet refreshes the mounted files, and Vault
+// re-reads tls_cert_file/tls_key_file on SIGHUP (Vault's tcp listener
+// docs mark both "reloads-on-SIGHUP"); no pod or release is recreated.
+func vaultProfile(ctx *pulumi.Context, app AppConfig, storageClass string) (map[string]any, []helmapp.Secret) {
+	v := app.Vault
+	full := vaultFullname(app.ReleaseName)
+	var joins strings.Builder
+	for i := 0; i < v.Replicas; i++ {
+		fmt.Fprintf(&joins, `
+  retry_join {
+    leader_api_addr     = "https://%s-%d.%s-internal:8200"
+    leader_ca_cert_file = "%s/ca.crt"
+  }`, full, i, full, VaultTLSDir)
+	}
+	// The raft config: TLS listener, integrated storage on the data PVC,
+	// peers joining each other over TLS, Kubernetes service registration
+	// (labels the active pod for the chart's vault-active service).
+	hcl := fmt.Sprintf(`ui = true
+
+listener "tcp" {
+  address         = "[::]:8200"
+  cluster_address = "[::]:8201"
+  tls_cert_file   = "%[1]s/tls.crt"
+  tls_key_file    = "%[1]s/tls.key"
+  tls_min_version = "tls12"
+}
+
+storage "raft" {
+  path = "/vault/data"%[2]s
+}
+
+service_registration "kubernetes" {}
+`, VaultTLSDir, joins.String())
+
+	var class any // nil: the cluster's default StorageClass
+	if storageClass != "" {
+		class = storageClass
+	}
+	volume := func(size string) map[string]any {
+		return map[string]any{"enabled": true, "size": size, "storageClass": class}
+	}
+	values := map[string]any{
+		"global": map[string]any{"tlsDisable": false},
+		"server": map[string]any{
+			"dev":        map[string]any{"enabled": false},
+			"standalone": map[string]any{"enabled": false},
+			"ha": map[string]any{
+				"enabled":  true,
+				"replicas": v.Replicas,
+				"raft":     map[string]any{"enabled": true, "setNodeId": true, "config": hcl},
+			},
+			"dataStorage":  volume(v.DataSize),
+			"auditStorage": volume(v.AuditSize),
+			"volumes": []any{map[string]any{
+				"name":   "tls",
+				"secret": map[string]any{"secretName": helmapp.SecretName(app.ReleaseName, VaultTLSSuffix)},
+			}},
+			"volumeMounts":         []any{map[string]any{"name": "tls", "mountPath": VaultTLSDir, "readOnly": true}},
+			"extraEnvironmentVars": map[string]any{"VAULT_CACERT": VaultTLSDir + "/ca.crt"},
+		},
+	}
+	tls := helmapp.Secret{
+		Suffix: VaultTLSSuffix,
+		Type:   "kubernetes.io/tls",
+		Data: pulumi.StringMap{
+			"tls.crt": config.GetSecret(ctx, key(VaultTLSCertKey)),
+			"tls.key": config.GetSecret(ctx, key(VaultTLSKeyKey)),
+			"ca.crt":  config.GetSecret(ctx, key(VaultTLSCAKey)),
+		},
+	}
+	return values, []helmapp.Secret{tls}
+}
