@@ -2,7 +2,7 @@
 # what CI runs (.ci/run): on a fresh Debian machine, as root, it installs
 # and starts what its tests need (scripts/ci-deps.sh), builds the pinned
 # tools into .tools/bin, and runs every check.
-.PHONY: build test lint vet integration tools tools-lint deps flake-check conformance ci
+.PHONY: build test lint vet integration tools tools-lint tools-kubeapi deps flake-check conformance ci
 
 export PATH := /usr/local/go/bin:$(PATH)
 export PULUMI_SKIP_UPDATE_CHECK := true
@@ -29,14 +29,21 @@ tools:
 	scripts/tools.sh pulumi libvirt
 
 # Debian packages and daemons the checks need: nix-bin (flake check),
-# libvirt/QEMU (started), PostgreSQL (the team backend's tests). Installs
-# only what is missing; never changes what the machine already had.
+# libvirt/QEMU (started). Installs only what is missing; never changes what
+# the machine already had.
 deps:
 	scripts/ci-deps.sh
 
-# The real engine against a real libvirtd (root; isolated networks only).
-integration: deps tools
-	go test -tags integration -count=1 -timeout 60m -v ./tests/integration/
+# A real Kubernetes API (kube-apiserver, etcd) and the Kubernetes provider
+# plugin, built into .tools/bin for tests/kubeapi.
+tools-kubeapi:
+	scripts/tools.sh kubeapi kubernetes
+
+# The real engine against a real libvirtd (root; isolated networks only) and,
+# for the apps layer, against a real kube-apiserver on loopback; one package
+# at a time (-p 1): both are heavy for two cores.
+integration: deps tools tools-kubeapi
+	go test -tags integration -count=1 -p 1 -timeout 60m -v ./tests/integration/ ./tests/kubeapi/
 
 # nix cannot fetch nixpkgs here, so the flake is parsed, not evaluated
 # (README, "verified where").

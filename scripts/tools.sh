@@ -3,10 +3,15 @@
 #   pulumi                    - the Pulumi CLI, pinned by tools/pulumi/go.mod
 #   pulumi-resource-libvirt   - the bridged libvirt provider, pinned by tools/libvirt-provider/go.mod
 #   golangci-lint             - the linter CI runs, pinned by tools/lint/go.mod
+#   kube-apiserver, etcd      - a real Kubernetes API for tests/kubeapi, pinned by
+#                               tools/kube-apiserver/go.mod and tools/etcd/go.mod
+#   pulumi-resource-kubernetes - the Kubernetes provider plugin, pinned by
+#                               tools/kubernetes-provider/go.mod
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench]...   (default: pulumi libvirt)
+# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes]...
+#   (default: pulumi libvirt; kubeapi is kube-apiserver and etcd)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,9 +26,36 @@ export GOWORK=off
 pulumi_ver=$(sed -n 's#.*github.com/pulumi/pulumi/pkg/v3 \(v[^ ]*\).*#\1#p' "$root/tools/pulumi/go.mod" | head -n1)
 [[ -n $pulumi_ver ]] || { echo "tools: cannot read the pulumi/pkg/v3 pin from tools/pulumi/go.mod" >&2; exit 1; }
 
-# build NAME MODULE_DIR PACKAGE LDFLAGS
+# The Kubernetes provider reports the plugin version the program's SDK asks the
+# engine for: sdk/v4's PkgResourceDefaultOpts passes pulumi.Version("<its own
+# version>") and its pulumi-plugin.json names the same, so take it from go.mod.
+kubernetes_ver=$(sed -n 's#.*github.com/pulumi/pulumi-kubernetes/sdk/v4 v\([^ ]*\).*#\1#p' "$root/go.mod" | head -n1)
+# kube-apiserver reports the release it is built from (GET /version; clients
+# such as the Kubernetes provider read it), as Kubernetes' hack/lib/version.sh
+# stamps it; take it from the pin.
+kube_ver=$(sed -n 's#^require k8s.io/kubernetes \(v[^ ]*\).*#\1#p' "$root/tools/kube-apiserver/go.mod")
+[[ -n $kubernetes_ver && -n $kube_ver ]] || { echo "tools: cannot read the pulumi-kubernetes/sdk/v4 or k8s.io/kubernetes pin" >&2; exit 1; }
+kube_minor=${kube_ver#v1.}; kube_minor=${kube_minor%%.*}
+kube_ldflags=""
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  kube_ldflags+=" -X $p.gitVersion=$kube_ver -X $p.gitMajor=1 -X $p.gitMinor=$kube_minor -X $p.gitTreeState=clean"
+done
+
+# kubernetes_embeds writes the two files the provider's main embeds, as the
+# provider's own Makefile does: its generate.go stamps the version into the schema.
+kubernetes_embeds() {
+  local dir="$root/tools/kubernetes-provider" src
+  src=$(cd "$dir" && go mod download github.com/pulumi/pulumi-kubernetes/provider/v4 &&
+    go list -mod=readonly -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)/cmd/pulumi-resource-kubernetes
+  install -m 0644 "$src/schema.json" "$src/terraform-mapping.json" "$dir/"
+  (cd "$dir" && VERSION=$kubernetes_ver go run -mod=readonly "$src/generate.go")
+  rm -f "$dir/schema.json" "$dir/terraform-mapping.json"
+}
+
+# build NAME MODULE_DIR PACKAGE LDFLAGS [PREPARE]
+# PREPARE is a command run before a build that is not skipped.
 build() {
-  local name=$1 dir=$2 pkg=$3 ldflags=$4
+  local name=$1 dir=$2 pkg=$3 ldflags=$4 prepare=${5:-}
   local stamp="$root/.tools/$name.stamp" key start
   key=$({ cat "$dir/go.mod" "$dir/go.sum" "$dir"/*.go; echo "$ldflags"; go version; } | sha256sum | cut -d' ' -f1)
   if [[ -x "$bin/$name" && -f "$stamp" && "$(<"$stamp")" == "$key" ]]; then
@@ -33,6 +65,7 @@ build() {
   echo "tools: building $name (a cold build takes several minutes) ..."
   start=$(date +%s)
   rm -f "$stamp"
+  [[ -z $prepare ]] || $prepare
   # -mod=readonly: go.mod/go.sum are the pins; fail rather than silently change them.
   if ! (cd "$dir" && go build -mod=readonly -ldflags "$ldflags" -o "$bin/$name" "$pkg"); then
     echo "tools: FAILED to build $name after $(($(date +%s) - start))s" >&2
@@ -55,6 +88,12 @@ for t in "${targets[@]}"; do
       build golangci-lint "$root/tools/lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "" ;;
     bench) # terraform-provider-libvirt for bench/ (Terraform's dev_overrides dir, .tools/tf)
       mkdir -p "$root/.tools/tf"; bin="$root/.tools/tf" build terraform-provider-libvirt "$root/tools/terraform-provider-libvirt" . "" ;;
-    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint or bench)" >&2; exit 2 ;;
+    kubeapi) # a real Kubernetes API (tests/kubeapi): kube-apiserver and its etcd
+      build kube-apiserver "$root/tools/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
+      build etcd "$root/tools/etcd" . "" ;;
+    kubernetes)
+      build pulumi-resource-kubernetes "$root/tools/kubernetes-provider" . \
+        "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$kubernetes_ver" kubernetes_embeds ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi or kubernetes)" >&2; exit 2 ;;
   esac
 done

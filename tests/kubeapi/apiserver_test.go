@@ -1,0 +1,436 @@
+//go:build integration
+
+// Package kubeapi runs the apps layer against a real Kubernetes API: etcd and
+// kube-apiserver built from their Go modules (scripts/tools.sh kubeapi) on
+// loopback, driven by the real Pulumi engine with the real Kubernetes provider
+// plugin (scripts/tools.sh kubernetes). No kubelet, scheduler or controller
+// manager runs: objects are admitted and stored, nothing is started, so the
+// tests never wait for pods.
+//
+//	go test -tags integration ./tests/kubeapi/ -v
+package kubeapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// repo is the repository root.
+var repo = func() string {
+	r, err := filepath.Abs("../..")
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
+// toolsBin holds the pinned binaries scripts/tools.sh builds.
+var toolsBin = filepath.Join(repo, ".tools", "bin")
+
+// requireTools fails the test unless the named binaries are in .tools/bin.
+func requireTools(t *testing.T, names ...string) {
+	t.Helper()
+	for _, bin := range names {
+		if _, err := os.Stat(filepath.Join(toolsBin, bin)); err != nil {
+			t.Fatalf("%v (run scripts/tools.sh pulumi kubeapi kubernetes)", err)
+		}
+	}
+}
+
+// admissionPlugins are the admission plugins the API server runs:
+// kube-apiserver's default-on set of v1.34 (k8s.io/kubernetes
+// pkg/kubeapiserver/options/plugins.go, DefaultOffAdmissionPlugins). The
+// flag adds to that set, so naming them changes nothing but the record:
+// here is what the scenarios were admitted by.
+// PodSecurity enforces a namespace's pod-security.kubernetes.io/enforce label
+// on pods; DefaultStorageClass fills in a PVC's storageClassName.
+var admissionPlugins = []string{
+	"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "TaintNodesByCondition",
+	"PodSecurity", "Priority", "DefaultTolerationSeconds", "DefaultStorageClass",
+	"StorageObjectInUseProtection", "PersistentVolumeClaimResize", "RuntimeClass",
+	"CertificateApproval", "CertificateSigning", "ClusterTrustBundleAttest",
+	"CertificateSubjectRestriction", "DefaultIngressClass", "MutatingAdmissionPolicy",
+	"MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
+	"ResourceQuota", "PodTopologyLabels",
+}
+
+// apiServer is one running etcd + kube-apiserver pair.
+type apiServer struct {
+	t *testing.T
+	// URL is the API server's https address on loopback.
+	URL string
+	// Kubeconfig is a kubeconfig of the cluster admin (a client certificate
+	// in group system:masters), as the text a stack's milner:kubeconfig holds.
+	Kubeconfig string
+	client     *http.Client
+}
+
+// startAPIServer starts etcd and kube-apiserver in a temporary directory with
+// freshly generated certificates and keys, waits until /readyz answers ok and
+// stops both when the test ends.
+func startAPIServer(t *testing.T) *apiServer {
+	t.Helper()
+	requireTools(t, "etcd", "kube-apiserver")
+	start := time.Now()
+	dir := t.TempDir()
+	pki := newPKI(t, dir)
+
+	etcdClient, etcdPeer := freePort(t), freePort(t)
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
+	etcdExited := daemon(t, dir, "etcd",
+		"--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL, "--log-level=warn")
+
+	port := freePort(t)
+	apiExited := daemon(t, dir, "kube-apiserver",
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--tls-cert-file="+pki.serverCert, "--tls-private-key-file="+pki.serverKey,
+		"--client-ca-file="+pki.caCert,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+pki.saKey,
+		"--service-account-signing-key-file="+pki.saKey,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--authorization-mode=Node,RBAC",
+		// As on Talos, whose CNI and storage pods are privileged: refusing
+		// a privileged pod is left to PodSecurity, per namespace.
+		"--allow-privileged=true",
+		// The "kubernetes" Service's endpoints cannot be a loopback
+		// address; nothing here reaches the API through the Service.
+		"--endpoint-reconciler-type=none",
+		"--enable-admission-plugins="+strings.Join(admissionPlugins, ","),
+		"--profiling=false", "--v=0")
+
+	s := &apiServer{t: t, URL: fmt.Sprintf("https://127.0.0.1:%d", port)}
+	cert, err := tls.LoadX509KeyPair(pki.adminCert, pki.adminKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(readFile(t, pki.caCert))
+	s.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}}
+	s.Kubeconfig = kubeconfig(s.URL, readFile(t, pki.caCert), readFile(t, pki.adminCert), readFile(t, pki.adminKey))
+
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		body, code, err := s.do(http.MethodGet, "/readyz", nil)
+		if err == nil && code == http.StatusOK && string(body) == "ok" {
+			break
+		}
+		select {
+		case <-etcdExited:
+			t.Fatal("etcd exited before kube-apiserver was ready")
+		case <-apiExited:
+			t.Fatal("kube-apiserver exited before it was ready")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-apiserver not ready after 3m: %d %s %v", code, body, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("etcd and kube-apiserver ready at %s in %s", s.URL, time.Since(start).Round(time.Millisecond))
+	return s
+}
+
+// daemon starts a binary from .tools/bin with its output in dir/<name>.log and
+// stops it (SIGTERM, then SIGKILL) when the test ends. The returned channel
+// is closed when the process exits.
+func daemon(t *testing.T, dir, name string, args ...string) <-chan struct{} {
+	t.Helper()
+	logPath := filepath.Join(dir, name+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(toolsBin, name), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }() // the exit status is the log's to tell
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		_ = log.Close()
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("%s log (last 4 KiB):\n%s", name, tail(b, 4096))
+			}
+		}
+	})
+	return exited
+}
+
+// do sends one request to the API server as the admin and returns the body
+// and status code.
+func (s *apiServer) do(method, path string, body any) ([]byte, int, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, 0, err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, s.URL+path, r)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return b, resp.StatusCode, err
+}
+
+// errNotFound is what get returns for a 404.
+var errNotFound = errors.New("not found")
+
+// get decodes the object at path into a generic map.
+func (s *apiServer) get(path string) (map[string]any, error) {
+	b, code, err := s.do(http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if code == http.StatusNotFound {
+		return nil, fmt.Errorf("GET %s: %w", path, errNotFound)
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %d %s", path, code, b)
+	}
+	var obj map[string]any
+	return obj, json.Unmarshal(b, &obj)
+}
+
+// mustGet is get that fails the test.
+func (s *apiServer) mustGet(path string) map[string]any {
+	s.t.Helper()
+	obj, err := s.get(path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return obj
+}
+
+// items lists a collection (path may carry a query) and returns its items.
+func (s *apiServer) items(path string) []map[string]any {
+	s.t.Helper()
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	b, code, err := s.do(http.MethodGet, path, nil)
+	if err != nil || code != http.StatusOK {
+		s.t.Fatalf("GET %s: %d %s %v", path, code, b, err)
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		s.t.Fatal(err)
+	}
+	return list.Items
+}
+
+// create POSTs obj to a collection; dryRun asks for admission and
+// validation without storing anything. It returns the API server's status
+// message on refusal.
+func (s *apiServer) create(collection string, obj map[string]any, dryRun bool) (map[string]any, error) {
+	path := collection
+	if dryRun {
+		path += "?dryRun=All"
+	}
+	b, code, err := s.do(http.MethodPost, path, obj)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusCreated && code != http.StatusOK {
+		var status struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(b, &status) // a body that is no Status keeps an empty message
+		return nil, fmt.Errorf("POST %s: %d: %s", path, code, status.Message)
+	}
+	var out map[string]any
+	return out, json.Unmarshal(b, &out)
+}
+
+// pki is the test cluster's certificates and keys, as files.
+type pki struct {
+	caCert, serverCert, serverKey, adminCert, adminKey, saKey string
+}
+
+// newPKI writes a self-signed CA, a serving certificate for loopback and the
+// in-cluster names, an admin client certificate (group system:masters, which
+// RBAC grants everything) and the service-account signing key into dir.
+func newPKI(t *testing.T, dir string) pki {
+	t.Helper()
+	p := pki{
+		caCert: filepath.Join(dir, "ca.crt"), serverCert: filepath.Join(dir, "apiserver.crt"),
+		serverKey: filepath.Join(dir, "apiserver.key"), adminCert: filepath.Join(dir, "admin.crt"),
+		adminKey: filepath.Join(dir, "admin.key"), saKey: filepath.Join(dir, "sa.key"),
+	}
+	now := time.Now()
+	caKey := newKey(t)
+	ca := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "milner-kubeapi-test-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, p.caCert, "CERTIFICATE", caDER)
+	ca, err = x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, certPath, keyPath string, dns []string, ips []net.IP) {
+		key := newKey(t)
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: subject, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: dns, IPAddresses: ips,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writePEM(t, certPath, "CERTIFICATE", der)
+		writeKey(t, keyPath, key)
+	}
+	issue(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth, p.serverCert, p.serverKey,
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)})
+	issue(3, pkix.Name{CommonName: "milner-admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth,
+		p.adminCert, p.adminKey, nil, nil)
+	writeKey(t, p.saKey, newKey(t))
+	return p
+}
+
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func writeKey(t *testing.T, path string, k *ecdsa.PrivateKey) {
+	t.Helper()
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, path, "EC PRIVATE KEY", der)
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// kubeconfig is a kubeconfig for server with the certificates inline.
+func kubeconfig(server string, ca, cert, key []byte) string {
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: kubeapi-test
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: admin
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+contexts:
+- name: admin@kubeapi-test
+  context: {cluster: kubeapi-test, user: admin}
+current-context: admin@kubeapi-test
+`, server, b64(ca), b64(cert), b64(key))
+}
+
+// freePort returns a loopback TCP port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// logWriter sends Pulumi's progress to the test log, line by line.
+func logWriter(t *testing.T) io.Writer {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			if line := strings.TrimRight(sc.Text(), " "); line != "" {
+				t.Log(line)
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = pw.Close(); <-done }) // a pipe's Close never fails
+	return pw
+}

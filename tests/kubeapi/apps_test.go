@@ -1,0 +1,438 @@
+//go:build integration
+
+package kubeapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/gate"
+)
+
+const (
+	// stackName and passphrase are the scenario stack's.
+	stackName  = "kubeapi"
+	passphrase = "milner-kubeapi"
+	// Type tokens the scenarios look for.
+	tRelease   = gate.TypeHelmRelease
+	tNamespace = "kubernetes:core/v1:Namespace"
+)
+
+// program is the Pulumi program the scenarios run (see releaseProgram).
+var program = releaseProgram
+
+// testChart is the chart the scenarios install, as a local path (no chart
+// repository is reachable from the test machines).
+var testChart = filepath.Join(repo, "tests", "charts", "milner-test")
+
+// app is one entry of milner:apps in a scenario.
+type app struct {
+	Name           string         `json:"name"`
+	ReleaseName    string         `json:"releaseName,omitempty"`
+	Namespace      string         `json:"namespace,omitempty"`
+	Chart          map[string]any `json:"chart"`
+	Values         map[string]any `json:"values,omitempty"`
+	PodSecurity    string         `json:"podSecurity,omitempty"`
+	RetainOnDelete bool           `json:"retainOnDelete,omitempty"`
+	PreviousNames  []string       `json:"previousNames,omitempty"`
+}
+
+// testApp is an app of the test chart in its own namespace, enforcing the
+// restricted Pod Security Standard.
+func testApp(name string) app {
+	return app{
+		Name: name, ReleaseName: name, Namespace: name, PodSecurity: "restricted",
+		Chart:  map[string]any{"path": testChart},
+		Values: map[string]any{"message": "hello " + name},
+	}
+}
+
+// appsScenario is a stack that starts at the apps layer against the test API
+// server.
+type appsScenario struct {
+	t     *testing.T
+	api   *apiServer
+	stack *engine.Stack
+	apps  []app
+	file  string // the stack file
+}
+
+// newAppsScenario writes a stack file holding the API server's kubeconfig as
+// a secret, set the way the README tells a user (`pulumi config set
+// --secret` with the pinned CLI), and opens the stack on its own file backend.
+func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
+	t.Helper()
+	requireTools(t, "pulumi", "pulumi-resource-kubernetes")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), []byte("name: milner\nruntime: go\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	userState := filepath.Join(dir, "user-state")
+	if err := os.MkdirAll(userState, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pulumiCLI := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(toolsBin, "pulumi"), append([]string{"--non-interactive"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL=file://"+userState,
+			"PULUMI_CONFIG_PASSPHRASE="+passphrase, "PULUMI_SKIP_UPDATE_CHECK=true")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("pulumi %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	pulumiCLI("stack", "init", stackName)
+	pulumiCLI("config", "set", "--secret", "milner:kubeconfig", api.Kubeconfig, "--stack", stackName)
+
+	s := &appsScenario{t: t, api: api, apps: apps, file: filepath.Join(dir, "Pulumi."+stackName+".yaml")}
+	s.apply()
+	// One workflow: the engine runs on the project, stack file and backend
+	// the CLI just used.
+	st, err := engine.Open(context.Background(), engine.Options{
+		Stack:      stackName,
+		Dir:        dir,
+		Tools:      toolsBin,
+		Backend:    "file://" + userState,
+		Passphrase: passphrase,
+		Program:    program,
+		Progress:   logWriter(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stack = st
+	return s
+}
+
+// config is the stack's plain config: a cluster that starts at the apps
+// layer, does not wait for pods (no kubelet runs), and s.apps.
+func (s *appsScenario) config() map[string]string {
+	j := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		return string(b)
+	}
+	return map[string]string{
+		"milner:cluster":     j(map[string]any{"name": "kubeapi-it"}),
+		"milner:startAt":     "apps",
+		"milner:waitForApps": "false",
+		"milner:apps":        j(s.apps),
+	}
+}
+
+// apply writes the plain config (s.apps) into the stack file, keeping its
+// secret kubeconfig and passphrase salt as the CLI wrote them.
+func (s *appsScenario) apply() {
+	s.t.Helper()
+	b, err := os.ReadFile(s.file)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	doc := map[string]any{}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		s.t.Fatal(err)
+	}
+	cfg, _ := doc["config"].(map[string]any)
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	for k, v := range s.config() {
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			val = v
+		}
+		cfg[k] = val
+	}
+	doc["config"] = cfg
+	if b, err = yaml.Marshal(doc); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(s.file, b, 0o600); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// preview previews and fails the test if the preview fails.
+func (s *appsScenario) preview(what string) *engine.Result {
+	s.t.Helper()
+	start := time.Now()
+	r, err := s.stack.Preview(context.Background(), false)
+	if err != nil {
+		s.t.Fatalf("%s: preview: %v", what, err)
+	}
+	s.t.Logf("%s: preview %v in %s", what, r.Summary, time.Since(start).Round(time.Millisecond))
+	return r
+}
+
+// up applies and fails the test if the update fails.
+func (s *appsScenario) up(what string) *engine.Result {
+	s.t.Helper()
+	start := time.Now()
+	r, err := s.stack.Up(context.Background())
+	if err != nil {
+		s.t.Fatalf("%s: up: %v", what, err)
+	}
+	s.t.Logf("%s: up %v in %s", what, r.Summary, time.Since(start).Round(time.Millisecond))
+	if failed := slices.IndexFunc(r.Steps, func(st gate.Step) bool { return st.Failed }); failed >= 0 {
+		s.t.Fatalf("%s: step failed: %s", what, steps(r.Steps[failed:failed+1]))
+	}
+	return r
+}
+
+// release is a Helm release as Helm itself records it in the cluster: one
+// Secret per revision (helm.sh/helm/v3 pkg/storage/driver/secrets.go:
+// type helm.sh/release.v1, labels owner=helm, name=<release>,
+// version=<revision>, status=<status>).
+type release struct {
+	revision int
+	status   string
+	// secrets are the revision Secrets' names, oldest first.
+	secrets []string
+}
+
+// release reads release name in namespace ns from its Helm storage.
+func (s *appsScenario) release(ns, name string) release {
+	s.t.Helper()
+	var r release
+	items := s.api.items("/api/v1/namespaces/" + ns + "/secrets?labelSelector=owner%3Dhelm%2Cname%3D" + name)
+	slices.SortFunc(items, func(a, b map[string]any) int {
+		return revisionOf(s.t, a) - revisionOf(s.t, b)
+	})
+	for _, it := range items {
+		r.secrets = append(r.secrets, str(it, "metadata", "name"))
+		if rev := revisionOf(s.t, it); rev > r.revision {
+			r.revision = rev
+			labels, _ := it["metadata"].(map[string]any)["labels"].(map[string]any)
+			r.status, _ = labels["status"].(string)
+		}
+	}
+	return r
+}
+
+func revisionOf(t *testing.T, secret map[string]any) int {
+	t.Helper()
+	labels, _ := secret["metadata"].(map[string]any)["labels"].(map[string]any)
+	v, _ := labels["version"].(string)
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("helm release secret %s: version label %q: %v", str(secret, "metadata", "name"), v, err)
+	}
+	return n
+}
+
+// uid is an object's metadata.uid: a recreated object has a new one.
+func (s *appsScenario) uid(path string) string {
+	s.t.Helper()
+	return str(s.api.mustGet(path), "metadata", "uid")
+}
+
+// requireChanges fails unless the preview changes exactly want ("op name"
+// of each changed step, sorted).
+func requireChanges(t *testing.T, what string, r *engine.Result, want ...string) {
+	t.Helper()
+	var got []string
+	for _, st := range r.Changes() {
+		got = append(got, string(st.Op)+" "+st.Name())
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: want changes %q, got %q:%s", what, want, got, steps(r.Changes()))
+	}
+}
+
+// TestAppsOnRealAPI drives the apps layer through the real engine, the real
+// Kubernetes provider and Helm against a real kube-apiserver, one scenario
+// after another on the same stack, as an operator would.
+func TestAppsOnRealAPI(t *testing.T) {
+	api := startAPIServer(t)
+	s := newAppsScenario(t, api, testApp("alpha"), testApp("beta"))
+
+	// Install from empty: every object accepted by the API server.
+	r := s.up("install")
+	if n := r.Summary["create"]; n == 0 {
+		t.Fatalf("install: want creates, summary %v", r.Summary)
+	}
+	for _, name := range []string{"alpha", "beta"} {
+		ns := api.mustGet("/api/v1/namespaces/" + name)
+		labels, _ := ns["metadata"].(map[string]any)["labels"].(map[string]any)
+		if labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+			t.Fatalf("namespace %s: want PodSecurity enforce=restricted, labels %v", name, labels)
+		}
+		if rel := s.release(name, name); rel.revision != 1 || rel.status != "deployed" {
+			t.Fatalf("release %s: want revision 1 deployed, got %+v", name, rel)
+		}
+		// Every pod template the chart rendered passes the namespace's
+		// enforced level, as the pod it would become.
+		api.defaultServiceAccount(name)
+		deployments := api.items("/apis/apps/v1/namespaces/" + name + "/deployments")
+		if len(deployments) != 1 {
+			t.Fatalf("namespace %s: want the chart's one Deployment, got %d", name, len(deployments))
+		}
+		for _, d := range deployments {
+			tmpl, _ := d["spec"].(map[string]any)["template"].(map[string]any)
+			if err := api.admitPod(name, tmpl); err != nil {
+				t.Fatalf("deployment %s/%s: %v", name, str(d, "metadata", "name"), err)
+			}
+		}
+		// The chart's PVC names no class: admission gives it the default.
+		pvc := api.mustGet("/api/v1/namespaces/" + name + "/persistentvolumeclaims/" + name + "-data")
+		if got, want := str(pvc, "spec", "storageClassName"), defaultClass(t, api); got != want {
+			t.Fatalf("pvc %s/%s-data: want the default StorageClass %q, got %q", name, name, want, got)
+		}
+	}
+	alphaDeploy := s.uid("/apis/apps/v1/namespaces/alpha/deployments/alpha")
+	alphaPVC := s.uid("/api/v1/namespaces/alpha/persistentvolumeclaims/alpha-data")
+	betaPVC := s.uid("/api/v1/namespaces/beta/persistentvolumeclaims/beta-data")
+
+	// A no-op preview plans nothing.
+	requireChanges(t, "no-op", s.preview("no-op"))
+
+	// One chart value changed: exactly that release, updated in place.
+	s.apps[0].Values["message"] = "changed"
+	s.apply()
+	requireChanges(t, "value changed", s.preview("value changed"), "update alpha-release")
+	s.up("value changed")
+	if rel := s.release("alpha", "alpha"); rel.revision != 2 || rel.status != "deployed" {
+		t.Fatalf("release alpha: want revision 2 deployed, got %+v", rel)
+	}
+	if rel := s.release("beta", "beta"); rel.revision != 1 {
+		t.Fatalf("release beta: want revision 1 (untouched), got %+v", rel)
+	}
+	if got := s.uid("/apis/apps/v1/namespaces/alpha/deployments/alpha"); got != alphaDeploy {
+		t.Fatalf("deployment alpha was recreated: uid %s -> %s", alphaDeploy, got)
+	}
+	d := api.mustGet("/apis/apps/v1/namespaces/alpha/deployments/alpha")
+	if !strings.Contains(mustJSON(t, d), `"value":"changed"`) {
+		t.Fatalf("deployment alpha: the changed value did not reach it: %s", mustJSON(t, d))
+	}
+
+	// A value the chart's values.schema.json rejects: a clear error, and
+	// nothing changes.
+	s.apps[1].Values["replicas"] = 99
+	s.apply()
+	_, err := s.stack.Preview(context.Background(), false)
+	if err == nil {
+		if _, err = s.stack.Up(context.Background()); err == nil {
+			t.Fatal("schema: replicas 99 (maximum 5) was accepted")
+		}
+		t.Logf("schema: the preview passed; the update failed")
+	}
+	if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") ||
+		!strings.Contains(err.Error(), "replicas") {
+		t.Fatalf("schema: want Helm's schema error naming replicas, got: %v", err)
+	}
+	t.Logf("schema: refused: %s", lastLines(err.Error(), 6))
+	if rel := s.release("beta", "beta"); rel.revision != 1 || rel.status != "deployed" {
+		t.Fatalf("schema: release beta changed: %+v", rel)
+	}
+	delete(s.apps[1].Values, "replicas")
+	s.apply()
+	requireChanges(t, "schema reverted", s.preview("schema reverted"))
+
+	// An app renamed with previousNames: no delete, no create.
+	s.apps[0].Name, s.apps[0].PreviousNames = "alpha-renamed", []string{"alpha"}
+	s.apply()
+	r = s.preview("rename")
+	for _, st := range r.Changes() {
+		if st.Op == "create" || st.Op == "delete" || st.Op == "replace" || st.Op == "create-replacement" {
+			t.Fatalf("rename: want no create or delete, got%s", steps(r.Changes()))
+		}
+	}
+	s.up("rename")
+	if rel := s.release("alpha", "alpha"); rel.revision != 2 {
+		t.Fatalf("rename: release alpha: want revision 2 (untouched), got %+v", rel)
+	}
+	requireChanges(t, "after rename", s.preview("after rename"))
+
+	// An app removed from config: the gate refuses the release's delete,
+	// nothing is applied, its PVC stays.
+	s.apps = s.apps[:1]
+	s.apply()
+	r = s.preview("remove")
+	refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil)
+	if !slices.ContainsFunc(refusals, func(x gate.Refusal) bool { return strings.Contains(x.String(), "beta-release") }) {
+		t.Fatalf("remove: want the gate to refuse deleting beta-release, got %v", refusals)
+	}
+	if rel := s.release("beta", "beta"); rel.revision != 1 || rel.status != "deployed" {
+		t.Fatalf("remove: release beta changed: %+v", rel)
+	}
+
+	// Retained as configured: with retainOnDelete the delete only leaves
+	// state; the release and its PVC stay in the cluster.
+	beta := testApp("beta")
+	beta.RetainOnDelete = true
+	s.apps = append(s.apps, beta)
+	s.apply()
+	s.up("retain")
+	s.apps = s.apps[:1]
+	s.apply()
+	r = s.preview("remove retained")
+	if refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil); len(refusals) > 0 {
+		t.Fatalf("remove retained: want no refusal, got %v", refusals)
+	}
+	s.up("remove retained")
+	if rel := s.release("beta", "beta"); rel.revision != 1 || rel.status != "deployed" {
+		t.Fatalf("remove retained: release beta: want revision 1 deployed, left in the cluster, got %+v", rel)
+	}
+	if got := s.uid("/api/v1/namespaces/beta/persistentvolumeclaims/beta-data"); got != betaPVC {
+		t.Fatalf("remove retained: pvc beta-data recreated: %s -> %s", betaPVC, got)
+	}
+	if got := s.uid("/api/v1/namespaces/alpha/persistentvolumeclaims/alpha-data"); got != alphaPVC {
+		t.Fatalf("pvc alpha-data recreated: %s -> %s", alphaPVC, got)
+	}
+}
+
+// defaultClass is the name of the cluster's default StorageClass.
+func defaultClass(t *testing.T, api *apiServer) string {
+	t.Helper()
+	var names []string
+	for _, sc := range api.items("/apis/storage.k8s.io/v1/storageclasses") {
+		ann, _ := sc["metadata"].(map[string]any)["annotations"].(map[string]any)
+		if ann["storageclass.kubernetes.io/is-default-class"] == "true" {
+			names = append(names, str(sc, "metadata", "name"))
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("want exactly one default StorageClass, got %q", names)
+	}
+	return names[0]
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// steps formats steps for failure messages.
+func steps(ss []gate.Step) string {
+	var b strings.Builder
+	for _, s := range ss {
+		fmt.Fprintf(&b, "\n  %s %s %s diffs=%v failed=%v", s.Op, s.Type, s.Name(), s.Diffs, s.Failed)
+	}
+	return b.String()
+}
