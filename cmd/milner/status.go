@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/upgrade"
 )
 
 // status is what `milner status` reports of a stack.
@@ -22,10 +27,17 @@ type status struct {
 
 func statusCmd() *cobra.Command {
 	f := &stackFlags{}
+	var versions bool
+	var talosconfigFile string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show a stack's backend, resources by layer and nodes, from its state (no engine run)",
+		Short: "Show a stack's backend, resources by layer and nodes from its state; --versions asks every node what it runs",
+		Long: `status reads the stack's state (no engine run): its backend, resources by
+layer, protected count and nodes. With --versions it also asks every node,
+through the Talos API, which Talos and Kubernetes versions it runs, against
+the declared ones, marking every difference ('milner upgrade' closes it).`,
 		Example: `  milner status --stack dev
+  milner status --stack dev --versions
   milner status --stack dev --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,6 +68,11 @@ func statusCmd() *cobra.Command {
 			if f.json {
 				return writeJSON(os.Stdout, s)
 			}
+			defer func() {
+				if versions {
+					writeVersions(cmd, f.stack, talosconfigFile)
+				}
+			}()
 			fmt.Printf("stack %s (cluster %s) on %s\n", s.Stack, s.Cluster, s.Backend)
 			if len(resources) == 0 {
 				fmt.Println("  no resources in state")
@@ -82,5 +99,35 @@ func statusCmd() *cobra.Command {
 	}
 	f.addStack(cmd)
 	f.addJSON(cmd)
+	cmd.Flags().BoolVar(&versions, "versions", false, "ask every node which Talos and Kubernetes versions it runs (Talos API)")
+	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file for --versions (default $TALOSCONFIG or ~/.talos/config)")
 	return cmd
+}
+
+// writeVersions prints declared against running versions per node; a node
+// that cannot be asked is printed as unreachable, never an error of status.
+func writeVersions(cmd *cobra.Command, stack, file string) {
+	if file == "" {
+		file, _ = talosconfig.path("")
+	}
+	s, err := docs.ReadStack(filepath.Join(projectDir(cmd), "Pulumi."+stack+".yaml"))
+	if err != nil {
+		fmt.Printf("versions: %v\n", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+	defer cancel()
+	d := upgrade.FromConfig(s.Config)
+	c, err := upgrade.Connect(ctx, file, d)
+	if err != nil {
+		fmt.Printf("versions: %v\n", err)
+		return
+	}
+	defer func() { _ = c.Close() }()
+	rows, err := upgrade.Inventory(ctx, c)
+	if err != nil {
+		fmt.Printf("versions: %v\n", err)
+		return
+	}
+	upgrade.WriteInventory(os.Stdout, d, rows)
 }
