@@ -95,7 +95,7 @@ for n in $nodes; do
   cmp() { "$mb" compare -log "$out/log.txt" -out "$out/${1//[^A-Za-z0-9]/}-$n.json" -label "$1 N=$n" "${@:2}" | tee -a "$out/table.md"; }
 
   "$root/bench/wipe.sh" "$m" "$t"
-  rm -f "$dir"/terraform.tfstate*
+  rm -f "$dir"/terraform.tfstate* "$dir"/p5.auto.tfvars.json
   # No warm-up for P3 (a create is long): the first round samples the memory.
   p3() {
     cmp "P3$2" -runs "$r3" -warmup=false \
@@ -126,7 +126,7 @@ for n in $nodes; do
     # The milner binary on the bench stack's project (milnerbench wrote it
     # under the state directory), the same backend and passphrase.
     cmp P5 -runs "$runs" \
-      -a "env PULUMI_BACKEND_URL=file://$work/state PULUMI_CONFIG_PASSPHRASE=milner-bench $work/milner up --stack bench$n --dir $work/state/project --yes --replace cp-2" \
+      -a "env PATH=$root/.tools/bin:$PATH PULUMI_BACKEND_URL=file://$work/state PULUMI_CONFIG_PASSPHRASE=milner-bench $work/milner up --stack bench$n --dir $work/state/project --yes --replace cp-2" \
       -a-prepare "$mb flip -repo $root -stack bench$n -state $work/state -config $dir/stack.yaml -other $dir/stack-p4.yaml" \
       -b "$(terra apply -auto-approve)" -b-prepare "$mb flip-tf -dir $dir"
   fi

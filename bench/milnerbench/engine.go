@@ -207,31 +207,21 @@ func runFlip(args []string) error {
 }
 
 // runFlipTF is `milnerbench flip-tf -dir DIR`: Terraform's side of P5. It
-// swaps terraform.tfvars.json between the base variables and p4's.
+// adds or removes p5.auto.tfvars.json (a copy of p4.tfvars.json, node 2's
+// memory), which Terraform loads on top of terraform.tfvars.json.
 func runFlipTF(args []string) error {
 	fs := flag.NewFlagSet("flip-tf", flag.ContinueOnError)
 	dir := fs.String("dir", "", "the Terraform directory (required)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	vars, base, p4 := filepath.Join(*dir, "terraform.tfvars.json"), filepath.Join(*dir, "base.tfvars.json"), filepath.Join(*dir, "p4.tfvars.json")
-	cur, err := os.ReadFile(vars)
+	auto := filepath.Join(*dir, "p5.auto.tfvars.json")
+	if _, err := os.Stat(auto); err == nil {
+		return os.Remove(auto)
+	}
+	p4, err := os.ReadFile(filepath.Join(*dir, "p4.tfvars.json"))
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(base); err != nil {
-		if err := os.WriteFile(base, cur, 0o644); err != nil {
-			return err
-		}
-	}
-	want, err := os.ReadFile(p4)
-	if err != nil {
-		return err
-	}
-	if string(cur) == string(want) {
-		if want, err = os.ReadFile(base); err != nil {
-			return err
-		}
-	}
-	return os.WriteFile(vars, want, 0o644)
+	return os.WriteFile(auto, p4, 0o644)
 }

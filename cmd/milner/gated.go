@@ -81,9 +81,9 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 	if !f.json {
 		g.Report.Write(out)
 		if len(g.Refusals) > 0 {
-			fmt.Fprintf(out, "\nrefused by the layer rules (%d):\n", len(g.Refusals))
+			_, _ = fmt.Fprintf(out, "\nrefused by the layer rules (%d):\n", len(g.Refusals))
 			for _, r := range g.Refusals {
-				fmt.Fprintf(out, "  - %s\n", r)
+				_, _ = fmt.Fprintf(out, "  - %s\n", r)
 			}
 		}
 	}

@@ -76,7 +76,7 @@ the preview did not show rather than take it.`,
 			}
 			g.Applied = true
 			if g.Staged = gate.Staged(gate.AppliedModes(result.Events)); len(g.Staged) > 0 {
-				fmt.Fprintf(out, "milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(g.Staged, ", "))
+				_, _ = fmt.Fprintf(out, "milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(g.Staged, ", "))
 			}
 			return finish(nil)
 		},

@@ -42,7 +42,7 @@ func serveProgram(program pulumi.RunFunc) (*programHost, error) {
 // stop shuts the language host down and waits for it.
 func (h *programHost) stop() {
 	close(h.cancel)
-	<-h.done
+	<-h.done //nolint:errcheck // the server's own shutdown: the operation's result stands
 }
 
 // languageHost runs the program for the engine.

@@ -80,17 +80,17 @@ func imageTag(image string) string {
 // WriteInventory prints declared against running versions per node, marking
 // every difference, so drift is never silent.
 func WriteInventory(w io.Writer, d Declared, rows []Row) {
-	fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", "NODE", "ROLE", "TALOS run (declared)", "KUBERNETES run (declared)")
+	_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", "NODE", "ROLE", "TALOS run (declared)", "KUBERNETES run (declared)")
 	for _, r := range rows {
 		if r.Err != nil {
-			fmt.Fprintf(w, "%-12s %-12s unreachable: %v\n", r.Node.Name, r.Node.Role, r.Err)
+			_, _ = fmt.Fprintf(w, "%-12s %-12s unreachable: %v\n", r.Node.Name, r.Node.Role, r.Err)
 			continue
 		}
 		k := r.Kubelet
 		if r.APIServer != "" && r.APIServer != r.Kubelet {
 			k = fmt.Sprintf("kubelet %s, apiserver %s", r.Kubelet, r.APIServer)
 		}
-		fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", r.Node.Name, r.Node.Role,
+		_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", r.Node.Name, r.Node.Role,
 			mark(r.Talos, d.TalosVersion), mark(k, d.KubernetesVersion))
 	}
 }

@@ -176,18 +176,18 @@ func (p *Plan) Empty() bool { return len(p.Talos) == 0 && p.Kubernetes == nil }
 
 // Write prints the plan.
 func (p *Plan) Write(w io.Writer) {
-	fmt.Fprintf(w, "Talos %s (installer %s), Kubernetes %s\n", p.Declared.TalosVersion, p.Declared.InstallImage, p.Declared.KubernetesVersion)
+	_, _ = fmt.Fprintf(w, "Talos %s (installer %s), Kubernetes %s\n", p.Declared.TalosVersion, p.Declared.InstallImage, p.Declared.KubernetesVersion)
 	for _, n := range p.Current {
-		fmt.Fprintf(w, "  = %-12s already on Talos %s\n", n.Name, p.Declared.TalosVersion)
+		_, _ = fmt.Fprintf(w, "  = %-12s already on Talos %s\n", n.Name, p.Declared.TalosVersion)
 	}
 	for i, s := range p.Talos {
-		fmt.Fprintf(w, "  %d. %-12s %s Talos %s -> %s (upgrade, preserve data, reboot, then health gate)\n", i+1, s.Node.Name, s.Node.Role, s.From, s.To)
+		_, _ = fmt.Fprintf(w, "  %d. %-12s %s Talos %s -> %s (upgrade, preserve data, reboot, then health gate)\n", i+1, s.Node.Name, s.Node.Role, s.From, s.To)
 	}
 	if k := p.Kubernetes; k != nil {
-		fmt.Fprintf(w, "  %d. Kubernetes %s -> %s (talosctl upgrade-k8s sequence: control-plane components node by node, kube-proxy, kubelets, bootstrap manifests)\n", len(p.Talos)+1, k.From, k.To)
+		_, _ = fmt.Fprintf(w, "  %d. Kubernetes %s -> %s (talosctl upgrade-k8s sequence: control-plane components node by node, kube-proxy, kubelets, bootstrap manifests)\n", len(p.Talos)+1, k.From, k.To)
 	}
 	if p.Empty() {
-		fmt.Fprintln(w, "  nothing to upgrade: every node runs the declared versions")
+		_, _ = fmt.Fprintln(w, "  nothing to upgrade: every node runs the declared versions")
 	}
 }
 
@@ -298,7 +298,7 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 	}
 	for i, s := range plan.Talos {
 		n := s.Node
-		fmt.Fprintf(o.Out, "[%d/%d] %s: health gate\n", i+1, len(plan.Talos), n.Name)
+		_, _ = fmt.Fprintf(o.Out, "[%d/%d] %s: health gate\n", i+1, len(plan.Talos), n.Name)
 		if err := c.Healthy(ctx); err != nil {
 			return stop(i, "health gate before", err)
 		}
@@ -306,7 +306,7 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 		if err != nil {
 			return stop(i, "health gate before", fmt.Errorf("read boot id: %w", err))
 		}
-		fmt.Fprintf(o.Out, "[%d/%d] %s: upgrade %s -> %s with %s (preserve=true)\n", i+1, len(plan.Talos), n.Name, s.From, s.To, plan.Declared.InstallImage)
+		_, _ = fmt.Fprintf(o.Out, "[%d/%d] %s: upgrade %s -> %s with %s (preserve=true)\n", i+1, len(plan.Talos), n.Name, s.From, s.To, plan.Declared.InstallImage)
 		if err := c.upgrade(ctx, n, plan.Declared.InstallImage); err != nil {
 			return stop(i, "upgrade", err)
 		}
@@ -320,7 +320,7 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 		case v != s.To:
 			return stop(i, "version", fmt.Errorf("came back on Talos %s, want %s (Talos boots the previous image when the new one fails; check the installer image %s)", v, s.To, plan.Declared.InstallImage))
 		}
-		fmt.Fprintf(o.Out, "[%d/%d] %s: runs %s; waiting for the cluster to be healthy\n", i+1, len(plan.Talos), n.Name, s.To)
+		_, _ = fmt.Fprintf(o.Out, "[%d/%d] %s: runs %s; waiting for the cluster to be healthy\n", i+1, len(plan.Talos), n.Name, s.To)
 		if err := waitFor(ctx, o, o.HealthTimeout, func() error { return c.Healthy(ctx) }); err != nil {
 			return stop(i, "health gate after", err)
 		}
@@ -332,7 +332,7 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 	if run == nil {
 		run = UpgradeKubernetes
 	}
-	fmt.Fprintf(o.Out, "Kubernetes %s -> %s\n", plan.Kubernetes.From, plan.Kubernetes.To)
+	_, _ = fmt.Fprintf(o.Out, "Kubernetes %s -> %s\n", plan.Kubernetes.From, plan.Kubernetes.To)
 	if err := c.Healthy(ctx); err != nil {
 		return &StopError{Stage: "health gate before", Upgraded: upgraded, Err: err}
 	}
@@ -432,7 +432,7 @@ func Execute(ctx context.Context, c *Cluster, o Options, dryRun bool, confirm fu
 	case plan.Empty():
 		return nil
 	case dryRun:
-		fmt.Fprintln(o.Out, "dry run: nothing was changed")
+		_, _ = fmt.Fprintln(o.Out, "dry run: nothing was changed")
 		return nil
 	case !confirm(plan):
 		return errors.New("refused: not confirmed; nothing was changed")
