@@ -130,21 +130,26 @@ func Check(stack string, declared []Declared, inState func(typ, logical string) 
 		}
 		orphans = append(orphans, f)
 	}
-	if len(orphans) == 0 {
-		return nil
+	return withEmptyState(stack, stateHasSubstrate, orphans, adopt, "objects live on the host", "nodes")
+}
+
+// withEmptyState returns the orphans, led by the empty-state finding when
+// the stack's state holds no substrate at all: the seeds' danger, an up
+// from lost state recreating live machines. where says where they live,
+// what names the adopted things in the fix.
+func withEmptyState(stack string, stateHasSubstrate bool, orphans []Finding, adopt []string, where, what string) []Finding {
+	if len(orphans) == 0 || stateHasSubstrate {
+		return orphans
 	}
-	if !stateHasSubstrate {
-		fix := "restore the state file (the file backend keeps it under .pulumi/state), then run the up again"
-		if len(adopt) > 0 {
-			fix += "; or adopt the nodes: " + strings.Join(adopt, " && ")
-		}
-		empty := Finding{
-			Problem: fmt.Sprintf("the state of stack %q holds no substrate resource, but %d of its objects live on the host: an up from empty state would try to recreate live machines and disks", stack, len(orphans)),
-			Fix:     fix,
-		}
-		return append([]Finding{empty}, orphans...)
+	fix := "restore the stack's state from a backup of its backend (README \"Recover from lost state\"), then run the up again"
+	if len(adopt) > 0 {
+		fix += "; or adopt the " + what + ": " + strings.Join(adopt, " && ")
 	}
-	return orphans
+	empty := Finding{
+		Problem: fmt.Sprintf("the state of stack %q holds no substrate resource, but %d of its %s: an up from empty state would try to recreate live machines and disks", stack, len(orphans), where),
+		Fix:     fix,
+	}
+	return append([]Finding{empty}, orphans...)
 }
 
 // foreignObject reports a live object that has this stack's name but is

@@ -119,7 +119,7 @@ func TestEmptyStateFixNamesRestoreAndAdopt(t *testing.T) {
 	}
 	got := Check("dev", declared, state(), live)
 	require.Len(t, got, 3)
-	assert.True(t, strings.HasPrefix(got[0].Fix, "restore the state file"))
+	assert.True(t, strings.HasPrefix(got[0].Fix, "restore the stack's state from a backup"))
 	assert.Contains(t, got[0].Fix, "milner adopt --stack dev --node cp-1 --id u1")
 	assert.Contains(t, got[2].Fix, "pulumi import --stack dev 'libvirt:index/volume:Volume' 'milner-dev-cp-1-data'")
 }

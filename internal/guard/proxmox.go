@@ -152,21 +152,7 @@ func CheckProxmox(stack string, declared []DeclaredVM, inState func(logical stri
 		}
 		orphans = append(orphans, f)
 	}
-	if len(orphans) == 0 {
-		return nil
-	}
-	if !stateHasSubstrate {
-		fix := "restore the state file (the file backend keeps it under .pulumi/state), then run the up again"
-		if len(adopt) > 0 {
-			fix += "; or adopt the VMs: " + strings.Join(adopt, " && ")
-		}
-		empty := Finding{
-			Problem: fmt.Sprintf("the state of stack %q holds no substrate resource, but %d of its VMs live on the Proxmox cluster: an up from empty state would try to recreate live machines and disks", stack, len(orphans)),
-			Fix:     fix,
-		}
-		return append([]Finding{empty}, orphans...)
-	}
-	return orphans
+	return withEmptyState(stack, stateHasSubstrate, orphans, adopt, "VMs live on the Proxmox cluster", "VMs")
 }
 
 // reassignSteps returns the commands that turn a live node VM owning its
