@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -123,4 +124,15 @@ func confirm(in *os.File, out io.Writer, question, word, flag string) error {
 		return refused("not confirmed (typed %q, want %q); nothing was changed", strings.TrimSpace(line), word)
 	}
 	return nil
+}
+
+// lock takes Milner's own lock on the stack for an operation that changes
+// it (engine.Stack.Lock); another milner holding it is a refusal: nothing
+// was changed, and the caller says so at once instead of waiting.
+func lock(ctx context.Context, st *engine.Stack) (func(), error) {
+	unlock, err := st.Lock(ctx)
+	if errors.Is(err, engine.ErrLocked) {
+		return nil, refused("%v: another milner is changing this stack; nothing was changed, run it again when that one has finished", err)
+	}
+	return unlock, err
 }

@@ -25,6 +25,11 @@ shows the difference between the program and what is live. Use
 				return err
 			}
 			defer stop()
+			unlock, err := lock(ctx, st)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			if !yes {
 				if err := confirm(os.Stdin, os.Stdout, fmt.Sprintf("Record the live state of stack %q's resources?", st.Name()), "yes", "--yes"); err != nil {
 					return err

@@ -37,6 +37,11 @@ and not yet deleted is protected again.`,
 				return err
 			}
 			defer stop()
+			unlock, err := lock(ctx, st)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			cfg, err := st.Config()
 			if err != nil {
 				return err

@@ -40,6 +40,11 @@ the preview did not show rather than take it.`,
 				return err
 			}
 			defer stop()
+			unlock, err := lock(ctx, st)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			if err := checkContract(ctx, st, allowContract); err != nil {
 				return err
 			}

@@ -286,19 +286,12 @@ func backendURL(explicit string, project *workspace.Project) (string, error) {
 // every secret output of the stack (encrypted) and its history. Created 0700,
 // tightened to 0700 when it exists; a symlink there is refused, not followed.
 func privateStateDir(url string) error {
-	path, ok := strings.CutPrefix(url, "file://")
-	if !ok {
+	if !strings.HasPrefix(url, "file://") {
 		return nil
 	}
-	if rest, home := strings.CutPrefix(path, "~"); home {
-		h, err := os.UserHomeDir()
-		if err != nil {
-			return err
-		}
-		path = h + rest
-	}
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
+	path, err := fileStateDir(url)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(path, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
@@ -316,4 +309,21 @@ func privateStateDir(url string) error {
 		return os.Chmod(state, 0o700)
 	}
 	return nil
+}
+
+// fileStateDir is the directory of a file:// backend URL (~ expanded, query
+// dropped).
+func fileStateDir(url string) (string, error) {
+	path := strings.TrimPrefix(url, "file://")
+	if rest, home := strings.CutPrefix(path, "~"); home {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		path = h + rest
+	}
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	return path, nil
 }

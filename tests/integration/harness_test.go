@@ -92,6 +92,7 @@ type scenario struct {
 	boot    string // bootImage
 	nodes   []node
 	stack   *engine.Stack
+	url     string // the backend, when not the scenario's own file backend
 }
 
 // newScenario prepares a two-node cluster (one control plane, one worker, at
@@ -99,12 +100,20 @@ type scenario struct {
 // its stack. Cleanup is registered before anything is created.
 func newScenario(t *testing.T, id string, subnet int) *scenario {
 	t.Helper()
+	return newScenarioOn(t, id, subnet, "")
+}
+
+// newScenarioOn is newScenario on the backend url ("": the scenario's own
+// file backend).
+func newScenarioOn(t *testing.T, id string, subnet int, url string) *scenario {
+	t.Helper()
 	s := &scenario{
 		t:       t,
 		cluster: "milner-it-" + id,
 		dir:     filepath.Join(base, id),
 		subnet:  subnet,
 		talos:   "v1.9.5",
+		url:     url,
 	}
 	s.boot = filepath.Join(s.dir, "boot.qcow2")
 	s.nodes = []node{
@@ -155,8 +164,14 @@ const (
 	itPassphrase = "milner-it"
 )
 
-// backend is the scenario's file backend.
-func (s *scenario) backend() string { return "file://" + filepath.Join(s.dir, "state") }
+// backend is the scenario's backend: its own file backend unless it was
+// given one.
+func (s *scenario) backend() string {
+	if s.url != "" {
+		return s.url
+	}
+	return "file://" + filepath.Join(s.dir, "state")
+}
 
 // stackFile is the scenario's Pulumi.it.yaml.
 func (s *scenario) stackFile() string {

@@ -74,8 +74,14 @@ type milnerScenario struct {
 // cleanup, `milner teardown --confirm <cluster>` removes the stack.
 func newMilnerScenario(t *testing.T, id string, subnet int) *milnerScenario {
 	t.Helper()
+	return newMilnerScenarioOn(t, id, subnet, "")
+}
+
+// newMilnerScenarioOn is newMilnerScenario on the backend url.
+func newMilnerScenarioOn(t *testing.T, id string, subnet int, url string) *milnerScenario {
+	t.Helper()
 	bin := milnerBinary(t)
-	s := &milnerScenario{scenario: newScenario(t, id, subnet), bin: bin}
+	s := &milnerScenario{scenario: newScenarioOn(t, id, subnet, url), bin: bin}
 	// Runs before the harness's cleanup (registered earlier, run later).
 	t.Cleanup(func() {
 		if !fileExists(s.stackFile()) {

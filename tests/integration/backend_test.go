@@ -1,0 +1,98 @@
+//go:build integration
+
+package integration
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	_ "github.com/lib/pq"
+)
+
+// postgresURL is the team backend the tests use: the role and database
+// scripts/ci-deps.sh creates (MILNER_IT_POSTGRES overrides it). Each
+// scenario keeps its state in a table of its own.
+func postgresURL(t *testing.T, table string) string {
+	t.Helper()
+	base := os.Getenv("MILNER_IT_POSTGRES")
+	if base == "" {
+		base = "postgres://milner_it:milner_it@127.0.0.1:5432/milner_it?sslmode=disable"
+	}
+	db, err := sql.Open("postgres", base)
+	if err == nil {
+		err = db.Ping()
+		if err == nil {
+			_, err = db.Exec("DROP TABLE IF EXISTS " + table)
+		}
+		_ = db.Close()
+	}
+	if err != nil {
+		t.Fatalf("PostgreSQL at %s (run scripts/ci-deps.sh): %v", base, err)
+	}
+	return base + "&table=" + table
+}
+
+// TestConcurrentUps: on a file backend and on PostgreSQL, a stack brought up
+// from empty previews no change; then two `milner up --yes --replace w-1`
+// started together for one memory change end with exactly one applying and
+// the other refused at once (exit 3, naming the other milner), and the
+// stack previews no change after: nothing lost or half-written.
+func TestConcurrentUps(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		subnet int
+		url    func(t *testing.T) string
+	}{
+		{"file", 26, func(*testing.T) string { return "" }},
+		{"postgres", 27, func(t *testing.T) string { return postgresURL(t, "milner_it_conc") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newMilnerScenarioOn(t, "m-conc-"+tc.name, tc.subnet, tc.url(t))
+			s.mustMilner("up", "--yes")
+			s.mustMilner("preview", "--expect-no-changes")
+			before := s.uuids()
+
+			s.nodes[1].Memory = 1536
+			s.writeStackFile()
+			var wg sync.WaitGroup
+			results := make([]cmdResult, 2)
+			for i := range results {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[i] = s.milner("up", "--yes", "--replace", "w-1")
+				}()
+			}
+			wg.Wait()
+			var applied, refusedN int
+			for _, r := range results {
+				switch {
+				case r.code == 0 && strings.Contains(r.out(), "replace"):
+					applied++
+				case r.code == exitRefused && strings.Contains(r.out(), "another milner"):
+					refusedN++
+				default:
+					t.Errorf("unexpected outcome: exit %d:\n%s", r.code, r.out())
+				}
+			}
+			if applied != 1 || refusedN != 1 {
+				t.Fatalf("%d applied, %d refused; want exactly one of each", applied, refusedN)
+			}
+			s.mustMilner("preview", "--expect-no-changes")
+			after := s.uuids()
+			if after[s.domain("cp-1")] != before[s.domain("cp-1")] || after[s.domain("w-1")] == before[s.domain("w-1")] {
+				t.Errorf("domains %v, were %v: want w-1 replaced once, cp-1 untouched", after, before)
+			}
+			if info := virsh(t, "dominfo", s.domain("w-1")); !strings.Contains(info, fmt.Sprint(1536*1024)+" KiB") {
+				t.Errorf("w-1 does not have the new memory:\n%s", info)
+			}
+		})
+	}
+}
+
+// exitRefused is milner's exit code for a refusal by a rule.
+const exitRefused = 3
