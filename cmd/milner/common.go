@@ -126,13 +126,22 @@ func confirm(in *os.File, out io.Writer, question, word, flag string) error {
 	return nil
 }
 
-// lock takes Milner's own lock on the stack for an operation that changes
-// it (engine.Stack.Lock); another milner holding it is a refusal: nothing
-// was changed, and the caller says so at once instead of waiting.
-func lock(ctx context.Context, st *engine.Stack) (func(), error) {
-	unlock, err := st.Lock(ctx)
-	if errors.Is(err, engine.ErrLocked) {
-		return nil, refused("%v: another milner is changing this stack; nothing was changed, run it again when that one has finished", err)
+// openLocked opens the stack and takes Milner's own lock on it
+// (engine.Stack.Lock), for an operation that changes it; stop also
+// releases the lock. Another milner holding it is a refusal: nothing was
+// changed, and the command says so at once instead of waiting.
+func (f *stackFlags) openLocked(cmd *cobra.Command) (ctx context.Context, stop context.CancelFunc, st *engine.Stack, err error) {
+	if ctx, stop, st, err = f.open(cmd); err != nil {
+		return nil, nil, nil, err
 	}
-	return unlock, err
+	unlock, err := st.Lock(ctx)
+	if err != nil {
+		stop()
+		if errors.Is(err, engine.ErrLocked) {
+			err = refused("%v: another milner is changing this stack; nothing was changed, run it again when that one has finished", err)
+		}
+		return nil, nil, nil, err
+	}
+	cancel := stop
+	return ctx, func() { unlock(); cancel() }, st, nil
 }

@@ -20,16 +20,11 @@ shows the difference between the program and what is live. Use
 		Example: `  milner refresh --stack dev --yes`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
+			ctx, stop, st, err := f.openLocked(cmd)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			unlock, err := lock(ctx, st)
-			if err != nil {
-				return err
-			}
-			defer unlock()
 			if !yes {
 				if err := confirm(os.Stdin, os.Stdout, fmt.Sprintf("Record the live state of stack %q's resources?", st.Name()), "yes", "--yes"); err != nil {
 					return err

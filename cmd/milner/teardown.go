@@ -32,16 +32,11 @@ and not yet deleted is protected again.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
+			ctx, stop, st, err := f.openLocked(cmd)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			unlock, err := lock(ctx, st)
-			if err != nil {
-				return err
-			}
-			defer unlock()
 			cfg, err := st.Config()
 			if err != nil {
 				return err

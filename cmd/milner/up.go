@@ -35,16 +35,11 @@ the preview did not show rather than take it.`,
 			// Decided from the gated preview below, read when the update runs.
 			run := &stacks.RunOptions{}
 			f.program = stacks.NewProgram(run)
-			ctx, stop, st, err := f.open(cmd)
+			ctx, stop, st, err := f.openLocked(cmd)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			unlock, err := lock(ctx, st)
-			if err != nil {
-				return err
-			}
-			defer unlock()
 			if err := checkContract(ctx, st, allowContract); err != nil {
 				return err
 			}
