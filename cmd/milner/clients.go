@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
+
+	"github.com/milner/milner/internal/engine"
 )
 
 // clientConfig is one kind of client config a stack outputs: the admin
@@ -120,7 +122,7 @@ func readClientFile(path string) (map[string]any, error) {
 }
 
 // writeClientFile writes m to path, 0600 (also when it existed with wider
-// permissions), its directory 0700 when created.
+// permissions, never through a symlink), its directory 0700 when created.
 func writeClientFile(path string, m map[string]any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
@@ -129,10 +131,7 @@ func writeClientFile(path string, m map[string]any) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return err
-	}
-	return os.Chmod(path, 0o600)
+	return engine.WritePrivateFile(path, b)
 }
 
 // removeFrom takes cluster's entries out of the user's file, if it exists.
