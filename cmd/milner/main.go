@@ -97,7 +97,7 @@ rule (nothing changed), 4 changes pending (--expect-no-changes).`,
 	root.AddCommand(
 		previewCmd(), upCmd(), refreshCmd(), outputCmd(), statusCmd(),
 		clientCmd(kubeconfig), clientCmd(talosconfig),
-		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), checkCmd(), docsCmd(), versionCmd(),
+		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), stateCmd(), checkCmd(), docsCmd(), versionCmd(),
 	)
 	return root
 }

@@ -109,7 +109,8 @@ adopting the nodes; README "Recover from lost state".`,
 			if _, err := secretsbundle.Parse(plain); err != nil {
 				return fmt.Errorf("%s: %w", in, err)
 			}
-			ctx, stop, st, err := f.open(cmd)
+			// Under Milner's stack lock: an import writes state, as up does.
+			ctx, stop, st, err := f.openLocked(cmd)
 			if err != nil {
 				return err
 			}

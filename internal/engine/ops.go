@@ -138,6 +138,9 @@ func (s *Stack) preview(ctx context.Context, po previewOptions) (*Result, *Plan,
 // apply runs an operation that changes the stack: never a preview of its
 // own (Milner's callers preview first), never a prompt.
 func (s *Stack) apply(ctx context.Context, name string, do func(backend.Stack, backend.UpdateOperation) error) (*Result, error) {
+	if err := checkBackupsOn(); err != nil {
+		return nil, err
+	}
 	return s.run(ctx, name, func(st backend.Stack, op backend.UpdateOperation) error {
 		op.Opts.SkipPreview = true
 		op.Opts.AutoApprove = true

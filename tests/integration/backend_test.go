@@ -4,13 +4,18 @@ package integration
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 
 	_ "github.com/lib/pq"
+
+	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/gate"
 )
 
 // postgresURL is the team backend the tests use: the role and database
@@ -96,3 +101,71 @@ func TestConcurrentUps(t *testing.T) {
 
 // exitRefused is milner's exit code for a refusal by a rule.
 const exitRefused = 3
+
+// TestStateRestore: on a file backend and on PostgreSQL, every update leaves
+// a restorable copy of its checkpoint in the backend (`milner state
+// backups`); restoring the one an earlier up left makes exactly that state
+// current again (the domain ids it recorded), keeps the replaced state as a
+// new backup, is refused without --yes from a non-terminal, and restoring
+// that newest backup brings back a state that previews no change.
+func TestStateRestore(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		subnet int
+		url    func(t *testing.T) string
+	}{
+		{"file", 28, func(*testing.T) string { return "" }},
+		{"postgres", 29, func(t *testing.T) string { return postgresURL(t, "milner_it_restore") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newMilnerScenarioOn(t, "m-bak-"+tc.name, tc.subnet, tc.url(t))
+			backups := func() []engine.Backup {
+				t.Helper()
+				var out []engine.Backup
+				if err := json.Unmarshal([]byte(s.mustMilner("state", "backups", "--json").stdout), &out); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			s.mustMilner("up", "--yes")
+			first := s.stateIDs(gate.TypeLibvirtDomain)
+			afterFirst := backups()
+			if len(afterFirst) == 0 {
+				t.Fatal("no backup after an up")
+			}
+
+			s.nodes[1].Memory = 1536
+			s.writeStackFile()
+			s.mustMilner("up", "--yes", "--replace", "w-1")
+			second := s.stateIDs(gate.TypeLibvirtDomain)
+			if maps.Equal(first, second) {
+				t.Fatalf("w-1 was not replaced: domains %v before and after", second)
+			}
+			afterSecond := backups()
+			if len(afterSecond) <= len(afterFirst) {
+				t.Fatalf("%d backups after the second up, %d after the first", len(afterSecond), len(afterFirst))
+			}
+
+			older := afterFirst[0].ID
+			refused(t, "restore without --yes", s.milner("state", "restore", "--backup", older), "--yes")
+			if got := s.stateIDs(gate.TypeLibvirtDomain); !maps.Equal(got, second) {
+				t.Fatalf("a refused restore changed state: %v, was %v", got, second)
+			}
+
+			s.mustMilner("state", "restore", "--backup", older, "--yes")
+			if got := s.stateIDs(gate.TypeLibvirtDomain); !maps.Equal(got, first) {
+				t.Errorf("after restoring backup %s the state's domains are %v, want the first up's %v", older, got, first)
+			}
+			kept := backups()
+			if len(kept) != len(afterSecond)+1 {
+				t.Fatalf("%d backups after a restore, %d before: the replaced state was not kept", len(kept), len(afterSecond))
+			}
+
+			s.mustMilner("state", "restore", "--backup", "latest", "--yes")
+			if got := s.stateIDs(gate.TypeLibvirtDomain); !maps.Equal(got, second) {
+				t.Errorf("after restoring the kept state the domains are %v, want %v", got, second)
+			}
+			s.mustMilner("preview", "--expect-no-changes")
+		})
+	}
+}
