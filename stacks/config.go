@@ -110,6 +110,11 @@ type LibvirtConfig struct {
 	// BootImageSHA256 is the image's SHA-256 digest (hex): required with an
 	// explicit URL, verified by `milner up` against a local file.
 	BootImageSHA256 string `json:"bootImageSha256,omitempty"`
+	// Adopt maps the logical name of a pool, network or volume of the stack
+	// (substrate.LibvirtAdoptable) to the live object's id, imported by the
+	// next up: how a stack whose state was lost takes its objects back
+	// (`milner adopt --all` writes it). Domains use nodes[i].adoptId.
+	Adopt map[string]string `json:"adopt,omitempty"`
 
 	// defaultImage is set when BootImage is the derived factory URL.
 	defaultImage bool

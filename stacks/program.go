@@ -146,6 +146,7 @@ func newSubstrate(ctx *pulumi.Context, cfg *Config) (substrate.Substrate, error)
 			NetworkMode: net.Mode,
 			CIDR:        net.Prefix,
 			Nodes:       cfg.NodeSpecs(),
+			Adopt:       lv.Adopt,
 		}
 		if r := net.DHCPRange; r != nil {
 			args.DHCPStart, args.DHCPEnd = r.From, r.To

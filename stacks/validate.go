@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"golang.org/x/mod/semver"
 
@@ -145,6 +146,7 @@ func (c *Config) validateSubstrate(p *problems) {
 		if !strings.HasPrefix(lv.PoolPath, "/") {
 			p.addf(path+".libvirt.poolPath", "%q is not an absolute path", lv.PoolPath)
 		}
+		c.validateLibvirtAdopt(p, path+".libvirt.adopt", lv.Adopt)
 	}
 	if px := s.Proxmox; px != nil {
 		if !strings.HasPrefix(px.Endpoint, "https://") {
@@ -453,4 +455,29 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// validateLibvirtAdopt checks milner:substrate.libvirt.adopt: each key is
+// the logical name of a pool, network or volume the stack declares, each id
+// the kind the provider imports by (a pool's or network's UUID, a volume's
+// key: its absolute path).
+func (c *Config) validateLibvirtAdopt(p *problems, path string, adopt map[string]string) {
+	names := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		names[i] = n.Name
+	}
+	known := substrate.LibvirtAdoptable(c.Cluster.Name, names)
+	for _, logical := range sortedKeys(adopt) {
+		id := adopt[logical]
+		switch {
+		case !slices.Contains(known, logical):
+			p.addf(path+"."+logical, "is not a pool, network or volume of this stack (want one of %v; domains are adopted by nodes[i].adoptId)", known)
+		case logical == known[0] || logical == known[1]: // the pool and the network
+			if !uuidRe.MatchString(id) {
+				p.addf(path+"."+logical, "%q is not a libvirt UUID", id)
+			}
+		case !strings.HasPrefix(id, "/") || strings.ContainsFunc(id, unicode.IsControl) || strings.Contains(id, ".."):
+			p.addf(path+"."+logical, "%q is not a volume key (the volume's absolute path)", id)
+		}
+	}
 }

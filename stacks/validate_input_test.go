@@ -65,6 +65,14 @@ func TestBadInputs(t *testing.T) {
 			`milner:substrate.libvirt.bootImage: "images/talos.qcow2" is not an https:// URL or a clean absolute path`},
 		{"boot image checksum malformed", func(c obj) { lv(c)["bootImage"] = "/srv/talos.qcow2"; lv(c)["bootImageSha256"] = "sha256:abc" },
 			`milner:substrate.libvirt.bootImageSha256: "sha256:abc" is not a SHA-256 digest`},
+		{"adopt unknown object", func(c obj) { lv(c)["adopt"] = obj{"milner-dev-cp-9-os": "/var/lib/libvirt/images/milner-dev/x.qcow2"} },
+			"milner:substrate.libvirt.adopt.milner-dev-cp-9-os: is not a pool, network or volume of this stack"},
+		{"adopt a domain by the map", func(c obj) { lv(c)["adopt"] = obj{"milner-dev-cp-1": "8b1c3a52-0f6e-4c55-9d2a-6a0b6f1e2d3c"} },
+			"milner:substrate.libvirt.adopt.milner-dev-cp-1: is not a pool, network or volume of this stack"},
+		{"adopt pool by name not uuid", func(c obj) { lv(c)["adopt"] = obj{"t-pool": "milner-dev"} },
+			`milner:substrate.libvirt.adopt.t-pool: "milner-dev" is not a libvirt UUID`},
+		{"adopt volume by name not key", func(c obj) { lv(c)["adopt"] = obj{"t-cp-1-data": "t-cp-1-data.qcow2"} },
+			`milner:substrate.libvirt.adopt.t-cp-1-data: "t-cp-1-data.qcow2" is not a volume key`},
 		{"vip range contains the gateway", func(c obj) {
 			at(c, "network")["gateway"] = "10.9.0.245"
 		}, "milner:network.vipRange: contains the gateway 10.9.0.245"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,38 +10,86 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/stackfile"
+	"github.com/milner/milner/stacks"
 )
 
 func adoptCmd() *cobra.Command {
 	f := &stackFlags{}
 	var node, id string
-	var holder bool
+	var holder, all bool
 	cmd := &cobra.Command{
 		Use:   "adopt",
-		Short: "Record an existing VM's id for a node (imported by the next up) and show that the adoption replaces nothing",
+		Short: "Record existing objects' ids (one node's VM, or --all) for the next up to import, and show that the adoption replaces nothing",
 		Long: `adopt is the one thin adoption helper the seeds allow. It records the VM's
 id as the node's adoptId in Pulumi.<stack>.yaml (the program turns it into
 the import option), previews, and keeps the record only if the preview
-replaces and deletes nothing. The next 'milner up' imports the VM.`,
+replaces and deletes nothing. The next 'milner up' imports the VM.
+
+With --all (libvirt) it records every live object of the stack that its
+state lacks: each domain as its node's adoptId, the pool, network and
+volumes under milner:substrate.libvirt.adopt by logical name. That is how a
+stack whose state was lost takes its machines and disks back (README
+"Recover from lost state"). Another stack's objects (owner tag, pool path)
+and shut-off domains are refused, never adopted.`,
 		Example: `  milner adopt --stack dev --node cp-2 --id "$(virsh domuuid milner-dev-cp-2)"
+  milner adopt --stack dev --all
   milner adopt --stack prod --node cp-1 --id 301
   milner adopt --stack prod --node cp-1 --id 1301 --holder`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if all == (node != "" || id != "" || holder) {
+				return usageError{errors.New("adopt takes either --node and --id (one VM) or --all")}
+			}
+			if !all && (node == "" || id == "") {
+				return usageError{errors.New("adopt --node needs --id")}
+			}
 			ctx, stop, st, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
 			defer stop()
 			file := st.File()
-			field := "adoptId"
-			if holder {
-				field = "holderAdoptId"
-			}
-			before, err := stackfile.SetNodeField(file, node, field, id)
-			if err != nil {
-				return err
+			var before []byte
+			what := fmt.Sprintf("node %q", node)
+			if all {
+				cfg, err := st.Config()
+				if err != nil {
+					return err
+				}
+				var sub stacks.SubstrateConfig
+				if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
+					return refused("adopt --all reads a libvirt host; on Proxmox adopt each node with --node/--id and --holder (README \"Adopt the existing cluster\")")
+				}
+				v, err := viewLibvirt(ctx, st, cfg, sub.Libvirt)
+				if err != nil {
+					return err
+				}
+				a, notAdopted := guard.Adopt(st.Name(), v.declared, v.inState, v.live)
+				for _, f := range notAdopted {
+					fmt.Fprintf(os.Stderr, "  - %s\n", f)
+				}
+				if len(notAdopted) > 0 {
+					return refused("%d live objects cannot be adopted (see above); %s is unchanged", len(notAdopted), file)
+				}
+				if len(a.Nodes)+len(a.Objects) == 0 {
+					fmt.Printf("milner adopt: every live object of stack %q is in its state or already recorded; nothing to adopt\n", st.Name())
+					return nil
+				}
+				id = fmt.Sprintf("%d domains, %d pools, networks and volumes", len(a.Nodes), len(a.Objects))
+				what = "the live objects"
+				if before, err = stackfile.SetAdoption(file, a.Nodes, a.Objects); err != nil {
+					return err
+				}
+			} else {
+				field := "adoptId"
+				if holder {
+					field = "holderAdoptId"
+				}
+				if before, err = stackfile.SetNodeField(file, node, field, id); err != nil {
+					return err
+				}
 			}
 			// Anything but a clean adoption restores the stack file as it was.
 			restore := func(cause error) error {
@@ -70,11 +119,11 @@ replaces and deletes nothing. The next 'milner up' imports the VM.`,
 			}
 			switch {
 			case len(bad) > 0:
-				return restore(refused("adopting node %q with id %s would plan %v; the VM's shape differs from the node's config (fix the config or the VM, then adopt again); %s is unchanged", node, id, bad, file))
+				return restore(refused("adopting %s (%s) would plan %v; the live objects differ from the config (fix the config or the objects, then adopt again); %s is unchanged", what, id, bad, file))
 			case !imported:
-				fmt.Printf("milner adopt: node %q is already in the state of stack %q; recorded id %s in %s (no import needed)\n", node, st.Name(), id, file)
+				fmt.Printf("milner adopt: %s already in the state of stack %q; recorded %s in %s (no import needed)\n", what, st.Name(), id, file)
 			default:
-				fmt.Printf("milner adopt: node %q will be imported (id %s) by the next `milner up --stack %s`; the preview plans no replace and no delete. Recorded in %s: commit it.\n", node, id, st.Name(), file)
+				fmt.Printf("milner adopt: %s will be imported (%s) by the next `milner up --stack %s`; the preview plans no replace and no delete. Recorded in %s: commit it.\n", what, id, st.Name(), file)
 			}
 			return nil
 		},
@@ -83,8 +132,7 @@ replaces and deletes nothing. The next 'milner up' imports the VM.`,
 	cmd.Flags().StringVar(&node, "node", "", "the node whose VM already exists (required)")
 	cmd.Flags().StringVar(&id, "id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox VM id (required)")
 	cmd.Flags().BoolVar(&holder, "holder", false, "Proxmox: the id is the node's disk holder VM (vmId + 1000), recorded as holderAdoptId")
-	_ = cmd.MarkFlagRequired("node")
-	_ = cmd.MarkFlagRequired("id")
+	cmd.Flags().BoolVar(&all, "all", false, "libvirt: adopt every live object of the stack that its state lacks (recovery from lost state)")
 	_ = cmd.RegisterFlagCompletionFunc("node", completeNodes)
 	return cmd
 }

@@ -137,27 +137,11 @@ func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string
 	if sub.Kind != "libvirt" {
 		return nil
 	}
-	uri := stacks.DefaultLibvirtURI
-	if sub.Libvirt != nil && sub.Libvirt.URI != "" {
-		uri = sub.Libvirt.URI
-	}
-	declared, err := guard.DeclaredLibvirt(st.Name(), cfg)
+	v, err := viewLibvirt(ctx, st, cfg, sub.Libvirt)
 	if err != nil {
 		return err
 	}
-	resources, err := st.Resources(ctx)
-	if err != nil {
-		return err
-	}
-	inState := map[string]bool{}
-	for _, r := range resources {
-		inState[r.Type+"::"+r.Name()] = true
-	}
-	live, err := guard.ListLibvirt(uri)
-	if err != nil {
-		return err
-	}
-	findings := guard.Check(st.Name(), declared, func(typ, logical string) bool { return inState[typ+"::"+logical] }, live)
+	findings := guard.Check(st.Name(), v.declared, v.inState, v.live)
 	if len(findings) == 0 {
 		return nil
 	}
@@ -166,4 +150,36 @@ func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string
 		fmt.Fprintf(os.Stderr, "  - %s\n", f)
 	}
 	return refused("live substrate objects are not in the stack's state; adopt them or restore the state (see above); nothing was changed")
+}
+
+// libvirtView is what the libvirt guard and `milner adopt --all` compare:
+// what the stack declares, what its state holds, what lives on the host.
+type libvirtView struct {
+	declared []guard.Declared
+	inState  func(typ, logical string) bool
+	live     []guard.Object
+}
+
+func viewLibvirt(ctx context.Context, st *engine.Stack, cfg map[string]string, lv *stacks.LibvirtConfig) (*libvirtView, error) {
+	uri := stacks.DefaultLibvirtURI
+	if lv != nil && lv.URI != "" {
+		uri = lv.URI
+	}
+	declared, err := guard.DeclaredLibvirt(st.Name(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	resources, err := st.Resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inState := map[string]bool{}
+	for _, r := range resources {
+		inState[r.Type+"::"+r.Name()] = true
+	}
+	live, err := guard.ListLibvirt(uri)
+	if err != nil {
+		return nil, err
+	}
+	return &libvirtView{declared, func(typ, logical string) bool { return inState[typ+"::"+logical] }, live}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi-libvirt/sdk/go/libvirt"
@@ -115,6 +116,49 @@ type LibvirtArgs struct {
 	DHCPStart, DHCPEnd netip.Addr
 	// Nodes are the nodes to create, in config order.
 	Nodes []NodeSpec
+	// Adopt maps the logical name of an object other than a domain (see
+	// LibvirtAdoptable) to the id of the live object it takes over: a pool's
+	// or network's UUID, a volume's key (its path). Domains are adopted by
+	// NodeSpec.AdoptID.
+	Adopt map[string]string
+}
+
+// Suffixes of the logical names of a libvirt substrate's objects after the
+// cluster name (the node name comes between for volumes): a state contract.
+const (
+	poolSuffix = "-pool"
+	netSuffix  = "-net"
+	bootSuffix = "-boot"
+	osSuffix   = "-os"
+	dataSuffix = "-data"
+)
+
+// LibvirtAdoptable lists, in creation order, the logical names of the
+// objects besides domains that LibvirtArgs.Adopt may name: the pool, the
+// network, the boot media, then each node's OS and data volumes.
+func LibvirtAdoptable(cluster string, nodes []string) []string {
+	names := []string{cluster + poolSuffix, cluster + netSuffix, cluster + bootSuffix}
+	for _, n := range nodes {
+		names = append(names, cluster+"-"+n+osSuffix, cluster+"-"+n+dataSuffix)
+	}
+	return names
+}
+
+// adopt returns the options that import the live object args.Adopt names
+// for logical, or none. notReadBack are the inputs the provider's Read never
+// sets (terraform-provider-libvirt v0.8.3 libvirt/resource_libvirt_*.go):
+// the imported state cannot hold them, so without ignoring them every
+// import would plan a replacement instead.
+func (a *LibvirtArgs) adopt(logical string, notReadBack ...string) []pulumi.ResourceOption {
+	id, ok := a.Adopt[logical]
+	if !ok {
+		return nil
+	}
+	opts := []pulumi.ResourceOption{pulumi.Import(pulumi.ID(id))}
+	if len(notReadBack) > 0 {
+		opts = append(opts, pulumi.IgnoreChanges(notReadBack))
+	}
+	return opts
 }
 
 // Libvirt is a substrate of libvirt domains on one host.
@@ -152,13 +196,13 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 
 	// Pool and network have no real in-place delta and carry every node:
 	// protected, so no plan can delete or replace them.
-	pool, err := libvirt.NewPool(ctx, name+"-pool", &libvirt.PoolArgs{
+	pool, err := libvirt.NewPool(ctx, name+poolSuffix, &libvirt.PoolArgs{
 		Name: pulumi.String(name),
 		Type: pulumi.String("dir"),
 		Target: &libvirt.PoolTargetArgs{
 			Path: pulumi.String(args.PoolPath),
 		},
-	}, append(child, pulumi.Protect(true))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+poolSuffix))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: pool: %w", name, err)
 	}
@@ -176,19 +220,24 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 	if args.DHCPStart.IsValid() && args.DHCPEnd.IsValid() {
 		netArgs.Xml = &libvirt.NetworkXmlArgs{Xslt: pulumi.String(dhcpRangeXSLT(args.DHCPStart, args.DHCPEnd))}
 	}
-	network, err := libvirt.NewNetwork(ctx, name+"-net", netArgs, append(child, pulumi.Protect(true))...)
+	// Read never sets xml (the XSLT is applied once, at create), sets mode
+	// only from a <forward> element (an isolated network has none), and
+	// dns.enabled only when the XML says so explicitly
+	// (resource_libvirt_network.go resourceLibvirtNetworkRead).
+	network, err := libvirt.NewNetwork(ctx, name+netSuffix, netArgs,
+		slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+netSuffix, "xml", "mode", "dns"))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: network: %w", name, err)
 	}
 	// The boot media only seeds new OS disks. Its source is ignored after
 	// creation so that a Talos version or image bump never replaces it (and
 	// through it every OS disk): running nodes upgrade in place through Talos.
-	boot, err := libvirt.NewVolume(ctx, name+"-boot", &libvirt.VolumeArgs{
+	boot, err := libvirt.NewVolume(ctx, name+bootSuffix, &libvirt.VolumeArgs{
 		Name:   pulumi.String(name + "-boot.qcow2"),
 		Pool:   pool.Name,
 		Source: pulumi.String(args.BootImage),
 		Format: pulumi.String("qcow2"),
-	}, append(child, pulumi.Protect(true), pulumi.IgnoreChanges([]string{"source"}))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), pulumi.IgnoreChanges([]string{"source"})}, args.adopt(name+bootSuffix))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: boot media: %w", name, err)
 	}
@@ -219,22 +268,23 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 ) (Node, error) {
 	base := cluster + "-" + spec.Name
 	// Disks outlive the disposable domain: separate resources, protected.
-	os, err := libvirt.NewVolume(ctx, base+"-os", &libvirt.VolumeArgs{
+	os, err := libvirt.NewVolume(ctx, base+osSuffix, &libvirt.VolumeArgs{
 		Name:         pulumi.String(base + "-os.qcow2"),
 		Pool:         pool.Name,
 		BaseVolumeId: boot.ID(),
 		Size:         pulumi.Int(spec.OSDiskGiB * gib),
 		Format:       pulumi.String("qcow2"),
-	}, append(child, pulumi.Protect(true))...)
+		// Read never sets base_volume_id (the backing file is not read back).
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+osSuffix, "baseVolumeId"))...)
 	if err != nil {
 		return Node{}, fmt.Errorf("os volume: %w", err)
 	}
-	data, err := libvirt.NewVolume(ctx, base+"-data", &libvirt.VolumeArgs{
+	data, err := libvirt.NewVolume(ctx, base+dataSuffix, &libvirt.VolumeArgs{
 		Name:   pulumi.String(base + "-data.qcow2"),
 		Pool:   pool.Name,
 		Size:   pulumi.Int(spec.DataDiskGiB * gib),
 		Format: pulumi.String("qcow2"),
-	}, append(child, pulumi.Protect(true))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+dataSuffix))...)
 	if err != nil {
 		return Node{}, fmt.Errorf("data volume: %w", err)
 	}

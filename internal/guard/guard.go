@@ -92,22 +92,12 @@ func (f Finding) String() string { return f.Problem + "\n    fix: " + f.Fix }
 // on the host. It returns nothing when an up can neither recreate nor
 // duplicate a live object.
 func Check(stack string, declared []Declared, inState func(typ, logical string) bool, live []Object) []Finding {
-	byName := map[string]Object{}
-	for _, o := range live {
-		byName[liveKey(o.Type, o.Pool, o.Name)] = o
-	}
-	stateHasSubstrate := false
+	missing, stateHasSubstrate := lost(declared, inState, live)
 	var orphans []Finding
-	var adopt []string
-	for _, d := range declared {
-		if inState(d.Type, d.Logical) {
-			stateHasSubstrate = true
-			continue
-		}
-		o, ok := byName[liveKey(d.Type, d.Pool, d.Name)]
-		if !ok || (d.ImportID != "" && strings.EqualFold(d.ImportID, o.ID)) {
-			continue
-		}
+	var starts []string // stopped domains to start before adopting them
+	all := fmt.Sprintf("milner adopt --stack %s --all", stack)
+	for _, m := range missing {
+		d, o := m.d, m.o
 		if f, foreign := foreignObject(stack, d, o); foreign {
 			orphans = append(orphans, f)
 			continue
@@ -121,16 +111,86 @@ func Check(stack string, declared []Declared, inState func(typ, logical string) 
 			if o.Stopped {
 				// A crash between define and start leaves the domain shut
 				// off; the config says running, so adoption needs it started.
-				cmd = fmt.Sprintf("virsh start %s && %s", d.Name, cmd)
+				start := "virsh start " + d.Name
+				starts = append(starts, start)
+				cmd = start + " && " + cmd
 			}
-			adopt = append(adopt, cmd)
 			f.Fix = cmd
 		} else {
-			f.Fix = fmt.Sprintf("restore the stack's state file from its backup, or import it: pulumi import --stack %s '%s' '%s' '%s' (then give it the substrate component as parent)", stack, d.Type, d.Logical, o.ID)
+			// Pools, networks and volumes are adopted by their logical name
+			// (milner:substrate.libvirt.adopt), all at once.
+			f.Fix = all
 		}
 		orphans = append(orphans, f)
 	}
-	return withEmptyState(stack, stateHasSubstrate, orphans, adopt, "objects live on the host", "nodes")
+	return withEmptyState(stack, stateHasSubstrate, orphans, append(starts, all), "objects live on the host", "live objects")
+}
+
+// pair is a declared object and the live object of its name.
+type pair struct {
+	d Declared
+	o Object
+}
+
+// lost returns the declared objects that are absent from state but live on
+// the host and not already being imported under their live id, and whether
+// the state holds any declared object at all.
+func lost(declared []Declared, inState func(typ, logical string) bool, live []Object) ([]pair, bool) {
+	byName := map[string]Object{}
+	for _, o := range live {
+		byName[liveKey(o.Type, o.Pool, o.Name)] = o
+	}
+	var out []pair
+	stateHasSubstrate := false
+	for _, d := range declared {
+		if inState(d.Type, d.Logical) {
+			stateHasSubstrate = true
+			continue
+		}
+		o, ok := byName[liveKey(d.Type, d.Pool, d.Name)]
+		if !ok || (d.ImportID != "" && strings.EqualFold(d.ImportID, o.ID)) {
+			continue
+		}
+		out = append(out, pair{d, o})
+	}
+	return out, stateHasSubstrate
+}
+
+// Adoption is what `milner adopt --all` records for the next up to import.
+type Adoption struct {
+	// Nodes maps a node name to its live domain's UUID (nodes[i].adoptId).
+	Nodes map[string]string
+	// Objects maps the logical name of a pool, network or volume to its
+	// live id (milner:substrate.libvirt.adopt).
+	Objects map[string]string
+}
+
+// Adopt returns the adoption of every live object of the stack that its
+// state lacks. An object provably another stack's, or a domain that is shut
+// off, is not adopted: it comes back as a finding with its fix.
+func Adopt(stack string, declared []Declared, inState func(typ, logical string) bool, live []Object) (Adoption, []Finding) {
+	missing, _ := lost(declared, inState, live)
+	a := Adoption{Nodes: map[string]string{}, Objects: map[string]string{}}
+	var refused []Finding
+	for _, m := range missing {
+		d, o := m.d, m.o
+		if f, foreign := foreignObject(stack, d, o); foreign {
+			refused = append(refused, f)
+			continue
+		}
+		switch {
+		case d.Type == TypeDomain && o.Stopped:
+			refused = append(refused, Finding{
+				Problem: fmt.Sprintf("domain %q is shut off; the config says running", d.Name),
+				Fix:     fmt.Sprintf("virsh start %s, then adopt again", d.Name),
+			})
+		case d.Type == TypeDomain:
+			a.Nodes[d.Node] = o.ID
+		default:
+			a.Objects[d.Logical] = o.ID
+		}
+	}
+	return a, refused
 }
 
 // withEmptyState returns the orphans, led by the empty-state finding when

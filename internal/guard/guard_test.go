@@ -120,8 +120,13 @@ func TestEmptyStateFixNamesRestoreAndAdopt(t *testing.T) {
 	got := Check("dev", declared, state(), live)
 	require.Len(t, got, 3)
 	assert.True(t, strings.HasPrefix(got[0].Fix, "restore the stack's state from a backup"))
-	assert.Contains(t, got[0].Fix, "milner adopt --stack dev --node cp-1 --id u1")
-	assert.Contains(t, got[2].Fix, "pulumi import --stack dev 'libvirt:index/volume:Volume' 'milner-dev-cp-1-data'")
+	assert.True(t, strings.HasSuffix(got[0].Fix, "; or adopt the live objects: milner adopt --stack dev --all"), got[0].Fix)
+	assert.Equal(t, "milner adopt --stack dev --node cp-1 --id u1", got[1].Fix)
+	assert.Equal(t, "milner adopt --stack dev --all", got[2].Fix, "a volume is adopted with the rest, by its logical name")
+
+	live[0].Stopped = true
+	got = Check("dev", declared, state(), live)
+	assert.True(t, strings.HasSuffix(got[0].Fix, ": virsh start milner-dev-cp-1 && milner adopt --stack dev --all"), got[0].Fix)
 }
 
 func TestUUIDFormat(t *testing.T) {
@@ -162,4 +167,28 @@ func TestAnotherStacksObjectsAreNeverOfferedForAdoption(t *testing.T) {
 	got = Check("dev", declared, inState, untagged)
 	require.Len(t, got, 1)
 	assert.Contains(t, got[0].Problem, "carries no Milner owner tag")
+}
+
+// TestAdoptTakesEveryLiveObjectButNoOneElses: adopt --all records every
+// live object the state lacks (domains by node, the rest by logical name,
+// by the id the provider imports), nothing already in state, and never a
+// shut-off domain or another stack's object.
+func TestAdoptTakesEveryLiveObjectButNoOneElses(t *testing.T) {
+	declared := devDeclared(t)
+	live := []Object{
+		{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/dev"},
+		{Type: TypeDomain, Name: "milner-dev-cp-2", ID: "u2", Stopped: true},
+		{Type: TypeDomain, Name: "milner-dev-cp-3", ID: "u3", Owner: "milner/staging"},
+		{Type: TypeVolume, Name: "milner-dev-cp-1-data.qcow2", ID: "/pool/milner-dev-cp-1-data.qcow2", Pool: "milner-dev"},
+		{Type: TypeVolume, Name: "milner-dev-cp-1-os.qcow2", ID: "/other/milner-dev-cp-1-os.qcow2", Pool: "default"},
+		{Type: TypeNetwork, Name: "milner-dev", ID: "n1"},
+		{Type: TypePool, Name: "milner-dev", ID: "p1"},
+	}
+	a, refused := Adopt("dev", declared, state(TypeNetwork+"::milner-dev-net"), live)
+	assert.Equal(t, map[string]string{"cp-1": "u1"}, a.Nodes)
+	assert.Equal(t, map[string]string{"milner-dev-pool": "p1", "milner-dev-cp-1-data": "/pool/milner-dev-cp-1-data.qcow2"}, a.Objects,
+		"the network is in state; a volume of that name in another pool is not this stack's")
+	require.Len(t, refused, 2)
+	assert.Contains(t, refused[0].Problem+refused[1].Problem, `domain "milner-dev-cp-2" is shut off`)
+	assert.Contains(t, refused[0].Problem+refused[1].Problem, "belongs to milner/staging")
 }

@@ -1,12 +1,13 @@
 // Package stackfile edits a committed Pulumi.<stack>.yaml in place, keeping
 // its comments and layout: the one edit Milner makes to a stack file is
-// recording an adopted node's existing VM id (milner adopt).
+// recording the ids of existing objects it adopts (milner adopt).
 package stackfile
 
 import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 
 	"gopkg.in/yaml.v3"
 )
@@ -15,6 +16,43 @@ import (
 // of the stack file at path to value, and returns the file's previous bytes
 // (to restore it if the caller's check fails).
 func SetNodeField(path, node, field, value string) ([]byte, error) {
+	return edit(path, func(config *yaml.Node) error { return setNodeField(config, node, field, value) })
+}
+
+// SetAdoption records in one write what `milner adopt --all` adopts: each
+// node's domain id as its adoptId, and each other object's id under its
+// logical name in milner:substrate's libvirt.adopt. It returns the file's
+// previous bytes.
+func SetAdoption(path string, nodes, objects map[string]string) ([]byte, error) {
+	return edit(path, func(config *yaml.Node) error {
+		for _, n := range sortedKeys(nodes) {
+			if err := setNodeField(config, n, "adoptId", nodes[n]); err != nil {
+				return err
+			}
+		}
+		if len(objects) == 0 {
+			return nil
+		}
+		sub := lookup(config, "milner:substrate")
+		lv := lookup(sub, "libvirt")
+		if lv == nil || lv.Kind != yaml.MappingNode {
+			return fmt.Errorf("no milner:substrate.libvirt mapping")
+		}
+		adopt := lookup(lv, "adopt")
+		if adopt == nil || adopt.Kind != yaml.MappingNode {
+			adopt = &yaml.Node{Kind: yaml.MappingNode}
+			setValue(lv, "adopt", adopt)
+		}
+		for _, logical := range sortedKeys(objects) {
+			setValue(adopt, logical, str(objects[logical]))
+		}
+		return nil
+	})
+}
+
+// edit applies change to the config mapping of the stack file at path and
+// writes the file back; it returns the previous bytes.
+func edit(path string, change func(config *yaml.Node) error) ([]byte, error) {
 	before, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -26,9 +64,23 @@ func SetNodeField(path, node, field, value string) ([]byte, error) {
 	if len(doc.Content) == 0 {
 		return nil, fmt.Errorf("%s: empty stack file", path)
 	}
-	nodes := lookup(lookup(doc.Content[0], "config"), "milner:nodes")
+	if err := change(lookup(doc.Content[0], "config")); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	return before, os.WriteFile(path, out.Bytes(), 0o644)
+}
+
+// setNodeField sets field of the node named node in milner:nodes.
+func setNodeField(config *yaml.Node, node, field, value string) error {
+	nodes := lookup(config, "milner:nodes")
 	if nodes == nil || nodes.Kind != yaml.SequenceNode {
-		return nil, fmt.Errorf("%s: no milner:nodes list", path)
+		return fmt.Errorf("no milner:nodes list")
 	}
 	var names []string
 	for _, n := range nodes.Content {
@@ -37,25 +89,28 @@ func SetNodeField(path, node, field, value string) ([]byte, error) {
 			continue
 		}
 		names = append(names, name.Value)
-		if name.Value != node {
-			continue
+		if name.Value == node {
+			setValue(n, field, str(value))
+			return nil
 		}
-		if v := lookup(n, field); v != nil {
-			v.Value, v.Tag, v.Style = value, "!!str", yaml.DoubleQuotedStyle
-		} else {
-			n.Content = append(n.Content,
-				&yaml.Node{Kind: yaml.ScalarNode, Value: field},
-				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: value})
-		}
-		var out bytes.Buffer
-		enc := yaml.NewEncoder(&out)
-		enc.SetIndent(2)
-		if err := enc.Encode(&doc); err != nil {
-			return nil, err
-		}
-		return before, os.WriteFile(path, out.Bytes(), 0o644)
 	}
-	return nil, fmt.Errorf("%s: no node %q in milner:nodes (nodes: %v)", path, node, names)
+	return fmt.Errorf("no node %q in milner:nodes (nodes: %v)", node, names)
+}
+
+// str is a double-quoted YAML string.
+func str(v string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: v}
+}
+
+// setValue sets key in mapping m to v, appending the key if m lacks it.
+func setValue(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content[i+1] = v
+			return
+		}
+	}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, v)
 }
 
 // lookup returns the value of key in a mapping node, or nil.
@@ -69,4 +124,13 @@ func lookup(m *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/milner/milner/internal/gate"
 )
 
 // The `milner` command, driven black-box: the binary is built once per test
@@ -432,4 +435,59 @@ func TestMilnerOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.hasNoChanges("up after the restore", s.mustMilner("up", "--yes"))
+}
+
+// 3b. Recover from lost state: the state of a live stack is deleted. `milner
+// up` refuses and names `milner adopt --stack it --all`; that records every
+// live object in the stack file; the next up imports them all without
+// touching a domain or a disk (same UUIDs, same volume inodes); then the
+// stack previews no change.
+func TestMilnerRecoverLostState(t *testing.T) {
+	s := newMilnerScenario(t, "m-lost", 30)
+	s.mustMilner("up", "--yes")
+	before := s.uuids()
+	disk := snapshotDisk(t, s.scenario)
+	ids := map[string]map[string]string{}
+	for _, typ := range []string{gate.TypeLibvirtDomain, gate.TypeLibvirtVolume, gate.TypeLibvirtNetwork, gate.TypeLibvirtPool} {
+		ids[typ] = s.stateIDs(typ)
+	}
+
+	if err := os.RemoveAll(filepath.Join(s.dir, "state")); err != nil {
+		t.Fatal(err)
+	}
+	all := "milner adopt --stack it --all"
+	refused(t, "up on lost state", s.milner("up", "--yes"), "holds no substrate resource", all)
+
+	r := s.mustMilner(strings.Fields(all)[1:]...)
+	if !strings.Contains(r.stdout, "will be imported (2 domains, 7 pools, networks and volumes)") {
+		t.Errorf("adopt --all: stdout lacks the count of what it adopts:\n%s", r.out())
+	}
+	up := s.mustMilner("up", "--yes")
+	for _, op := range []string{"replace", "delete"} {
+		if strings.Contains(up.stdout, " "+op+" ") {
+			t.Errorf("the up after adoption plans a %s:\n%s", op, up.stdout)
+		}
+	}
+	for typ, want := range ids {
+		if got := s.stateIDs(typ); !maps.Equal(got, want) {
+			t.Errorf("%s in state after recovery: %v, before the loss %v", typ, got, want)
+		}
+	}
+	if after := s.uuids(); !maps.Equal(after, before) {
+		t.Errorf("domains after recovery: %v, were %v", after, before)
+	}
+	if after := snapshotDisk(t, s.scenario); !maps.Equal(after, disk) {
+		t.Errorf("volumes changed on disk:\n got %v\nwant %v", after, disk)
+	}
+	res, err := s.stack.Resources(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Type != gate.TypeLibvirtDomain && ids[r.Type] != nil && !r.Protect {
+			t.Errorf("%s was imported unprotected", r.Name())
+		}
+	}
+	s.mustMilner("preview", "--expect-no-changes")
+	s.requireNoChanges("engine preview after recovery", s.preview(true))
 }
