@@ -2,7 +2,11 @@ package upgrade
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
+
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,4 +46,29 @@ func TestUpRefusesTalosChangesWhileNodesLag(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, Lagging(d2, rows))
 	assert.NoError(t, CheckUp(d2, rows, true))
+}
+
+// What preview, up and status --versions print: a node on an older
+// version is drift; a cluster nobody answers for is one line, not an error.
+func TestAskVersionsShowsDriftOrOneLine(t *testing.T) {
+	_, d, tc := newFake(t,
+		fakeSpec{"cp-1", "controlplane", toTalos, k8sVer},
+		fakeSpec{"w-1", "worker", fromTalos, k8sVer},
+	)
+	cfg, err := clientconfig.Open(tc)
+	require.NoError(t, err)
+	v := AskVersions(context.Background(), cfg, d, 5*time.Second)
+	require.Empty(t, v.Note)
+	var out strings.Builder
+	v.Write(&out)
+	assert.Contains(t, out.String(), "w-1          worker       v1.11.4 (declared v1.11.5) *")
+	assert.Regexp(t, `cp-1 +controlplane +v1\.11\.5 +v1\.34\.1 *\n`, out.String())
+	assert.Contains(t, out.String(), "drift on 1 nodes: `milner upgrade` moves them")
+
+	dead := Declared{TalosVersion: toTalos, KubernetesVersion: k8sVer, Nodes: []Node{{Name: "cp-1", Role: "controlplane", Endpoint: "127.0.0.1:1"}}}
+	v = AskVersions(context.Background(), cfg, dead, 2*time.Second)
+	out.Reset()
+	v.Write(&out)
+	assert.Equal(t, "versions: not known (no node answered); declared Talos v1.11.5, Kubernetes v1.34.1\n", out.String())
+	assert.Empty(t, Lagging(dead, v.Rows))
 }

@@ -6,10 +6,12 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/blang/semver"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/compatibility"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 
@@ -162,4 +164,63 @@ func checkVersions(d Declared, rows []Row) []string {
 		}
 	}
 	return problems
+}
+
+// Versions is each node's declared against running versions, as `milner
+// status --versions`, `preview` and `up` print them, or why they are not
+// known.
+type Versions struct {
+	// Declared is what the stack declares.
+	Declared Declared
+	// Rows are the nodes' answers, in config order; nil when not asked.
+	Rows []Row
+	// Note says why the nodes were not asked ("" when they were).
+	Note string
+}
+
+// AskVersions asks every declared node what it runs, within timeout, with
+// the talosconfig cfg. It never fails: a node that does not answer is a
+// row with Err, and a cluster that cannot be asked at all is the Note.
+func AskVersions(ctx context.Context, cfg *clientconfig.Config, d Declared, timeout time.Duration) Versions {
+	v := Versions{Declared: d}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := ConnectWith(ctx, cfg, d)
+	if err != nil {
+		v.Note = err.Error()
+		return v
+	}
+	defer func() { _ = c.Close() }()
+	if v.Rows, err = Inventory(ctx, c); err != nil {
+		v.Note = err.Error()
+	}
+	return v
+}
+
+// reachable reports whether any node answered.
+func (v Versions) reachable() bool {
+	for _, r := range v.Rows {
+		if r.Err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Write prints the table and a line counting the drifting nodes, or one
+// line saying why the versions are not known.
+func (v Versions) Write(w io.Writer) {
+	if v.Note != "" || !v.reachable() {
+		note := v.Note
+		if note == "" {
+			note = "no node answered"
+		}
+		_, _ = fmt.Fprintf(w, "versions: not known (%s); declared Talos %s, Kubernetes %s\n", note, v.Declared.TalosVersion, v.Declared.KubernetesVersion)
+		return
+	}
+	_, _ = fmt.Fprintln(w, "versions (running; declared where they differ):")
+	WriteInventory(w, v.Declared, v.Rows)
+	if lag := Lagging(v.Declared, v.Rows); len(lag) > 0 {
+		_, _ = fmt.Fprintf(w, "drift on %d nodes: `milner upgrade` moves them; until then `milner up` changes no Talos config\n", len(lag))
+	}
 }
