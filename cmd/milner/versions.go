@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -62,6 +63,10 @@ func versionsTalosconfig(ctx context.Context, st *engine.Stack, file string) (*c
 		if file, err = talosconfig.path(""); err != nil {
 			return nil, err
 		}
+	}
+	// Open reads a missing file as an empty config; say which file is missing.
+	if _, err := os.Stat(file); err != nil {
+		return nil, fmt.Errorf("talosconfig: %w", err)
 	}
 	return clientconfig.Open(file)
 }
