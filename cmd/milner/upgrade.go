@@ -61,7 +61,7 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 			}
 			tc, err := versionsTalosconfig(ctx, st, talosconfigFile)
 			if err != nil {
-				return fmt.Errorf("talosconfig: %w (`milner up` writes it to the state; or pass --talosconfig)", err)
+				return fmt.Errorf("%w (`milner up` writes it to the state; or pass --talosconfig)", err)
 			}
 			c, err := upgrade.ConnectWith(ctx, tc, upgrade.FromConfig(s.Config))
 			if err != nil {
