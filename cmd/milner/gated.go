@@ -12,6 +12,7 @@ import (
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
+	"github.com/milner/milner/internal/upgrade"
 	"github.com/milner/milner/stacks"
 )
 
@@ -21,6 +22,7 @@ type gatedFlags struct {
 	replace         []string
 	refresh         bool
 	expectNoChanges bool
+	talosconfig     string
 }
 
 func (f *gatedFlags) add(cmd *cobra.Command) {
@@ -29,6 +31,7 @@ func (f *gatedFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.replace, "replace", nil, "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
 	_ = cmd.RegisterFlagCompletionFunc("replace", completeNodes)
 	cmd.Flags().BoolVar(&f.expectNoChanges, "expect-no-changes", false, "exit 4 if the stack has any change (a CI drift check); up then applies nothing")
+	cmd.Flags().StringVar(&f.talosconfig, "talosconfig", "", "talosconfig the nodes are asked their versions with (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 }
 
 // gated is the outcome of a gated preview, as --json prints it.
@@ -40,6 +43,10 @@ type gated struct {
 	Applied  bool           `json:"applied"`
 	// Staged are the nodes whose applied Talos config waits for a reboot.
 	Staged []string `json:"staged,omitempty"`
+	// Lagging are the nodes that run other versions than declared.
+	Lagging []string `json:"lagging,omitempty"`
+	// VersionsNote says why the nodes' versions are not known ("" when they are).
+	VersionsNote string `json:"versionsNote,omitempty"`
 }
 
 // previewGated is what preview and up share: the guard, a preview with a
@@ -78,8 +85,17 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 	if err := verifyBootImage(cfg, g.Report); err != nil {
 		return nil, nil, err
 	}
+	// Declared against running versions: drift is never silent, and a
+	// Talos config change while nodes lag is refused (upgrade.CheckUp).
+	versions := askVersions(ctx, st, f.talosconfig)
+	g.Lagging, g.VersionsNote = upgrade.Lagging(versions.Declared, versions.Rows), versions.Note
+	if err := upgrade.CheckUp(versions.Declared, versions.Rows, configUpdated(g.Report, f.replace)); err != nil {
+		g.Refusals = append(g.Refusals, gate.Refusal{Resource: "Talos machine configs", Reason: err.Error(),
+			Instead: fmt.Sprintf("milner upgrade --stack %s", st.Name())})
+	}
 	if !f.json {
 		g.Report.Write(out)
+		versions.Write(out)
 		if len(g.Refusals) > 0 {
 			_, _ = fmt.Fprintf(out, "\nrefused by the layer rules (%d):\n", len(g.Refusals))
 			for _, r := range g.Refusals {

@@ -13,8 +13,12 @@ func previewCmd() *cobra.Command {
 		Short: "Show the delta `up` would apply, by layer, and what the layer rules refuse",
 		Long: `preview runs the program on the engine without changing anything and prints
 the delta grouped by layer (persistent substrate, node VMs, Talos, apps),
-the nodes whose Talos change may stage a reboot, and every layer rule the
-delta breaks: exactly what 'milner up' would print before asking.`,
+the nodes whose Talos change may stage a reboot, each node's declared
+against running Talos and Kubernetes versions (asked through the Talos API
+with the state's talosconfig; one line when they cannot be asked), and
+every rule the delta breaks: exactly what 'milner up' would print before
+asking. A Talos config update while a node runs other versions than
+declared is refused: 'milner upgrade' moves versions.`,
 		Example: `  milner preview --stack dev
   milner preview --stack dev --replace cp-2        # what replacing cp-2's VM would do
   milner preview --stack prod --expect-no-changes  # CI drift check: exit 4 on any change

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/gate"
-	"github.com/milner/milner/internal/upgrade"
 )
 
 // status is what `milner status` reports of a stack.
@@ -70,7 +65,7 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 			}
 			defer func() {
 				if versions {
-					writeVersions(cmd, f.stack, talosconfigFile)
+					askVersions(ctx, st, talosconfigFile).Write(os.Stdout)
 				}
 			}()
 			fmt.Printf("stack %s (cluster %s) on %s\n", s.Stack, s.Cluster, s.Backend)
@@ -100,34 +95,6 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 	f.addStack(cmd)
 	f.addJSON(cmd)
 	cmd.Flags().BoolVar(&versions, "versions", false, "ask every node which Talos and Kubernetes versions it runs (Talos API)")
-	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file for --versions (default $TALOSCONFIG or ~/.talos/config)")
+	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file for --versions (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 	return cmd
-}
-
-// writeVersions prints declared against running versions per node; a node
-// that cannot be asked is printed as unreachable, never an error of status.
-func writeVersions(cmd *cobra.Command, stack, file string) {
-	if file == "" {
-		file, _ = talosconfig.path("")
-	}
-	s, err := docs.ReadStack(filepath.Join(projectDir(cmd), "Pulumi."+stack+".yaml"))
-	if err != nil {
-		fmt.Printf("versions: %v\n", err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-	defer cancel()
-	d := upgrade.FromConfig(s.Config)
-	c, err := upgrade.Connect(ctx, file, d)
-	if err != nil {
-		fmt.Printf("versions: %v\n", err)
-		return
-	}
-	defer func() { _ = c.Close() }()
-	rows, err := upgrade.Inventory(ctx, c)
-	if err != nil {
-		fmt.Printf("versions: %v\n", err)
-		return
-	}
-	upgrade.WriteInventory(os.Stdout, d, rows)
 }

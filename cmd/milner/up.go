@@ -24,7 +24,10 @@ func upCmd() *cobra.Command {
 the state (empty state, orphans: it prints the adopt commands), then
 previews and refuses any delta the layer rules forbid: a replace or delete
 of persistent substrate, a replace of anything but a named node VM, the
-delete of a Helm release or of the cluster secrets. After a typed "yes"
+delete of a Helm release or of the cluster secrets, an update of a node's
+Talos config while a node runs other versions than declared (Talos would
+apply new Kubernetes images to every node at once: run 'milner upgrade').
+After a typed "yes"
 (or --yes) it applies the preview's own plan: the engine fails any step
 the preview did not show rather than take it.`,
 		Example: `  milner up --stack dev

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
-	"os/signal"
-	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/upgrade"
+	"github.com/milner/milner/stacks"
 )
 
 func upgradeCmd() *cobra.Command {
@@ -17,7 +21,7 @@ func upgradeCmd() *cobra.Command {
 	var dryRun, yes bool
 	cmd := &cobra.Command{
 		Use:   "upgrade",
-		Short: "Upgrade Talos, then Kubernetes, to the stack's declared versions, one node at a time (health-gated, resumable)",
+		Short: "Upgrade Talos, then Kubernetes, to the stack's declared versions, one node at a time (health-gated, resumable), then record the nodes' configs",
 		Long: `upgrade reads the declared Talos and Kubernetes versions and the nodes from
 Pulumi.<stack>.yaml, asks every node what it runs (Talos machine API), and
 plans the nodes whose version differs: control planes first, then workers,
@@ -26,26 +30,40 @@ one at a time. Before and after each node the cluster must be healthy
 no alarm). A node is upgraded with the declared installer image, its data
 preserved, and must come back on the declared version. The first failure
 stops the run and names the node; a rerun skips nodes already upgraded.
-Kubernetes follows with upstream's upgrade-k8s sequence. It touches no
-Pulumi state; 'milner up' afterwards plans no change for upgraded nodes.`,
+Kubernetes follows with upstream's upgrade-k8s sequence.
+
+Then it records: a gated 'milner up' whose delta may only update the nodes'
+Talos machine configs, which Talos finds already in place (upgrade-k8s
+wrote the images) but for the installer reference, applied live. After
+it, 'milner up' plans no change for the upgraded nodes. Anything else
+pending in the stack is left to 'milner up'. The whole run holds the
+stack's lock, so no 'milner up' pushes a config while nodes move.`,
 		Example: `  milner upgrade --stack dev --dry-run   # the plan; changes nothing
   milner upgrade --stack dev             # asks for the cluster name, then runs
   milner upgrade --stack dev --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if talosconfigFile == "" {
-				var err error
-				if talosconfigFile, err = talosconfig.path(""); err != nil {
-					return err
-				}
+			// The record's update runs the cluster health check (the
+			// default RunOptions): it changes the Talos layer.
+			f.program = stacks.NewProgram(&stacks.RunOptions{})
+			open := f.openLocked
+			if dryRun {
+				open = f.open
 			}
-			s, err := docs.ReadStack(filepath.Join(projectDir(cmd), "Pulumi."+f.stack+".yaml"))
+			ctx, stop, st, err := open(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			c, err := upgrade.Connect(ctx, talosconfigFile, upgrade.FromConfig(s.Config))
+			s, err := docs.ReadStack(st.File())
+			if err != nil {
+				return err
+			}
+			tc, err := versionsTalosconfig(ctx, st, talosconfigFile)
+			if err != nil {
+				return fmt.Errorf("%w (`milner up` writes it to the state; or pass --talosconfig)", err)
+			}
+			c, err := upgrade.ConnectWith(ctx, tc, upgrade.FromConfig(s.Config))
 			if err != nil {
 				return err
 			}
@@ -55,18 +73,79 @@ Pulumi state; 'milner up' afterwards plans no change for upgraded nodes.`,
 				if yes {
 					return true
 				}
+				fmt.Println("then: record the nodes' Talos configs in the state (a gated up of those configs only)")
 				declined = confirm(os.Stdin, os.Stdout, "Upgrade these nodes, one at a time?", s.Config.Cluster.Name, "--yes")
 				return declined == nil
 			})
-			if declined != nil {
+			switch {
+			case declined != nil:
 				return declined
+			case err != nil:
+				return err
+			case dryRun:
+				fmt.Println("then: `milner upgrade` records the nodes' Talos configs in the state (a gated up of those configs only)")
+				return nil
 			}
-			return err
+			return recordConfigs(ctx, f, st, talosconfigFile, yes)
 		},
 	}
 	f.addStack(cmd)
-	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file (default $TALOSCONFIG or ~/.talos/config, where `milner talosconfig` merges the stack's)")
+	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "run without the typed confirmation")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "run without the typed confirmations")
 	return cmd
+}
+
+// recordConfigs makes the stack's state match what the nodes hold once
+// they run the declared versions: a gated up (the preview, layer rules and
+// version interlock of `milner up`) whose delta may update the nodes'
+// Talos machine configs and nothing else. Anything else pending is left,
+// said, to `milner up`.
+func recordConfigs(ctx context.Context, f *stackFlags, st *engine.Stack, talosconfigFile string, yes bool) error {
+	fmt.Println("\nrecord: the nodes' Talos configs in the state")
+	gf := &gatedFlags{stackFlags: *f, talosconfig: talosconfigFile}
+	g, plan, err := previewGated(ctx, gf, st, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if err := g.verdict(gf); err != nil {
+		return err
+	}
+	if g.Report.Empty() {
+		fmt.Println("record: the state already matches; `milner up` plans no change")
+		return nil
+	}
+	if other := notConfigUpdates(g.Report); len(other) > 0 {
+		fmt.Printf("record: skipped: the stack has other changes pending (%s); review them with `milner preview`, then `milner up` records the Talos configs with them\n", strings.Join(other, ", "))
+		return nil
+	}
+	if !yes {
+		if err := confirm(os.Stdin, os.Stdout, "Record these Talos configs (the nodes already hold them but for the installer reference, applied live)?", "yes", "--yes"); err != nil {
+			return err
+		}
+	}
+	if _, err := st.UpPlan(ctx, plan); err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	fmt.Println("record: done; `milner up` plans no change for the upgraded nodes")
+	return nil
+}
+
+// notConfigUpdates lists the changes of a report other than in-place
+// updates of a node's Talos machine config.
+func notConfigUpdates(r gate.Report) []string {
+	var out []string
+	for _, d := range r.Deltas {
+		for _, cs := range [][]gate.Change{d.Creates, d.Replaces, d.Deletes, d.Imports} {
+			for _, c := range cs {
+				out = append(out, c.Name)
+			}
+		}
+		for _, c := range d.Updates {
+			if c.Type != gate.TypeConfigApply {
+				out = append(out, c.Name)
+			}
+		}
+	}
+	return out
 }

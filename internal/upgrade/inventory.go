@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/blang/semver"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/compatibility"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 
@@ -32,13 +35,20 @@ type Row struct {
 
 // Inventory asks every declared node which Talos and Kubernetes versions it
 // runs, in config order. A node that cannot be asked has Err set; the
-// error is only for the whole call (none today). `milner status` and
-// `milner preview` print it with WriteInventory.
+// error is only for the whole call (none today). The nodes are asked at
+// once, so a dead node costs one timeout, not one per node. `milner
+// status`, `preview` and `up` print it with WriteInventory.
 func Inventory(ctx context.Context, c *Cluster) ([]Row, error) {
-	rows := make([]Row, 0, len(c.declared.Nodes))
-	for _, n := range c.declared.Nodes {
-		rows = append(rows, c.row(ctx, n))
+	rows := make([]Row, len(c.declared.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.declared.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rows[i] = c.row(ctx, n)
+		}()
 	}
+	wg.Wait()
 	return rows, nil
 }
 
@@ -154,4 +164,63 @@ func checkVersions(d Declared, rows []Row) []string {
 		}
 	}
 	return problems
+}
+
+// Versions is each node's declared against running versions, as `milner
+// status --versions`, `preview` and `up` print them, or why they are not
+// known.
+type Versions struct {
+	// Declared is what the stack declares.
+	Declared Declared
+	// Rows are the nodes' answers, in config order; nil when not asked.
+	Rows []Row
+	// Note says why the nodes were not asked ("" when they were).
+	Note string
+}
+
+// AskVersions asks every declared node what it runs, within timeout, with
+// the talosconfig cfg. It never fails: a node that does not answer is a
+// row with Err, and a cluster that cannot be asked at all is the Note.
+func AskVersions(ctx context.Context, cfg *clientconfig.Config, d Declared, timeout time.Duration) Versions {
+	v := Versions{Declared: d}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := ConnectWith(ctx, cfg, d)
+	if err != nil {
+		v.Note = err.Error()
+		return v
+	}
+	defer func() { _ = c.Close() }()
+	if v.Rows, err = Inventory(ctx, c); err != nil {
+		v.Note = err.Error()
+	}
+	return v
+}
+
+// reachable reports whether any node answered.
+func (v Versions) reachable() bool {
+	for _, r := range v.Rows {
+		if r.Err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Write prints the table and a line counting the drifting nodes, or one
+// line saying why the versions are not known.
+func (v Versions) Write(w io.Writer) {
+	if v.Note != "" || !v.reachable() {
+		note := v.Note
+		if note == "" {
+			note = "no node answered"
+		}
+		_, _ = fmt.Fprintf(w, "versions: not known (%s); declared Talos %s, Kubernetes %s\n", note, v.Declared.TalosVersion, v.Declared.KubernetesVersion)
+		return
+	}
+	_, _ = fmt.Fprintln(w, "versions (running; declared where they differ):")
+	WriteInventory(w, v.Declared, v.Rows)
+	if lag := Lagging(v.Declared, v.Rows); len(lag) > 0 {
+		_, _ = fmt.Fprintf(w, "drift on %d nodes: `milner upgrade` moves them; until then `milner up` changes no Talos config\n", len(lag))
+	}
 }

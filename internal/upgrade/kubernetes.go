@@ -73,7 +73,20 @@ func UpgradeKubernetes(ctx context.Context, c *Cluster, step KubernetesStep, out
 		ClientProvider: provider,
 		K8sProvider:    &cluster.KubernetesClient{ClientProvider: provider, ForceEndpoint: step.Endpoint},
 	}
-	opts := k8supgrade.UpgradeOptions{
+	opts := upgradeOptions(path, step, out)
+	if err := k8supgrade.Upgrade(ctx, &state, opts); err != nil {
+		return fmt.Errorf("kubernetes %s -> %s: %w", step.From, step.To, err)
+	}
+	return nil
+}
+
+// upgradeOptions are the options UpgradeKubernetes runs upstream's upgrade
+// with. The images are machinery's constants, the very ones the machine
+// config generator writes (machinery v1.11.5 config/generate/init.go and
+// worker.go), so what upgrade-k8s patches into a node's config is what the
+// bumped stack renders: `milner up` afterwards finds the images in place.
+func upgradeOptions(path *upgrade.Path, step KubernetesStep, out io.Writer) k8supgrade.UpgradeOptions {
+	return k8supgrade.UpgradeOptions{
 		Path:                   path,
 		ControlPlaneEndpoint:   step.Endpoint,
 		LogOutput:              lineWriter{out},
@@ -86,10 +99,6 @@ func UpgradeKubernetes(ctx context.Context, c *Cluster, step KubernetesStep, out
 		SchedulerImage:         constants.KubernetesSchedulerImage,
 		ProxyImage:             constants.KubeProxyImage,
 	}
-	if err := k8supgrade.Upgrade(ctx, &state, opts); err != nil {
-		return fmt.Errorf("kubernetes %s -> %s: %w", step.From, step.To, err)
-	}
-	return nil
 }
 
 // lineWriter ends every log line upstream writes without a newline.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/stacks"
@@ -115,12 +116,22 @@ func Connect(ctx context.Context, talosconfig string, d Declared) (*Cluster, err
 	if _, err := os.Stat(talosconfig); err != nil {
 		return nil, fmt.Errorf("talosconfig: %w (`milner up` writes it; or pass --talosconfig)", err)
 	}
+	cfg, err := clientconfig.Open(talosconfig)
+	if err != nil {
+		return nil, fmt.Errorf("talosconfig %s: %w", talosconfig, err)
+	}
+	return ConnectWith(ctx, cfg, d)
+}
+
+// ConnectWith is Connect with a parsed talosconfig, e.g. the stack's own
+// talosconfig output read from its state.
+func ConnectWith(ctx context.Context, cfg *clientconfig.Config, d Declared) (*Cluster, error) {
 	c := &Cluster{declared: d, clients: map[string]*client.Client{}}
 	for _, n := range d.Nodes {
-		cl, err := client.New(ctx, client.WithConfigFromFile(talosconfig), client.WithEndpoints(n.Endpoint))
+		cl, err := client.New(ctx, client.WithConfig(cfg), client.WithEndpoints(n.Endpoint))
 		if err != nil {
 			_ = c.Close()
-			return nil, fmt.Errorf("node %q: talos client from %s: %w", n.Name, talosconfig, err)
+			return nil, fmt.Errorf("node %q: talos client: %w", n.Name, err)
 		}
 		c.clients[n.Name] = cl
 	}

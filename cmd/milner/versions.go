@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+
+	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/upgrade"
+)
+
+// versionsTimeout bounds asking the nodes: the nodes are asked at once, so
+// a dead node costs this much once.
+const versionsTimeout = 15 * time.Second
+
+// askVersions asks every declared node what it runs (upgrade.AskVersions)
+// with the talosconfig of file (--talosconfig), or else the stack state's
+// own talosconfig output, or else $TALOSCONFIG / ~/.talos/config. It
+// never fails: why nothing could be asked is the Note.
+func askVersions(ctx context.Context, st *engine.Stack, file string) upgrade.Versions {
+	s, err := docs.ReadStack(st.File())
+	if err != nil {
+		return upgrade.Versions{Note: err.Error()}
+	}
+	v := upgrade.Versions{Declared: upgrade.FromConfig(s.Config)}
+	resources, err := st.Resources(ctx)
+	if err != nil {
+		v.Note = err.Error()
+		return v
+	}
+	applied := false
+	for _, r := range resources {
+		applied = applied || r.Type == gate.TypeConfigApply
+	}
+	if !applied && file == "" {
+		v.Note = "no node holds a Talos config in the state yet"
+		return v
+	}
+	cfg, err := versionsTalosconfig(ctx, st, file)
+	if err != nil {
+		v.Note = err.Error()
+		return v
+	}
+	return upgrade.AskVersions(ctx, cfg, v.Declared, versionsTimeout)
+}
+
+// versionsTalosconfig is the talosconfig the nodes are asked with.
+func versionsTalosconfig(ctx context.Context, st *engine.Stack, file string) (*clientconfig.Config, error) {
+	if file == "" {
+		outs, err := st.Outputs(ctx, true)
+		if err != nil {
+			return nil, fmt.Errorf("talosconfig from the state: %w", err)
+		}
+		if s, ok := outs["talosconfig"].(string); ok && s != "" {
+			return clientconfig.FromString(s)
+		}
+		if file, err = talosconfig.path(""); err != nil {
+			return nil, err
+		}
+	}
+	// Open reads a missing file as an empty config; say which file is missing.
+	if _, err := os.Stat(file); err != nil {
+		return nil, fmt.Errorf("talosconfig: %w", err)
+	}
+	return clientconfig.Open(file)
+}
+
+// configUpdated reports whether a report updates or replaces the Talos
+// machine config of a node other than the replaced ones: what would push
+// versions to a running node. A node's first config (a create, or that of
+// a replaced VM) is its install, at the declared versions.
+func configUpdated(r gate.Report, replaced []string) bool {
+	d := r.Delta(gate.Talos)
+	for _, cs := range [][]gate.Change{d.Updates, d.Replaces} {
+		for _, c := range cs {
+			if c.Type == gate.TypeConfigApply && !slices.Contains(replaced, c.Node) {
+				return true
+			}
+		}
+	}
+	return false
+}
