@@ -30,7 +30,8 @@ func pxBase() map[string]any {
 		"substrate": map[string]any{"kind": "proxmox", "proxmox": map[string]any{
 			"endpoint": "https://pve.test:8006/", "nodeName": "pve",
 			"osDatastore": "local-lvm", "dataDatastore": "local-lvm", "imageDatastore": "local",
-			"bridge": "vmbr0",
+			"bridge": "vmbr0", "snippetsDatastore": "local",
+			"ssh": map[string]any{"username": "root", "agent": true},
 		}},
 		"network": map[string]any{"cidr": "192.168.7.0/24"},
 		"nodes": []any{

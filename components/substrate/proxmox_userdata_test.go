@@ -29,6 +29,7 @@ func TestProxmoxUserDataGoesThroughTheNocloudDrive(t *testing.T) {
 			Nodes:             []NodeSpec{node("cp-1", "pve-1", 150), node("cp-2", "pve-2", 151)},
 			UserData:          map[string]pulumi.StringInput{"cp-2": pulumi.String("version: v1alpha1\n")},
 			SnippetsDatastore: "snippets",
+			SSH:               &ProxmoxSSH{Username: "root", Agent: true},
 		})
 		return err
 	}, "t", map[string]string{})
