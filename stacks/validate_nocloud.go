@@ -2,6 +2,7 @@ package stacks
 
 import (
 	"encoding/pem"
+	pathpkg "path"
 	"strings"
 )
 
@@ -17,6 +18,13 @@ func (c *Config) validateProxmoxFirstConfig(p *problems) {
 	path := key("substrate") + ".proxmox."
 	if px.SnippetsDatastore == "" {
 		p.addf(path+"snippetsDatastore", "is required: each node's first machine config is a snippet there (a datastore with the Snippets content type)")
+	}
+	// Only the nocloud platform reads the drive's user-data (Talos picks
+	// its platform from the image: the image factory names it in the file,
+	// nocloud-amd64.qcow2); a metal image would ignore the first config and
+	// wait in maintenance mode for one over the LAN.
+	if base := pathpkg.Base(px.ImageURL); !strings.Contains(base, "nocloud") {
+		p.addf(path+"imageUrl", "%q is not a Talos nocloud image (its file name has no \"nocloud\"): only the nocloud platform reads the first machine config from the cloud-init drive", base)
 	}
 	switch s := px.SSH; {
 	case s == nil:

@@ -96,6 +96,9 @@ func TestProxmoxBadConfigs(t *testing.T) {
 		{"compressed image", func(c map[string]any) {
 			at(c, "substrate", "proxmox")["imageUrl"] = "https://factory.talos.dev/image/x/v1.9.5/nocloud-amd64.raw.xz"
 		}, pxSecrets, "milner:substrate.proxmox.imageUrl:"},
+		{"metal image", func(c map[string]any) {
+			at(c, "substrate", "proxmox")["imageUrl"] = "https://factory.talos.dev/image/x/v1.9.5/metal-amd64.qcow2"
+		}, pxSecrets, `milner:substrate.proxmox.imageUrl: "metal-amd64.qcow2" is not a Talos nocloud image`},
 		{"unknown proxmox key", func(c map[string]any) { at(c, "substrate", "proxmox")["datastore"] = "local" }, pxSecrets,
 			`milner:substrate: unknown key "datastore"`},
 		{"proxmox section missing", func(c map[string]any) { delete(at(c, "substrate"), "proxmox") }, pxSecrets,
