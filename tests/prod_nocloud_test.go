@@ -130,6 +130,7 @@ func TestProdChangedPatchReplacesNoVM(t *testing.T) {
 		da, _ := pncPlain(t, sa.Inputs["sourceRaw"].ObjectValue()["data"])
 		assert.NotEqual(t, db, da, "the change reaches the first config (sanity)")
 		assert.Equal(t, []string{"sourceRaw"}, sa.Options.IgnoreChanges, "the snippet only seeds a new node")
+		assert.True(t, sa.Options.RetainOnDelete, "a VM may still name the file: never deleted by a plan")
 		for _, k := range []resource.PropertyKey{"nodeName", "datastoreId", "contentType"} {
 			assert.Equal(t, sb.Inputs[k], sa.Inputs[k], "%s: %s", name, k)
 		}

@@ -405,7 +405,8 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 // after the first boot: PVE rebuilds the nocloud drive from it at every VM
 // start (qemu-server PVE::QemuServer::Cloudinit, apply_cloudinit_config ->
 // read_cloudinit_snippets_file, which dies on a missing file), so deleting
-// it would leave the node VM unable to start.
+// it would leave the node VM unable to start; for the same reason the
+// file is retained when it leaves the program or is replaced.
 func newProxmoxUserData(ctx *pulumi.Context, base string, spec NodeSpec, args *ProxmoxArgs, child []pulumi.ResourceOption) (pulumi.StringPtrInput, error) {
 	data, ok := args.UserData[spec.Name]
 	if !ok {
@@ -419,7 +420,15 @@ func newProxmoxUserData(ctx *pulumi.Context, base string, spec NodeSpec, args *P
 			Data:     pulumi.ToSecret(data.ToStringOutput()).(pulumi.StringOutput),
 			FileName: pulumi.String(base + "-talos.yaml"),
 		},
-	}, append(slices.Clone(child), pulumi.IgnoreChanges([]string{"sourceRaw"}))...)
+	}, append(slices.Clone(child),
+		pulumi.IgnoreChanges([]string{"sourceRaw"}),
+		// Retained, never deleted by a plan: the node VM ignores a changed
+		// id, so after a new snippets datastore (a replace of this file)
+		// it still names the old file, and PVE reads that file at every
+		// start. A node that leaves the program leaves its file too
+		// (prune by hand, as images).
+		pulumi.RetainOnDelete(true),
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("user data: %w", err)
 	}

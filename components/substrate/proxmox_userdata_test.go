@@ -44,6 +44,7 @@ func TestProxmoxUserDataGoesThroughTheNocloudDrive(t *testing.T) {
 	raw := f.Inputs["sourceRaw"].ObjectValue()
 	assert.True(t, raw["data"].IsSecret(), "the machine config is a secret")
 	assert.Equal(t, []string{"sourceRaw"}, f.Options.IgnoreChanges, "only the first config goes this way")
+	assert.True(t, f.Options.RetainOnDelete, "PVE reads the file at every VM start: never deleted by a plan")
 
 	vm2, ok := rec.ByName("proxmoxve:VM/virtualMachine:VirtualMachine", "c-cp-2")
 	require.True(t, ok)
