@@ -11,10 +11,13 @@ import (
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
 )
 
@@ -92,6 +95,60 @@ func TestProdFirstConfigIsWhatTheTalosLayerApplies(t *testing.T) {
 			return out
 		}
 		assert.True(t, others(base.Args).DeepEquals(others(boot.Args)), "%s: same generator inputs", n.name)
+	}
+}
+
+// pncInput is the generator input of one render invoke, for Talos' machinery.
+func pncInput(inv mockrun.Invoke) talosconfig.Input {
+	return talosconfig.Input{
+		ClusterName:       inv.Args["clusterName"].StringValue(),
+		Endpoint:          inv.Args["clusterEndpoint"].StringValue(),
+		KubernetesVersion: inv.Args["kubernetesVersion"].StringValue(),
+		Contract:          inv.Args["talosVersion"].StringValue(),
+		MachineType:       inv.Args["machineType"].StringValue(),
+		Patches:           pncStrings(inv.Args["configPatches"]),
+		Platform:          talosconfig.Nocloud,
+	}
+}
+
+// TestProdFirstConfigEqualsTheAppliedConfigInTalosMachinery checks, with
+// Talos' own generator and patcher (machinery v1.11.5, one secrets bundle),
+// what firstBootConfigs relies on: rendering a node with [own, extra...]
+// gives the config the apply resource computes by patching the rendered
+// [own] config (as bytes, as the provider holds it) with extra. So the
+// node's first authenticated apply brings no change.
+func TestProdFirstConfigEqualsTheAppliedConfigInTalosMachinery(t *testing.T) {
+	rec := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
+	secrets, err := talosconfig.NewSecrets("v1.9")
+	require.NoError(t, err)
+	for _, n := range prodNodes {
+		snippet, ok := rec.ByName(prodTSnippet, "milner-prod-"+n.name+"-userdata")
+		require.True(t, ok)
+		first, _ := pncPlain(t, snippet.Inputs["sourceRaw"].ObjectValue()["data"])
+		apply, ok := rec.ByName(tApply, n.name+"-apply")
+		require.True(t, ok)
+		input, _ := pncPlain(t, apply.Inputs["machineConfigurationInput"])
+
+		// The first boot: the generator with every patch.
+		boot, _, err := talosconfig.Render(secrets, pncInput(pncRenderOf(t, rec, first)))
+		require.NoError(t, err, n.name)
+		bootBytes, err := boot.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+		require.NoError(t, err)
+
+		// The apply: the rendered config's bytes, patched with the apply's patches.
+		base, _, err := talosconfig.Render(secrets, pncInput(pncRenderOf(t, rec, input)))
+		require.NoError(t, err, n.name)
+		baseBytes, err := base.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+		require.NoError(t, err)
+		patches, err := configpatcher.LoadPatches(pncStrings(apply.Inputs["configPatches"]))
+		require.NoError(t, err)
+		out, err := configpatcher.Apply(configpatcher.WithBytes(baseBytes), patches)
+		require.NoError(t, err)
+		appliedBytes, err := out.Bytes()
+		require.NoError(t, err)
+
+		assert.Equal(t, string(appliedBytes), string(bootBytes), "%s: the first-boot config is the applied config", n.name)
+		assert.NotEqual(t, string(baseBytes), string(bootBytes), "%s: the other layers' patches are in it (sanity)", n.name)
 	}
 }
 
