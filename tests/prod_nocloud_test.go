@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/milner/milner/internal/conformance"
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
@@ -149,6 +150,28 @@ func TestProdFirstConfigEqualsTheAppliedConfigInTalosMachinery(t *testing.T) {
 
 		assert.Equal(t, string(appliedBytes), string(bootBytes), "%s: the first-boot config is the applied config", n.name)
 		assert.NotEqual(t, string(baseBytes), string(bootBytes), "%s: the other layers' patches are in it (sanity)", n.name)
+	}
+}
+
+// TestProdConformanceSeesEachNodeConfigOnce: `milner check` validates each
+// prod node's config from its patches; the first-boot render, which already
+// carries the apply's patches, must not get them twice.
+func TestProdConformanceSeesEachNodeConfigOnce(t *testing.T) {
+	raw := stackConfig(t, "prod", prodSecrets)
+	ev, err := conformance.Collect("prod", raw, slices.Sorted(maps.Keys(prodSecrets)))
+	require.NoError(t, err)
+	inputs, err := conformance.NodeInputs(ev)
+	require.NoError(t, err)
+	require.Len(t, inputs, len(prodNodes))
+	rec := runStack(t, "prod", raw)
+	for _, n := range prodNodes {
+		apply, ok := rec.ByName(tApply, n.name+"-apply")
+		require.True(t, ok)
+		extra := pncStrings(apply.Inputs["configPatches"])
+		require.NotEmpty(t, extra)
+		got := inputs[n.name].Patches
+		require.Len(t, got, 1+len(extra), "%s: its own patch, then the apply's, once", n.name)
+		assert.Equal(t, extra, got[1:], n.name)
 	}
 }
 
