@@ -36,12 +36,16 @@ func plannedNodes(cfg *Config) []substrate.Node {
 // with: exactly what its TalosNode applies, i.e. the node's rendered config
 // with the other layers' patches applied after its own patch, in the
 // apply's order. The talos provider applies an apply's configPatches to
-// its machineConfigurationInput with Talos' config patcher, and the
-// machine-configuration data source applies its configPatches to the
-// generated config with the same patcher, so rendering [own, extra...]
-// gives the config the apply computes from (rendered [own], extra). The
-// generator is deterministic in its inputs (it is a data source feeding
-// every plan). A node without extra patches boots its rendered config as is.
+// its machineConfigurationInput with Talos' config patcher
+// (terraform-provider-talos pkg/talos/talos_machine_configuration_apply_resource.go),
+// and the machine-configuration data source applies its configPatches to
+// the generated config with the same patcher (pkg/talos/util.go, generate:
+// bundle.WithPatchControlPlane/Worker), so rendering [own, extra...] gives
+// the config the apply computes from (rendered [own], extra); with one
+// secrets bundle the generator is deterministic (it is a data source
+// feeding every plan). tests/prod_nocloud_test.go checks the equality with
+// Talos' own machinery. A node without extra patches boots its rendered
+// config as is.
 func firstBootConfigs(ctx *pulumi.Context, cfg *Config, tc *talosConfigs) map[string]pulumi.StringInput {
 	out := make(map[string]pulumi.StringInput, len(tc.configs))
 	for _, rc := range tc.configs {
