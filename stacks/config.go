@@ -151,7 +151,27 @@ type ProxmoxConfig struct {
 	// ImageURL is the uncompressed Talos nocloud disk image to download;
 	// defaults to the image factory's nocloud qcow2 of talosVersion.
 	ImageURL string `json:"imageUrl,omitempty"`
+	// SnippetsDatastore holds each node's first machine config, the user
+	// data of its nocloud drive; it must have the "snippets" content type.
+	SnippetsDatastore string `json:"snippetsDatastore"`
+	// SSH is how the provider uploads the snippets (over SSH, not the API).
+	SSH *ProxmoxSSHConfig `json:"ssh"`
 }
+
+// ProxmoxSSHConfig is milner:substrate.proxmox.ssh. A private key is not
+// here: it is the secret key milner:proxmoxSshPrivateKey (ProxmoxSSHKeyKey).
+type ProxmoxSSHConfig struct {
+	// Username is the SSH user on every host; it must be able to write the
+	// snippets datastore's directory (root, or a user with sudo).
+	Username string `json:"username"`
+	// Agent authenticates with the SSH agent (SSH_AUTH_SOCK) instead of the
+	// secret key milner:proxmoxSshPrivateKey.
+	Agent bool `json:"agent,omitempty"`
+}
+
+// ProxmoxSSHKeyKey is the secret config key holding the unencrypted PEM
+// private key the provider uploads snippets with, when ssh.agent is false.
+const ProxmoxSSHKeyKey = "proxmoxSshPrivateKey"
 
 // ProxmoxTokenKey is the secret config key holding the Proxmox VE API token
 // (user@realm!tokenid=secret), read only when the substrate kind is proxmox.
@@ -357,6 +377,7 @@ func Load(src ConfigSource) (*Config, error) {
 	}
 	if cfg.Substrate.Kind == substrate.KindProxmox {
 		checkProxmoxToken(src, &p)
+		checkProxmoxSSHKey(src, cfg.Substrate.Proxmox, &p)
 	}
 	cfg.Warnings = p.warns
 	if len(p.errs) > 0 {

@@ -112,13 +112,31 @@ func DeployWith(ctx *pulumi.Context, cfg *Config, opts RunOptions) (*Cluster, er
 		}
 		return c, nil
 	}
-	if c.Substrate, err = newSubstrate(ctx, cfg); err != nil {
+	// A Proxmox node's first config goes on its nocloud drive
+	// (firstconfig.go), so its Talos configs are made before its machines;
+	// a libvirt stack makes them after, as it always has.
+	var tc *talosConfigs
+	var userData map[string]pulumi.StringInput
+	if cfg.Substrate.Kind == substrate.KindProxmox && cfg.StopAfter.Includes(LayerTalos) {
+		if tc, err = newTalosConfigs(ctx, cfg, talosNodes(cfg, plannedNodes(cfg))); err != nil {
+			return nil, err
+		}
+		userData = firstBootConfigs(ctx, cfg, tc)
+	}
+	if c.Substrate, err = newSubstrate(ctx, cfg, userData); err != nil {
 		return nil, err
 	}
 	if !cfg.StopAfter.Includes(LayerTalos) {
 		return c, nil
 	}
-	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate, c.Substrate.Nodes(), opts); err != nil {
+	if tc == nil {
+		if tc, err = newTalosConfigs(ctx, cfg, talosNodes(cfg, c.Substrate.Nodes())); err != nil {
+			return nil, err
+		}
+	} else if err := checkPlannedNodes(cfg, c.Substrate.Nodes()); err != nil {
+		return nil, fmt.Errorf("talos %q: %w", cfg.Cluster.Name, err)
+	}
+	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate, tc, opts); err != nil {
 		return nil, err
 	}
 	if !cfg.StopAfter.Includes(LayerApps) {
@@ -130,8 +148,9 @@ func DeployWith(ctx *pulumi.Context, cfg *Config, opts RunOptions) (*Cluster, er
 	return c, nil
 }
 
-// newSubstrate creates the configured substrate implementation.
-func newSubstrate(ctx *pulumi.Context, cfg *Config) (substrate.Substrate, error) {
+// newSubstrate creates the configured substrate implementation. userData,
+// by node name, is each node's first machine config (Proxmox only).
+func newSubstrate(ctx *pulumi.Context, cfg *Config, userData map[string]pulumi.StringInput) (substrate.Substrate, error) {
 	name := cfg.Cluster.Name
 	net := cfg.Network
 	switch cfg.Substrate.Kind {
@@ -171,10 +190,27 @@ func newSubstrate(ctx *pulumi.Context, cfg *Config) (substrate.Substrate, error)
 			Gateway:        net.GatewayAddr,
 			Nameservers:    net.NameserverAddrs,
 			Nodes:          cfg.NodeSpecs(),
+			// Each node's first machine config, on its nocloud drive.
+			UserData:          userData,
+			SnippetsDatastore: px.SnippetsDatastore,
+			SSH:               proxmoxSSH(ctx, px.SSH),
 		})
 	default:
 		return nil, fmt.Errorf("substrate %q: unknown kind %q", name, cfg.Substrate.Kind)
 	}
+}
+
+// proxmoxSSH is the provider's SSH access: the agent, or the secret key
+// (Load has checked exactly one is set), which stays an Output, secret.
+func proxmoxSSH(ctx *pulumi.Context, s *ProxmoxSSHConfig) *substrate.ProxmoxSSH {
+	if s == nil {
+		return nil
+	}
+	out := &substrate.ProxmoxSSH{Username: s.Username, Agent: s.Agent}
+	if !s.Agent {
+		out.PrivateKey = config.GetSecret(ctx, key(ProxmoxSSHKeyKey))
+	}
+	return out
 }
 
 // Export sets the stack outputs: what a user of the stack needs to reach it.

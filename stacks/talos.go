@@ -88,24 +88,30 @@ func RenderNodeConfigs(ctx *pulumi.Context, cfg *Config, secrets *machine.Secret
 		if err != nil {
 			return nil, fmt.Errorf("talos %q: node %q: patch: %w", cfg.Cluster.Name, n.Name, err)
 		}
-		rendered := machine.GetConfigurationOutput(ctx, machine.GetConfigurationOutputArgs{
-			ClusterName:       pulumi.String(cfg.Cluster.Name),
-			ClusterEndpoint:   pulumi.String(cfg.Endpoint()),
-			MachineType:       pulumi.String(string(n.Role)),
-			MachineSecrets:    secrets.MachineSecrets,
-			TalosVersion:      pulumi.String(cfg.Cluster.ConfigContract),
-			KubernetesVersion: pulumi.String(cfg.Cluster.KubernetesVersion),
-			ConfigPatches:     pulumi.StringArray{pulumi.String(patch)},
-			Docs:              pulumi.Bool(false),
-			Examples:          pulumi.Bool(false),
-		})
 		out = append(out, RenderedConfig{
 			Node:                 n,
 			Patch:                patch,
-			MachineConfiguration: pulumi.ToSecret(rendered.MachineConfiguration()).(pulumi.StringOutput),
+			MachineConfiguration: renderConfig(ctx, cfg, secrets, n.Role, patch),
 		})
 	}
 	return out, nil
+}
+
+// renderConfig renders one machine configuration of role with patches
+// applied in order, as a secret (it holds the cluster's keys).
+func renderConfig(ctx *pulumi.Context, cfg *Config, secrets *machine.Secrets, role talosnode.Role, patches ...string) pulumi.StringOutput {
+	rendered := machine.GetConfigurationOutput(ctx, machine.GetConfigurationOutputArgs{
+		ClusterName:       pulumi.String(cfg.Cluster.Name),
+		ClusterEndpoint:   pulumi.String(cfg.Endpoint()),
+		MachineType:       pulumi.String(string(role)),
+		MachineSecrets:    secrets.MachineSecrets,
+		TalosVersion:      pulumi.String(cfg.Cluster.ConfigContract),
+		KubernetesVersion: pulumi.String(cfg.Cluster.KubernetesVersion),
+		ConfigPatches:     pulumi.ToStringArray(patches),
+		Docs:              pulumi.Bool(false),
+		Examples:          pulumi.Bool(false),
+	})
+	return pulumi.ToSecret(rendered.MachineConfiguration()).(pulumi.StringOutput)
 }
 
 // PatchArgs are the cluster-wide values of every node's own patch.
@@ -120,20 +126,43 @@ func PatchArgs(cfg *Config) talosnode.PatchArgs {
 	}
 }
 
-// deployTalos creates the cluster secrets once, renders and applies every
-// node's configuration (control planes one at a time), bootstraps the
-// cluster once, and gates the kubeconfig on the cluster health check.
-func deployTalos(ctx *pulumi.Context, cfg *Config, machines pulumi.Resource, nodes []substrate.Node, opts RunOptions) (*TalosLayer, error) {
-	name := cfg.Cluster.Name
+// talosConfigs are the Talos layer's inputs that need nothing of the
+// machines: the cluster's secrets bundle, every node's rendered config and
+// the other layers' patches per node. A Proxmox stack makes them before its
+// substrate, to put each node's first config on its nocloud drive.
+type talosConfigs struct {
+	secrets *machine.Secrets
+	configs []RenderedConfig
+	extra   map[string][]string
+}
+
+// newTalosConfigs creates the cluster secrets once and renders every node's
+// configuration.
+func newTalosConfigs(ctx *pulumi.Context, cfg *Config, nodes []talosnode.Node) (*talosConfigs, error) {
 	secrets, err := newSecrets(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	clientCfg := secrets.ClientConfiguration
-	configs, err := RenderNodeConfigs(ctx, cfg, secrets, talosNodes(cfg, nodes))
+	configs, err := RenderNodeConfigs(ctx, cfg, secrets, nodes)
 	if err != nil {
 		return nil, err
 	}
+	// The other layers' node patches: the storage layer's kubelet mount,
+	// the workloads' labels and taints on dedicated nodes.
+	extra, err := cfg.extraPatches()
+	if err != nil {
+		return nil, fmt.Errorf("talos %q: %w", cfg.Cluster.Name, err)
+	}
+	return &talosConfigs{secrets: secrets, configs: configs, extra: extra}, nil
+}
+
+// deployTalos applies every node's configuration (control planes one at a
+// time), bootstraps the cluster once, and gates the kubeconfig on the
+// cluster health check.
+func deployTalos(ctx *pulumi.Context, cfg *Config, machines pulumi.Resource, tc *talosConfigs, opts RunOptions) (*TalosLayer, error) {
+	name := cfg.Cluster.Name
+	secrets, configs, extra := tc.secrets, tc.configs, tc.extra
+	clientCfg := secrets.ClientConfiguration
 
 	layer := &TalosLayer{Secrets: secrets}
 	var firstCP *talosnode.TalosNode
@@ -141,12 +170,6 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, machines pulumi.Resource, nod
 	var applied []pulumi.Resource
 	var controlPlanes, workers pulumi.StringArray
 	var aliases []pulumi.Alias
-	// The other layers' node patches: the storage layer's kubelet mount,
-	// the workloads' labels and taints on dedicated nodes.
-	extra, err := cfg.extraPatches()
-	if err != nil {
-		return nil, fmt.Errorf("talos %q: %w", name, err)
-	}
 	for _, nc := range configs {
 		n := nc.Node
 		// Every apply waits for the machines; a control plane also waits

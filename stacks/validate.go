@@ -169,6 +169,7 @@ func (c *Config) validateSubstrate(p *problems) {
 			p.addf(path+".proxmox.imageUrl", "%q is not an https:// URL of an uncompressed disk image (.qcow2, .raw or .vmdk), as PVE's import content type needs", px.ImageURL)
 		}
 		c.validateProxmoxNodes(p)
+		c.validateProxmoxFirstConfig(p)
 	}
 }
 

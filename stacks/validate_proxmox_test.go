@@ -30,7 +30,8 @@ func pxBase() map[string]any {
 		"substrate": map[string]any{"kind": "proxmox", "proxmox": map[string]any{
 			"endpoint": "https://pve.test:8006/", "nodeName": "pve",
 			"osDatastore": "local-lvm", "dataDatastore": "local-lvm", "imageDatastore": "local",
-			"bridge": "vmbr0",
+			"bridge": "vmbr0", "snippetsDatastore": "local",
+			"ssh": map[string]any{"username": "root", "agent": true},
 		}},
 		"network": map[string]any{"cidr": "192.168.7.0/24"},
 		"nodes": []any{
@@ -95,12 +96,27 @@ func TestProxmoxBadConfigs(t *testing.T) {
 		{"compressed image", func(c map[string]any) {
 			at(c, "substrate", "proxmox")["imageUrl"] = "https://factory.talos.dev/image/x/v1.9.5/nocloud-amd64.raw.xz"
 		}, pxSecrets, "milner:substrate.proxmox.imageUrl:"},
+		{"metal image", func(c map[string]any) {
+			at(c, "substrate", "proxmox")["imageUrl"] = "https://factory.talos.dev/image/x/v1.9.5/metal-amd64.qcow2"
+		}, pxSecrets, `milner:substrate.proxmox.imageUrl: "metal-amd64.qcow2" is not a Talos nocloud image`},
 		{"unknown proxmox key", func(c map[string]any) { at(c, "substrate", "proxmox")["datastore"] = "local" }, pxSecrets,
 			`milner:substrate: unknown key "datastore"`},
 		{"proxmox section missing", func(c map[string]any) { delete(at(c, "substrate"), "proxmox") }, pxSecrets,
 			"milner:substrate.proxmox: is required for kind proxmox"},
 		{"adopt id is not the vm id", func(c map[string]any) { at(c, "nodes", 1)["adoptId"] = "9151" }, pxSecrets,
 			`milner:nodes[1].adoptId: "9151" is not this node's vmId 151`},
+		{"snippets datastore missing", func(c map[string]any) { delete(at(c, "substrate", "proxmox"), "snippetsDatastore") }, pxSecrets,
+			"milner:substrate.proxmox.snippetsDatastore: is required"},
+		{"ssh missing", func(c map[string]any) { delete(at(c, "substrate", "proxmox"), "ssh") }, pxSecrets,
+			"milner:substrate.proxmox.ssh: is required"},
+		{"ssh username missing", func(c map[string]any) { delete(at(c, "substrate", "proxmox", "ssh"), "username") }, pxSecrets,
+			"milner:substrate.proxmox.ssh.username: is required"},
+		{"ssh username malformed", func(c map[string]any) { at(c, "substrate", "proxmox", "ssh")["username"] = "root@pam" }, pxSecrets,
+			`milner:substrate.proxmox.ssh.username: "root@pam" is not a user name`},
+		{"unknown ssh key", func(c map[string]any) { at(c, "substrate", "proxmox", "ssh")["user"] = "root" }, pxSecrets,
+			`milner:substrate: unknown key "user"`},
+		{"ssh without agent or key", func(c map[string]any) { at(c, "substrate", "proxmox", "ssh")["agent"] = false }, pxSecrets,
+			"milner:proxmoxSshPrivateKey: secret is not set (needed by substrate.proxmox.ssh without agent: true)"},
 		{"token missing", func(map[string]any) {}, nil,
 			"milner:proxmoxApiToken: secret is not set (needed by substrate kind proxmox); run `pulumi config set --secret milner:proxmoxApiToken <value>`"},
 		{"token malformed", func(map[string]any) {}, map[string]string{"milner:proxmoxApiToken": "root:hunter2"},

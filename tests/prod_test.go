@@ -28,6 +28,7 @@ const (
 	prodTVM       = "proxmoxve:VM/virtualMachine:VirtualMachine"
 	prodTImage    = "proxmoxve:Download/file:File"
 	prodTProvider = "pulumi:providers:proxmoxve"
+	prodTSnippet  = "proxmoxve:Storage/file:File"
 )
 
 // prodSecrets are the secret keys the prod stack needs, with test values.
@@ -87,6 +88,7 @@ func TestProdCountsPerType(t *testing.T) {
 		prodTProvider:                   1,
 		prodTImage:                      3, // one per host
 		prodTVM:                         6, // (holder, node) x 3
+		prodTSnippet:                    3, // each node's first machine config
 		"talos:machine/secrets:Secrets": 1,
 		talosnode.Type:                  3,
 		"talos:machine/configurationApply:ConfigurationApply": 3,
@@ -210,7 +212,12 @@ func TestProdTalosAndHelmLayersMatchDev(t *testing.T) {
 	p, d := prodLayerShapes(prod, "milner-prod"), prodLayerShapes(dev, "milner-dev")
 	require.NotEmpty(t, p)
 	assert.Equal(t, d, p)
-	assert.Equal(t, prodInvokeTokens(dev), prodInvokeTokens(prod))
+	// Prod renders one more config per node: the config it first boots from
+	// its nocloud drive, the rendered config with the other layers' patches
+	// (stacks/firstconfig.go); every node of both stacks has such patches.
+	want := prodInvokeTokens(dev)
+	want["talos:machine/getConfiguration:getConfiguration"] += len(prodNodes)
+	assert.Equal(t, want, prodInvokeTokens(prod))
 	// Sanity: the comparison does cover both layers.
 	var types []string
 	for _, s := range p {
@@ -235,7 +242,7 @@ func TestProdProtectRetainAndReplacePolicy(t *testing.T) {
 			assert.Equal(t, []string{"*"}, r.Options.ReplaceOnChanges, r.Name)
 			assert.True(t, r.Options.DeleteBeforeReplace, r.Name)
 			assert.False(t, r.Options.Protect, "the node VM is the disposable resource: %s", r.Name)
-			assert.Empty(t, r.Options.IgnoreChanges, "a node VM ignores nothing: %s", r.Name)
+			assert.Equal(t, substrate.ProxmoxNodeIgnoredChanges, r.Options.IgnoreChanges, "a node VM ignores only its user-data snippet's id: %s", r.Name)
 		} else {
 			assert.Empty(t, r.Options.ReplaceOnChanges, "only node VMs may carry replaceOnChanges: %s %s", r.Type, r.Name)
 			assert.False(t, r.Options.DeleteBeforeReplace, "only node VMs may delete before replace: %s %s", r.Type, r.Name)

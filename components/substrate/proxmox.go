@@ -49,6 +49,15 @@ const HolderVMIDOffset = 1000
 // disk; running nodes upgrade in place through Talos.
 var ProxmoxHolderIgnoredChanges = []string{"disks[0].importFrom"}
 
+// ProxmoxNodeIgnoredChanges lists the node VM inputs ignored after creation:
+// the user-data snippet only seeds a new node. bpg marks
+// initialization.user_data_file_id ForceNew (proxmoxtf/resource/vm/vm.go,
+// mkInitializationUserDataFileID), and the node VM replaces on any change,
+// so without this a stack whose VMs predate the snippet, or a moved
+// snippets datastore, would replace every node VM. A VM created later (a
+// new node, a replace) takes the current id: the id is read on create.
+var ProxmoxNodeIgnoredChanges = []string{"initialization.userDataFileId"}
+
 // DiskInterface is the bus both disks of a node VM use.
 type DiskInterface string
 
@@ -72,9 +81,11 @@ func (d DiskInterface) Valid() bool {
 	}
 }
 
-// devices returns the guest device names of the first and second disk on
-// the interface: virtio-blk disks are /dev/vdX, SCSI and SATA are /dev/sdX.
-func (d DiskInterface) devices() (first, second string) {
+// Devices returns the guest device names of the first (OS) and second
+// (data) disk of a node VM on the interface: virtio-blk disks are /dev/vdX,
+// SCSI and SATA are /dev/sdX. Known from config alone, so a node's machine
+// config can be rendered before its VM exists.
+func (d DiskInterface) Devices() (first, second string) {
 	if d == DiskVirtio {
 		return "/dev/vda", "/dev/vdb"
 	}
@@ -121,6 +132,20 @@ type ProxmoxArgs struct {
 	// SnippetsDatastore holds the user-data snippets; it must allow content
 	// type "snippets". Required when UserData is set.
 	SnippetsDatastore string
+	// SSH is how the provider reaches the hosts to upload the snippets
+	// (bpg uploads them over SSH, not the API). Required when UserData is set.
+	SSH *ProxmoxSSH
+}
+
+// ProxmoxSSH is the provider's SSH access to the Proxmox hosts.
+type ProxmoxSSH struct {
+	// Username is the SSH user on every host; it must be able to write the
+	// snippets datastore's directory (root, or a user with sudo).
+	Username string
+	// Agent authenticates with the SSH agent (SSH_AUTH_SOCK).
+	Agent bool
+	// PrivateKey, when set, is the unencrypted PEM private key (a secret).
+	PrivateKey pulumi.StringPtrInput
 }
 
 // Proxmox is a substrate of Proxmox VE VMs spread over the hosts of one
@@ -143,15 +168,29 @@ func (p *Proxmox) Nodes() []Node { return p.nodes }
 // owning the disks and a disposable node VM attaching them. name is the
 // cluster name; every Proxmox object is named after it.
 func NewProxmox(ctx *pulumi.Context, name string, args *ProxmoxArgs, opts ...pulumi.ResourceOption) (*Proxmox, error) {
+	if len(args.UserData) > 0 && (args.SnippetsDatastore == "" || args.SSH == nil) {
+		return nil, fmt.Errorf("proxmox substrate %q: user data needs a snippets datastore and SSH access to the hosts", name)
+	}
 	p := &Proxmox{}
 	if err := ctx.RegisterComponentResource(ProxmoxType, name, p, opts...); err != nil {
 		return nil, err
 	}
-	prov, err := proxmoxve.NewProvider(ctx, name+"-proxmox", &proxmoxve.ProviderArgs{
+	provArgs := &proxmoxve.ProviderArgs{
 		Endpoint: pulumi.String(args.Endpoint),
 		Insecure: pulumi.Bool(args.Insecure),
 		ApiToken: args.APIToken,
-	}, pulumi.Parent(p))
+	}
+	if s := args.SSH; s != nil {
+		// Only the snippet upload uses it (storage.File docs: "uses SSH
+		// access to the node"); the provider finds each host's address
+		// through the API.
+		provArgs.Ssh = &proxmoxve.ProviderSshArgs{
+			Username:   pulumi.String(s.Username),
+			Agent:      pulumi.Bool(s.Agent),
+			PrivateKey: s.PrivateKey,
+		}
+	}
+	prov, err := proxmoxve.NewProvider(ctx, name+"-proxmox", provArgs, pulumi.Parent(p))
 	if err != nil {
 		return nil, fmt.Errorf("proxmox substrate %q: provider: %w", name, err)
 	}
@@ -266,7 +305,7 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		return Node{}, err
 	}
 
-	installDisk, dataDisk := bus.devices()
+	installDisk, dataDisk := bus.Devices()
 	nameservers := pulumi.StringArray{}
 	for _, ns := range args.Nameservers {
 		nameservers = append(nameservers, pulumi.String(ns.String()))
@@ -279,6 +318,7 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	vmOpts := append(child,
 		pulumi.ReplaceOnChanges([]string{"*"}),
 		pulumi.DeleteBeforeReplace(true),
+		pulumi.IgnoreChanges(ProxmoxNodeIgnoredChanges),
 	)
 	if spec.AdoptID != "" {
 		// Config validation holds adoptId to the node's vmId: the import
@@ -347,16 +387,26 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 // its host, for the node VM's nocloud drive, or returns nil when the node
 // has none. Talos' nocloud platform takes the drive's user-data as its
 // machine config (talos v1.11.5 internal/app/machined/pkg/runtime/v1alpha1/
-// platform/nocloud, Nocloud.Configuration), so the config, with the
-// cluster's CA keys, never crosses the LAN unauthenticated.
+// platform/nocloud, Nocloud.Configuration: anything but "#cloud-config" or
+// "#include" is the config), so the config, with the cluster's CA keys,
+// never crosses the LAN unauthenticated.
 //
 // bpg uploads snippets over SSH, not the API (storage.File docs: "The
 // resource with this content type uses SSH access to the node"; PVE's
 // upload API takes iso, vztmpl and import only), so the provider needs its
-// ssh settings when this is used. The snippet's content is ignored after
-// creation: it only seeds a new node, later changes go through the
-// authenticated Talos API, and the file id, which the node VM's
-// ReplaceOnChanges sees, never changes.
+// ssh settings (ProxmoxArgs.SSH) when this is used.
+//
+// The snippet's content is ignored after creation: it only seeds a new
+// node. Talos reads the STATE partition's config before any platform source
+// (talos v1.11.5 internal/app/machined/pkg/controllers/config/acquire.go,
+// AcquireController.stateDisk), so a node that has booted once, or a
+// replaced node VM on its kept disks, never reads it again; later changes
+// go through the authenticated Talos API. The file is kept, not deleted
+// after the first boot: PVE rebuilds the nocloud drive from it at every VM
+// start (qemu-server PVE::QemuServer::Cloudinit, apply_cloudinit_config ->
+// read_cloudinit_snippets_file, which dies on a missing file), so deleting
+// it would leave the node VM unable to start; for the same reason the
+// file is retained when it leaves the program or is replaced.
 func newProxmoxUserData(ctx *pulumi.Context, base string, spec NodeSpec, args *ProxmoxArgs, child []pulumi.ResourceOption) (pulumi.StringPtrInput, error) {
 	data, ok := args.UserData[spec.Name]
 	if !ok {
@@ -370,7 +420,15 @@ func newProxmoxUserData(ctx *pulumi.Context, base string, spec NodeSpec, args *P
 			Data:     pulumi.ToSecret(data.ToStringOutput()).(pulumi.StringOutput),
 			FileName: pulumi.String(base + "-talos.yaml"),
 		},
-	}, append(slices.Clone(child), pulumi.IgnoreChanges([]string{"sourceRaw"}))...)
+	}, append(slices.Clone(child),
+		pulumi.IgnoreChanges([]string{"sourceRaw"}),
+		// Retained, never deleted by a plan: the node VM ignores a changed
+		// id, so after a new snippets datastore (a replace of this file)
+		// it still names the old file, and PVE reads that file at every
+		// start. A node that leaves the program leaves its file too
+		// (prune by hand, as images).
+		pulumi.RetainOnDelete(true),
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("user data: %w", err)
 	}

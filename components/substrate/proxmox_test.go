@@ -11,7 +11,7 @@ func TestDiskInterfaceDevices(t *testing.T) {
 		{DiskSCSI, "/dev/sda", "/dev/sdb"},
 		{DiskSATA, "/dev/sda", "/dev/sdb"},
 	} {
-		if first, second := tc.bus.devices(); first != tc.first || second != tc.second {
+		if first, second := tc.bus.Devices(); first != tc.first || second != tc.second {
 			t.Errorf("%s: got %s, %s; want %s, %s", tc.bus, first, second, tc.first, tc.second)
 		}
 		if !tc.bus.Valid() {

@@ -29,6 +29,7 @@ func TestProxmoxUserDataGoesThroughTheNocloudDrive(t *testing.T) {
 			Nodes:             []NodeSpec{node("cp-1", "pve-1", 150), node("cp-2", "pve-2", 151)},
 			UserData:          map[string]pulumi.StringInput{"cp-2": pulumi.String("version: v1alpha1\n")},
 			SnippetsDatastore: "snippets",
+			SSH:               &ProxmoxSSH{Username: "root", Agent: true},
 		})
 		return err
 	}, "t", map[string]string{})
@@ -43,6 +44,7 @@ func TestProxmoxUserDataGoesThroughTheNocloudDrive(t *testing.T) {
 	raw := f.Inputs["sourceRaw"].ObjectValue()
 	assert.True(t, raw["data"].IsSecret(), "the machine config is a secret")
 	assert.Equal(t, []string{"sourceRaw"}, f.Options.IgnoreChanges, "only the first config goes this way")
+	assert.True(t, f.Options.RetainOnDelete, "PVE reads the file at every VM start: never deleted by a plan")
 
 	vm2, ok := rec.ByName("proxmoxve:VM/virtualMachine:VirtualMachine", "c-cp-2")
 	require.True(t, ok)

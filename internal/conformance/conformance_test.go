@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/mockrun"
 )
 
@@ -255,7 +256,8 @@ func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
 	}
 	var image string
 	for _, r := range ev.Regs {
-		if slices.Contains(bootMediaTypes, r.Type) {
+		// The image itself: the first-config snippets are boot media too.
+		if slices.Contains(bootMediaTypes, r.Type) && r.Type == gate.TypeProxmoxImage {
 			image = r.Name
 		}
 	}

@@ -3,6 +3,7 @@ package conformance
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -47,12 +48,22 @@ func NodeInputs(ev *Evidence) (map[string]talosconfig.Input, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A Proxmox node's first-boot config (stacks/firstconfig.go) is
+		// rendered with the apply's patches already after its own: the
+		// same config, so they are not applied twice.
 		if apply, ok := byTypeName(ev.Regs, gate.TypeConfigApply, host+"-apply"); ok {
-			in.Patches = append(in.Patches, strs(apply.Inputs["configPatches"])...)
+			if extra := strs(apply.Inputs["configPatches"]); !hasSuffix(in.Patches, extra) {
+				in.Patches = append(in.Patches, extra...)
+			}
 		}
 		out[host] = in
 	}
 	return out, nil
+}
+
+// hasSuffix reports whether patches ends with the non-empty suffix.
+func hasSuffix(patches, suffix []string) bool {
+	return len(suffix) > 0 && len(patches) > len(suffix) && slices.Equal(patches[len(patches)-len(suffix):], suffix)
 }
 
 // hostname reads machine.network.hostname from a node's patches.

@@ -59,6 +59,8 @@ type Invoke struct {
 	Token string
 	// Args are its arguments.
 	Args resource.PropertyMap
+	// Result is what the mock returned.
+	Result resource.PropertyMap
 }
 
 // Recorder is a pulumi.MockResourceMonitor that records every call.
@@ -108,10 +110,11 @@ func (r *Recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 
 // Call records an invoke and returns plausible results.
 func (r *Recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	result := mockResult(args.Token, args.Args)
 	r.mu.Lock()
-	r.invokes = append(r.invokes, Invoke{Token: args.Token, Args: args.Args})
+	r.invokes = append(r.invokes, Invoke{Token: args.Token, Args: args.Args, Result: result})
 	r.mu.Unlock()
-	return mockResult(args.Token, args.Args), nil
+	return result, nil
 }
 
 // Registrations returns every registration, sorted by type and name.
