@@ -136,7 +136,7 @@ func DeployWith(ctx *pulumi.Context, cfg *Config, opts RunOptions) (*Cluster, er
 	} else if err := checkPlannedNodes(cfg, c.Substrate.Nodes()); err != nil {
 		return nil, fmt.Errorf("talos %q: %w", cfg.Cluster.Name, err)
 	}
-	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate, tc, opts); err != nil {
+	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate.Nodes(), tc, opts); err != nil {
 		return nil, err
 	}
 	if !cfg.StopAfter.Includes(LayerApps) {

@@ -2,6 +2,7 @@ package stacks
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
@@ -159,7 +160,7 @@ func newTalosConfigs(ctx *pulumi.Context, cfg *Config, nodes []talosnode.Node) (
 // deployTalos applies every node's configuration (control planes one at a
 // time), bootstraps the cluster once, and gates the kubeconfig on the
 // cluster health check.
-func deployTalos(ctx *pulumi.Context, cfg *Config, machines pulumi.Resource, tc *talosConfigs, opts RunOptions) (*TalosLayer, error) {
+func deployTalos(ctx *pulumi.Context, cfg *Config, machines []substrate.Node, tc *talosConfigs, opts RunOptions) (*TalosLayer, error) {
 	name := cfg.Cluster.Name
 	secrets, configs, extra := tc.secrets, tc.configs, tc.extra
 	clientCfg := secrets.ClientConfiguration
@@ -170,12 +171,17 @@ func deployTalos(ctx *pulumi.Context, cfg *Config, machines pulumi.Resource, tc 
 	var applied []pulumi.Resource
 	var controlPlanes, workers pulumi.StringArray
 	var aliases []pulumi.Alias
+	vms := make([]pulumi.Resource, len(machines))
+	for i, m := range machines {
+		vms[i] = m.VM
+	}
 	for _, nc := range configs {
 		n := nc.Node
-		// Every apply waits for the machines; a control plane also waits
-		// for the previous control plane's apply, so a change that needs a
-		// reboot takes at most one etcd member down at a time.
-		after := []pulumi.Resource{machines}
+		// Every apply waits for the machines (their VM resources: see
+		// substrate.Node.VM); a control plane also waits for the previous
+		// control plane's apply, so a change that needs a reboot takes at
+		// most one etcd member down at a time.
+		after := slices.Clone(vms)
 		if n.Role == talosnode.RoleControlPlane && prevCP != nil {
 			after = append(after, prevCP)
 		}

@@ -345,6 +345,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		InstallDisk: "/dev/vda",
 		DataDisk:    "/dev/vdb",
 		MachineID:   domain.ID(),
+		VM:          domain,
 	}, nil
 }
 

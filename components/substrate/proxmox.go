@@ -380,6 +380,7 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		InstallDisk: installDisk,
 		DataDisk:    dataDisk,
 		MachineID:   node.ID(),
+		VM:          node,
 	}, nil
 }
 

@@ -70,6 +70,13 @@ type Node struct {
 	// Its resolution marks the VM as created, so it is the data edge from the
 	// machine to the node's Talos configuration.
 	MachineID pulumi.IDOutput
+	// VM is the node's VM resource: what the node's configuration waits
+	// for. Depend on it, not on the substrate component: the Go SDK expands
+	// a dependency on a component to the children registered so far, and a
+	// child joins its parent asynchronously (sdk/v3 go/pulumi context.go
+	// getOpts calls addChild in the registration goroutine; rpc.go
+	// expandDependencies), so such a dependency can miss the VM.
+	VM pulumi.Resource
 }
 
 // NodeSpec is the configured shape of one node, shared by every substrate.
