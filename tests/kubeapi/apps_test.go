@@ -19,6 +19,7 @@ import (
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/stacks"
 )
 
 const (
@@ -30,12 +31,21 @@ const (
 	tNamespace = "kubernetes:core/v1:Namespace"
 )
 
-// program is the Pulumi program the scenarios run (see releaseProgram).
-var program = releaseProgram
+// Paths of the project's test charts, relative to a scenario's project
+// directory, where charts/ links to tests/charts (a relative chart.path is
+// read from the project directory, as a user's vendored chart would be).
+const (
+	testChart    = "charts/milner-test"
+	storageChart = "charts/milner-storage-test"
+)
 
-// testChart is the chart the scenarios install, as a local path (no chart
-// repository is reachable from the test machines).
-var testChart = filepath.Join(repo, "tests", "charts", "milner-test")
+// Secrets the scenario stack holds, set with `pulumi config set --secret`
+// as the README tells an operator.
+const (
+	agentSecret = "agent-s3cret-kubeapi"
+	forgeClient = "forge-client-kubeapi"
+	forgeSecret = "forge-s3cret-kubeapi"
+)
 
 // app is one entry of milner:apps in a scenario.
 type app struct {
@@ -47,6 +57,8 @@ type app struct {
 	PodSecurity    string         `json:"podSecurity,omitempty"`
 	RetainOnDelete bool           `json:"retainOnDelete,omitempty"`
 	PreviousNames  []string       `json:"previousNames,omitempty"`
+	Vault          map[string]any `json:"vault,omitempty"`
+	Woodpecker     map[string]any `json:"woodpecker,omitempty"`
 }
 
 // testApp is an app of the test chart in its own namespace, enforcing the
@@ -60,23 +72,38 @@ func testApp(name string) app {
 }
 
 // appsScenario is a stack that starts at the apps layer against the test API
-// server.
+// server and runs Milner's program, stacks.Program.
 type appsScenario struct {
-	t     *testing.T
-	api   *apiServer
-	stack *engine.Stack
-	apps  []app
-	file  string // the stack file
+	t         *testing.T
+	api       *apiServer
+	stack     *engine.Stack
+	dir       string // the project directory
+	apps      []app
+	workloads map[string]any
+	file      string // the stack file
+	// vaultCert and vaultKey are the Vault profile's TLS certificate (also
+	// its CA) and key, as the stack's secrets hold them.
+	vaultCert, vaultKey string
 }
 
-// newAppsScenario writes a stack file holding the API server's kubeconfig as
-// a secret, set the way the README tells a user (`pulumi config set
-// --secret` with the pinned CLI), and opens the stack on its own file backend.
+// newAppsScenario makes a project directory as a user's checkout would be
+// (the repository's Pulumi.yaml, its test charts under charts/), writes a
+// stack file holding the API server's kubeconfig and the Vault and
+// Woodpecker profiles' secrets, set the way the README tells a user
+// (`pulumi config set --secret` with the pinned CLI), and opens the stack
+// on its own file backend with the real program.
 func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 	t.Helper()
 	requireTools(t, "pulumi", "pulumi-resource-kubernetes")
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), []byte("name: milner\nruntime: go\n"), 0o600); err != nil {
+	project, err := os.ReadFile(filepath.Join(repo, "Pulumi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), project, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(repo, "tests", "charts"), filepath.Join(dir, "charts")); err != nil {
 		t.Fatal(err)
 	}
 	userState := filepath.Join(dir, "user-state")
@@ -94,19 +121,28 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 		}
 	}
 	pulumiCLI("stack", "init", stackName)
-	pulumiCLI("config", "set", "--secret", "milner:kubeconfig", api.Kubeconfig, "--stack", stackName)
+	cert, key := vaultCertificate(t)
+	for k, v := range map[string]string{
+		"kubeconfig": api.Kubeconfig, "woodpeckerAgentSecret": agentSecret,
+		"woodpeckerForgeClient": forgeClient, "woodpeckerForgeSecret": forgeSecret,
+		"vaultTlsCert": cert, "vaultTlsKey": key, "vaultTlsCa": cert,
+	} {
+		// "--" ends the flags: a PEM value starts with "-".
+		pulumiCLI("config", "set", "--secret", "--stack", stackName, "milner:"+k, "--", v)
+	}
 
-	s := &appsScenario{t: t, api: api, apps: apps, file: filepath.Join(dir, "Pulumi."+stackName+".yaml")}
+	s := &appsScenario{t: t, api: api, dir: dir, apps: apps, workloads: workloadsConfig(),
+		file: filepath.Join(dir, "Pulumi."+stackName+".yaml"), vaultCert: cert, vaultKey: key}
 	s.apply()
-	// One workflow: the engine runs on the project, stack file and backend
-	// the CLI just used.
+	// One workflow: the engine runs Milner's program on the project, stack
+	// file and backend the CLI just used.
 	st, err := engine.Open(context.Background(), engine.Options{
 		Stack:      stackName,
 		Dir:        dir,
 		Tools:      toolsBin,
 		Backend:    "file://" + userState,
 		Passphrase: passphrase,
-		Program:    program,
+		Program:    stacks.Program,
 		Progress:   logWriter(t),
 	})
 	if err != nil {
@@ -117,7 +153,8 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 }
 
 // config is the stack's plain config: a cluster that starts at the apps
-// layer, does not wait for pods (no kubelet runs), and s.apps.
+// layer and does not wait for pods (no kubelet runs), the storage layer on
+// the stand-in chart, s.workloads and s.apps.
 func (s *appsScenario) config() map[string]string {
 	j := func(v any) string {
 		b, err := json.Marshal(v)
@@ -126,16 +163,21 @@ func (s *appsScenario) config() map[string]string {
 		}
 		return string(b)
 	}
-	return map[string]string{
+	cfg := map[string]string{
 		"milner:cluster":     j(map[string]any{"name": "kubeapi-it"}),
 		"milner:startAt":     "apps",
 		"milner:waitForApps": "false",
+		"milner:storage":     j(map[string]any{"chart": map[string]any{"path": storageChart}}),
 		"milner:apps":        j(s.apps),
 	}
+	if s.workloads != nil {
+		cfg["milner:workloads"] = j(s.workloads)
+	}
+	return cfg
 }
 
-// apply writes the plain config (s.apps) into the stack file, keeping its
-// secret kubeconfig and passphrase salt as the CLI wrote them.
+// apply writes the plain config into the stack file, keeping its secrets
+// and passphrase salt as the CLI wrote them.
 func (s *appsScenario) apply() {
 	s.t.Helper()
 	b, err := os.ReadFile(s.file)
@@ -150,6 +192,7 @@ func (s *appsScenario) apply() {
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
+	delete(cfg, "milner:workloads")
 	for k, v := range s.config() {
 		var val any
 		if err := json.Unmarshal([]byte(v), &val); err != nil {
@@ -255,24 +298,26 @@ func requireChanges(t *testing.T, what string, r *engine.Result, want ...string)
 	}
 }
 
-// TestAppsOnRealAPI drives the apps layer through the real engine, the real
-// Kubernetes provider and Helm against a real kube-apiserver, one scenario
+// TestAppsOnRealAPI drives Milner's program (stacks.Program) through the
+// real engine, the real Kubernetes provider and Helm against a real
+// kube-apiserver, on a stack that starts at the apps layer, one scenario
 // after another on the same stack, as an operator would.
 func TestAppsOnRealAPI(t *testing.T) {
 	api := startAPIServer(t)
-	s := newAppsScenario(t, api, testApp("alpha"), testApp("beta"))
+	s := newAppsScenario(t, api, testApp("alpha"), testApp("beta"), woodpeckerApp(), vaultApp())
 
 	// Install from empty: every object accepted by the API server.
 	r := s.up("install")
 	if n := r.Summary["create"]; n == 0 {
 		t.Fatalf("install: want creates, summary %v", r.Summary)
 	}
-	for _, name := range []string{"alpha", "beta"} {
-		ns := api.mustGet("/api/v1/namespaces/" + name)
-		labels, _ := ns["metadata"].(map[string]any)["labels"].(map[string]any)
-		if labels["pod-security.kubernetes.io/enforce"] != "restricted" {
-			t.Fatalf("namespace %s: want PodSecurity enforce=restricted, labels %v", name, labels)
-		}
+	requireStorage(t, api)
+	requireWorkloads(t, api)
+	requireWoodpeckerSecrets(t, api)
+	requireVaultTLS(t, api, s.vaultCert, s.vaultKey)
+	for _, a := range s.apps {
+		name := a.Name
+		requirePodSecurity(t, api, name, a.PodSecurity)
 		if rel := s.release(name, name); rel.revision != 1 || rel.status != "deployed" {
 			t.Fatalf("release %s: want revision 1 deployed, got %+v", name, rel)
 		}
@@ -289,10 +334,11 @@ func TestAppsOnRealAPI(t *testing.T) {
 				t.Fatalf("deployment %s/%s: %v", name, str(d, "metadata", "name"), err)
 			}
 		}
-		// The chart's PVC names no class: admission gives it the default.
+		// The chart's PVC names no class: admission gives it the default,
+		// the storage layer's.
 		pvc := api.mustGet("/api/v1/namespaces/" + name + "/persistentvolumeclaims/" + name + "-data")
-		if got, want := str(pvc, "spec", "storageClassName"), defaultClass(t, api); got != want {
-			t.Fatalf("pvc %s/%s-data: want the default StorageClass %q, got %q", name, name, want, got)
+		if got := str(pvc, "spec", "storageClassName"); got != stacks.DefaultStorageClass {
+			t.Fatalf("pvc %s/%s-data: want the default StorageClass %q, got %q", name, name, stacks.DefaultStorageClass, got)
 		}
 	}
 	alphaDeploy := s.uid("/apis/apps/v1/namespaces/alpha/deployments/alpha")
@@ -310,8 +356,11 @@ func TestAppsOnRealAPI(t *testing.T) {
 	if rel := s.release("alpha", "alpha"); rel.revision != 2 || rel.status != "deployed" {
 		t.Fatalf("release alpha: want revision 2 deployed, got %+v", rel)
 	}
-	if rel := s.release("beta", "beta"); rel.revision != 1 {
-		t.Fatalf("release beta: want revision 1 (untouched), got %+v", rel)
+	for _, other := range [][2]string{{"beta", "beta"}, {"ci", "ci"}, {"vault", "vault"},
+		{stacks.DefaultStorageNamespace, stacks.StorageAppName}} {
+		if rel := s.release(other[0], other[1]); rel.revision != 1 {
+			t.Fatalf("release %s: want revision 1 (untouched), got %+v", other[1], rel)
+		}
 	}
 	if got := s.uid("/apis/apps/v1/namespaces/alpha/deployments/alpha"); got != alphaDeploy {
 		t.Fatalf("deployment alpha was recreated: uid %s -> %s", alphaDeploy, got)
@@ -361,8 +410,7 @@ func TestAppsOnRealAPI(t *testing.T) {
 
 	// An app removed from config: the gate refuses the release's delete,
 	// nothing is applied, its PVC stays.
-	s.apps = s.apps[:1]
-	s.apply()
+	s.remove("beta")
 	r = s.preview("remove")
 	refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil)
 	if !slices.ContainsFunc(refusals, func(x gate.Refusal) bool { return strings.Contains(x.String(), "beta-release") }) {
@@ -370,6 +418,9 @@ func TestAppsOnRealAPI(t *testing.T) {
 	}
 	if rel := s.release("beta", "beta"); rel.revision != 1 || rel.status != "deployed" {
 		t.Fatalf("remove: release beta changed: %+v", rel)
+	}
+	if got := s.uid("/api/v1/namespaces/beta/persistentvolumeclaims/beta-data"); got != betaPVC {
+		t.Fatalf("remove: pvc beta-data recreated: %s -> %s", betaPVC, got)
 	}
 
 	// Retained as configured: with retainOnDelete the delete only leaves
@@ -379,8 +430,7 @@ func TestAppsOnRealAPI(t *testing.T) {
 	s.apps = append(s.apps, beta)
 	s.apply()
 	s.up("retain")
-	s.apps = s.apps[:1]
-	s.apply()
+	s.remove("beta")
 	r = s.preview("remove retained")
 	if refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil); len(refusals) > 0 {
 		t.Fatalf("remove retained: want no refusal, got %v", refusals)
@@ -397,7 +447,14 @@ func TestAppsOnRealAPI(t *testing.T) {
 	}
 }
 
-// defaultClass is the name of the cluster's default StorageClass.
+// remove takes app name out of the config.
+func (s *appsScenario) remove(name string) {
+	s.t.Helper()
+	s.apps = slices.DeleteFunc(s.apps, func(a app) bool { return a.Name == name })
+	s.apply()
+}
+
+// defaultClass is the name of the cluster's one default StorageClass.
 func defaultClass(t *testing.T, api *apiServer) string {
 	t.Helper()
 	var names []string
