@@ -5,6 +5,7 @@ package kubeapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +80,7 @@ type appsScenario struct {
 	api       *apiServer
 	stack     *engine.Stack
 	dir       string // the project directory
+	backend   string // the backend URL
 	apps      []app
 	workloads map[string]any
 	file      string // the stack file
@@ -106,7 +109,12 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 	if err := os.Symlink(filepath.Join(repo, "tests", "charts"), filepath.Join(dir, "charts")); err != nil {
 		t.Fatal(err)
 	}
+	// The repository's pinned tools, where the milner command looks.
+	if err := os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(dir, ".tools")); err != nil {
+		t.Fatal(err)
+	}
 	userState := filepath.Join(dir, "user-state")
+	backend := "file://" + userState
 	if err := os.MkdirAll(userState, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +122,7 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(toolsBin, "pulumi"), append([]string{"--non-interactive"}, args...)...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL=file://"+userState,
+		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+backend,
 			"PULUMI_CONFIG_PASSPHRASE="+passphrase, "PULUMI_SKIP_UPDATE_CHECK=true")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("pulumi %s: %v: %s", strings.Join(args, " "), err, out)
@@ -131,7 +139,7 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 		pulumiCLI("config", "set", "--secret", "--stack", stackName, "milner:"+k, "--", v)
 	}
 
-	s := &appsScenario{t: t, api: api, dir: dir, apps: apps, workloads: workloadsConfig(),
+	s := &appsScenario{t: t, api: api, dir: dir, backend: backend, apps: apps, workloads: workloadsConfig(),
 		file: filepath.Join(dir, "Pulumi."+stackName+".yaml"), vaultCert: cert, vaultKey: key}
 	s.apply()
 	// One workflow: the engine runs Milner's program on the project, stack
@@ -140,7 +148,7 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 		Stack:      stackName,
 		Dir:        dir,
 		Tools:      toolsBin,
-		Backend:    "file://" + userState,
+		Backend:    backend,
 		Passphrase: passphrase,
 		Program:    stacks.Program,
 		Progress:   logWriter(t),
@@ -408,13 +416,12 @@ func TestAppsOnRealAPI(t *testing.T) {
 	}
 	requireChanges(t, "after rename", s.preview("after rename"))
 
-	// An app removed from config: the gate refuses the release's delete,
-	// nothing is applied, its PVC stays.
+	// An app removed from config: `milner up` refuses the release's delete
+	// at its gate, nothing is applied, its PVC stays.
 	s.remove("beta")
-	r = s.preview("remove")
-	refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil)
-	if !slices.ContainsFunc(refusals, func(x gate.Refusal) bool { return strings.Contains(x.String(), "beta-release") }) {
-		t.Fatalf("remove: want the gate to refuse deleting beta-release, got %v", refusals)
+	code, out := s.milner("up", "--yes")
+	if code == 0 || !strings.Contains(out, "beta-release") || !strings.Contains(out, "nothing was applied") {
+		t.Fatalf("remove: want milner up to refuse deleting beta-release and apply nothing, exit %d:\n%s", code, out)
 	}
 	if rel := s.release("beta", "beta"); rel.revision != 1 || rel.status != "deployed" {
 		t.Fatalf("remove: release beta changed: %+v", rel)
@@ -435,7 +442,9 @@ func TestAppsOnRealAPI(t *testing.T) {
 	if refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil); len(refusals) > 0 {
 		t.Fatalf("remove retained: want no refusal, got %v", refusals)
 	}
-	s.up("remove retained")
+	if code, out := s.milner("up", "--yes"); code != 0 {
+		t.Fatalf("remove retained: milner up exit %d:\n%s", code, out)
+	}
 	if rel := s.release("beta", "beta"); rel.revision != 1 || rel.status != "deployed" {
 		t.Fatalf("remove retained: release beta: want revision 1 deployed, left in the cluster, got %+v", rel)
 	}
@@ -445,6 +454,50 @@ func TestAppsOnRealAPI(t *testing.T) {
 	if got := s.uid("/api/v1/namespaces/alpha/persistentvolumeclaims/alpha-data"); got != alphaPVC {
 		t.Fatalf("pvc alpha-data recreated: %s -> %s", alphaPVC, got)
 	}
+}
+
+var (
+	milnerOnce sync.Once
+	milnerBin  string
+	milnerErr  error
+)
+
+// milner runs the milner command, built once per test process, on the
+// scenario's stack with its backend and passphrase in Pulumi's variables,
+// logs what it printed and returns its exit code and output.
+func (s *appsScenario) milner(args ...string) (int, string) {
+	s.t.Helper()
+	milnerOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "milner-kubeapi-bin-")
+		if err != nil {
+			milnerErr = err
+			return
+		}
+		milnerBin = filepath.Join(dir, "milner")
+		cmd := exec.Command("go", "build", "-o", milnerBin, "./cmd/milner")
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			milnerErr = fmt.Errorf("go build ./cmd/milner: %w: %s", err, out)
+		}
+	})
+	if milnerErr != nil {
+		s.t.Fatal(milnerErr)
+	}
+	full := append([]string{args[0], "--stack", stackName, "--dir", s.dir}, args[1:]...)
+	cmd := exec.Command(milnerBin, full...)
+	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend, "PULUMI_CONFIG_PASSPHRASE="+passphrase)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		s.t.Fatalf("milner %s: %v", strings.Join(args, " "), err)
+	}
+	s.t.Logf("milner %s: exit %d in %s\n%s", strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond), out)
+	return code, string(out)
 }
 
 // remove takes app name out of the config.
