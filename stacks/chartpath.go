@@ -41,7 +41,7 @@ func validateLocalChart(p *problems, path, root string, ch *ChartConfig) {
 		}
 	}
 	if len(pinned) > 0 {
-		p.addf(path+".path", "is exclusive with %s: a local chart is named and versioned by its own Chart.yaml", strings.Join(pinned, " and "))
+		p.addf(path+".path", "is exclusive with %s: a local chart is named and versioned by its own Chart.yaml", strings.Join(pinned, ", "))
 	}
 	dir := ch.Path
 	where := ""
