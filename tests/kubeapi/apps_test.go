@@ -28,9 +28,6 @@ const (
 	// stackName and passphrase are the scenario stack's.
 	stackName  = "kubeapi"
 	passphrase = "milner-kubeapi"
-	// Type tokens the scenarios look for.
-	tRelease   = gate.TypeHelmRelease
-	tNamespace = "kubernetes:core/v1:Namespace"
 )
 
 // Paths of the project's test charts, relative to a scenario's project
