@@ -459,8 +459,9 @@ var (
 	milnerErr  error
 )
 
-// milner runs the milner command, built once per test process, on the
-// scenario's stack with its backend and passphrase in Pulumi's variables,
+// milner runs the milner command, built once per test process (and removed
+// when the test that built it ends: TestAppsOnRealAPI is its one user), on
+// the scenario's stack with its backend and passphrase in Pulumi's variables,
 // logs what it printed and returns its exit code and output.
 func (s *appsScenario) milner(args ...string) (int, string) {
 	s.t.Helper()
@@ -470,6 +471,7 @@ func (s *appsScenario) milner(args ...string) (int, string) {
 			milnerErr = err
 			return
 		}
+		s.t.Cleanup(func() { _ = os.RemoveAll(dir) }) // a leftover temp dir fails nothing
 		milnerBin = filepath.Join(dir, "milner")
 		cmd := exec.Command("go", "build", "-o", milnerBin, "./cmd/milner")
 		cmd.Dir = repo
