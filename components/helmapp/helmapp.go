@@ -1,7 +1,8 @@
 // Package helmapp installs one Helm release and reconciles it in place.
 //
 // A release is never recreated: it has a fixed release name, a pinned chart
-// version, and upgrades are atomic (a failed upgrade rolls back). The app
+// version (or a local chart, pinned by the repository that holds it), and
+// upgrades are atomic (a failed upgrade rolls back). The app
 // owns its namespace, created with its PodSecurity labels before the
 // release, and the Secrets its chart reads by name. Logical names created
 // here ("<app>-release", "<app>-ns", "<app>-<secret suffix>") are a state
