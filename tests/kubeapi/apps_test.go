@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -451,6 +452,71 @@ func TestAppsOnRealAPI(t *testing.T) {
 	}
 	if got := s.uid("/api/v1/namespaces/alpha/persistentvolumeclaims/alpha-data"); got != alphaPVC {
 		t.Fatalf("pvc alpha-data recreated: %s -> %s", alphaPVC, got)
+	}
+
+	// A chart vendored in the project (chart.path): a template change alone
+	// is not planned (the provider diffs the release's inputs, and a local
+	// chart's version input is its Chart.yaml's); bumping the chart's
+	// version plans it, and it is an in-place upgrade.
+	vendored := filepath.Join(s.dir, "vendor", "web")
+	copyDir(t, filepath.Join(repo, "tests", "charts", "milner-test"), vendored)
+	web := testApp("web")
+	web.Chart = map[string]any{"path": "vendor/web"}
+	s.apps = append(s.apps, web)
+	s.apply()
+	s.up("vendored chart")
+	webDeploy := s.uid("/apis/apps/v1/namespaces/web/deployments/web")
+	edit := func(file, old, new string) {
+		t.Helper()
+		path := filepath.Join(vendored, file)
+		b := readFile(t, path)
+		if !strings.Contains(string(b), old) {
+			t.Fatalf("%s lacks %q", path, old)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("templates/deployment.yaml", "app.kubernetes.io/instance: {{ .Release.Name }}\nspec:",
+		"app.kubernetes.io/instance: {{ .Release.Name }}\n    vendored: edited\nspec:")
+	requireChanges(t, "template edited", s.preview("template edited"))
+	edit("Chart.yaml", "version: 0.1.0", "version: 0.1.1")
+	requireChanges(t, "chart version bumped", s.preview("chart version bumped"), "update web-release")
+	s.up("chart version bumped")
+	d = api.mustGet("/apis/apps/v1/namespaces/web/deployments/web")
+	if labels, _ := d["metadata"].(map[string]any)["labels"].(map[string]any); labels["vendored"] != "edited" {
+		t.Fatalf("vendored chart: the edited template did not reach the Deployment: labels %v", labels)
+	}
+	if rel := s.release("web", "web"); rel.revision != 2 || rel.status != "deployed" {
+		t.Fatalf("vendored chart: release web: want revision 2 deployed, got %+v", rel)
+	}
+	if got := s.uid("/apis/apps/v1/namespaces/web/deployments/web"); got != webDeploy {
+		t.Fatalf("vendored chart: deployment web recreated: %s -> %s", webDeploy, got)
+	}
+}
+
+// copyDir copies the regular files of the tree src into dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
