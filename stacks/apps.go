@@ -62,6 +62,7 @@ func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput
 			Repo:           app.Chart.Repo,
 			Chart:          app.Chart.Name,
 			Version:        app.Chart.Version,
+			Path:           app.Chart.Path,
 			Namespace:      app.Namespace,
 			PodSecurity:    app.PodSecurity,
 			Secrets:        secrets,
@@ -88,6 +89,7 @@ func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput
 			Priority:         w.Priority,
 			PreemptionPolicy: w.PreemptionPolicy,
 			Provider:         k8s,
+			SkipAwait:        !cfg.WaitForApps,
 		})
 		if err != nil {
 			return nil, err

@@ -180,7 +180,7 @@ var quantity = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|
 // applyAppsDefaults fills the apps layer's unset optional values.
 func (c *Config) applyAppsDefaults() {
 	s := &c.Storage
-	if s.Chart.Repo == "" && s.Chart.Name == "" && s.Chart.Version == "" {
+	if s.Chart.Repo == "" && s.Chart.Name == "" && s.Chart.Version == "" && s.Chart.Path == "" {
 		s.Chart = DefaultStorageChart
 	}
 	if s.Namespace == "" {
@@ -289,7 +289,7 @@ func (c *Config) validateAppsLayer(p *problems) {
 		if s.ReclaimPolicy != "Retain" && s.ReclaimPolicy != "Delete" {
 			p.addf(sp+".reclaimPolicy", "unknown reclaim policy %q (want Retain or Delete)", s.ReclaimPolicy)
 		}
-		validateChart(p, sp+".chart", s.Chart)
+		validateChart(p, sp+".chart", c.dir, &c.Storage.Chart)
 	}
 
 	vaults, woodpeckers := 0, 0
@@ -303,7 +303,9 @@ func (c *Config) validateAppsLayer(p *problems) {
 		switch {
 		case a.Chart.Name == VaultChart && a.Vault == nil:
 			p.addf(ap+".vault", "is required for the vault chart: Milner runs Vault only hardened (TLS, raft storage, audit device)")
-		case a.Chart.Name != VaultChart && a.Vault != nil:
+		// A local chart is what its profile section says it is: a
+		// vendored or forked chart may carry another name.
+		case a.Chart.Name != VaultChart && a.Vault != nil && a.Chart.Path == "":
 			p.addf(ap+".vault", "is set but the chart is %q, not %s", a.Chart.Name, VaultChart)
 		case a.Vault != nil:
 			vaults++
@@ -313,7 +315,7 @@ func (c *Config) validateAppsLayer(p *problems) {
 		case a.Chart.Name == WoodpeckerChart && (a.Woodpecker == nil || a.Woodpecker.Forge == nil):
 			p.addf(ap+".woodpecker.forge", "is required: the Woodpecker 3 server exits \"forge not configured\" without one; set woodpecker.host, woodpecker.forge.kind (one of %v) and forge.url, and the secrets %s and %s",
 				ForgeKinds, key(WoodpeckerForgeClientKey), key(WoodpeckerForgeSecretKey))
-		case a.Chart.Name != WoodpeckerChart && a.Woodpecker != nil:
+		case a.Chart.Name != WoodpeckerChart && a.Woodpecker != nil && a.Chart.Path == "":
 			p.addf(ap+".woodpecker", "is set but the chart is %q, not %s", a.Chart.Name, WoodpeckerChart)
 		case a.Woodpecker != nil:
 			woodpeckers++
@@ -332,8 +334,13 @@ func (c *Config) validateAppsLayer(p *problems) {
 	}
 }
 
-// validateChart checks a chart pin.
-func validateChart(p *problems, path string, ch ChartConfig) {
+// validateChart checks a chart pin, or a local chart (see
+// validateLocalChart; root is the project directory).
+func validateChart(p *problems, path, root string, ch *ChartConfig) {
+	if ch.Path != "" {
+		validateLocalChart(p, path, root, ch)
+		return
+	}
 	if !strings.HasPrefix(ch.Repo, "https://") && !strings.HasPrefix(ch.Repo, "oci://") {
 		p.addf(path+".repo", "%q is not an https:// or oci:// chart repository", ch.Repo)
 	}

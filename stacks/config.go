@@ -53,6 +53,10 @@ type Config struct {
 
 	// Warnings are problems that do not stop the program (e.g. an even control-plane count).
 	Warnings []string `json:"-"`
+
+	// dir is the project directory relative chart paths are read from
+	// ("": the working directory).
+	dir string
 }
 
 // ClusterConfig is milner:cluster.
@@ -282,7 +286,8 @@ type AppConfig struct {
 	Woodpecker *WoodpeckerConfig `json:"woodpecker,omitempty"`
 }
 
-// ChartConfig pins one Helm chart.
+// ChartConfig pins one Helm chart: a chart of a repository (Repo, Name,
+// Version) or a local chart directory (Path).
 type ChartConfig struct {
 	// Repo is an https:// chart repository or an oci:// registry path.
 	Repo string `json:"repo"`
@@ -290,6 +295,11 @@ type ChartConfig struct {
 	Name string `json:"name"`
 	// Version is the exact chart version; ranges are refused.
 	Version string `json:"version"`
+	// Path is a local chart directory (holding Chart.yaml), e.g. a chart
+	// vendored in the repository; relative to the project directory.
+	// Exclusive with Repo, Name and Version: the chart's Chart.yaml names
+	// and versions it (Load fills Name from it).
+	Path string `json:"path,omitempty"`
 }
 
 // Layer names a layer of the graph, in bring-up order.
@@ -338,7 +348,7 @@ var _ ConfigSource = (*pulumi.Context)(nil)
 // validates the whole config. The error lists every problem at once, each
 // naming its config path; no resource has been registered when it returns.
 func Load(src ConfigSource) (*Config, error) {
-	var cfg Config
+	cfg := Config{dir: projectDir(src)}
 	var p problems
 	if raw, ok := src.GetConfig(key("startAt")); ok {
 		cfg.StartAt = Layer(raw)

@@ -417,7 +417,7 @@ func (c *Config) validateApps(p *problems) {
 		if !dnsLabel.MatchString(a.Namespace) {
 			p.addf(ap+".namespace", "%q is not a lowercase DNS label", a.Namespace)
 		}
-		validateChart(p, ap+".chart", a.Chart)
+		validateChart(p, ap+".chart", c.dir, &a.Chart)
 		for _, vp := range sortedKeys(a.SecretValues) {
 			if vp == "" || strings.HasPrefix(vp, ".") || strings.HasSuffix(vp, ".") || strings.Contains(vp, "..") {
 				p.addf(ap+".secretValues", "%q is not a dotted value path", vp)

@@ -312,11 +312,17 @@ func TestStartAtAppsRunsOnAnExistingCluster(t *testing.T) {
 }
 
 func TestWaitForAppsIsOnByDefaultAndTestOnlyOff(t *testing.T) {
+	// quotaAnnotations are the ResourceQuota's annotations: the provider
+	// waits for its status unless pulumi.com/skipAwait says otherwise.
+	quotaAnnotations := func(rec *mockrun.Recorder) any {
+		return plain(reg(t, rec, tQuota, "evolved-npcs-quota").Inputs["metadata"]).(map[string]any)["annotations"]
+	}
 	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
 	for _, r := range rec.ByType(tRelease) {
 		assert.True(t, r.Inputs["atomic"].BoolValue(), r.Name)
 		assert.False(t, r.Inputs["skipAwait"].BoolValue(), r.Name)
 	}
+	assert.Nil(t, quotaAnnotations(rec), "the quota waits for its status by default")
 	cfg := stackConfig(t, "dev", devSecrets)
 	cfg["milner:waitForApps"] = "false"
 	rec = runStack(t, "dev", cfg)
@@ -325,6 +331,7 @@ func TestWaitForAppsIsOnByDefaultAndTestOnlyOff(t *testing.T) {
 		assert.True(t, r.Inputs["skipAwait"].BoolValue(), r.Name)
 		assert.False(t, r.Inputs["atomic"].BoolValue(), "%s: Helm's atomic implies waiting", r.Name)
 	}
+	assert.Equal(t, map[string]any{"pulumi.com/skipAwait": "true"}, quotaAnnotations(rec))
 }
 
 func TestAppRenameAliasesEveryChild(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package helmapp installs one Helm release and reconciles it in place.
 //
 // A release is never recreated: it has a fixed release name, a pinned chart
-// version, and upgrades are atomic (a failed upgrade rolls back). The app
+// version (or a local chart, pinned by the repository that holds it), and
+// upgrades are atomic (a failed upgrade rolls back). The app
 // owns its namespace, created with its PodSecurity labels before the
 // release, and the Secrets its chart reads by name. Logical names created
 // here ("<app>-release", "<app>-ns", "<app>-<secret suffix>") are a state
@@ -54,6 +55,10 @@ type Args struct {
 	Chart string
 	// Version is the pinned chart version.
 	Version string
+	// Path is a local chart directory, instead of Repo, Chart and Version:
+	// relative to the project directory, where the engine starts the
+	// Kubernetes provider (see New).
+	Path string
 	// Namespace is the namespace the app owns and its release lives in.
 	Namespace string
 	// PodSecurity is the Pod Security Standard the namespace enforces.
@@ -149,7 +154,22 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 
 	chart := args.Chart
 	var repoOpts helmv3.RepositoryOptsPtrInput = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(args.Repo)}
-	if strings.HasPrefix(args.Repo, "oci://") {
+	var version pulumi.StringPtrInput = pulumi.String(args.Version)
+	switch {
+	case args.Path != "":
+		// A local chart: the chart input is its path, with no repository
+		// and no version. The provider loads a path without a repository
+		// as a local chart when it is a directory holding Chart.yaml
+		// (pulumi-kubernetes provider/v4 pkg/provider/helm_release.go:
+		// locateChart, localChart), relative to its working directory, the
+		// project directory (pulumi pkg/v3 engine/project.go getPwdMain:
+		// the root when Pulumi.yaml has no main; sdk/v3 resource/plugin
+		// plugin.go: cmd.Dir = pwd), and its Check records the chart's own
+		// version (chart.Metadata.Version) as the release's version input:
+		// bumping Chart.yaml's version is what plans an upgrade. A relative
+		// path keeps the state the same in every checkout.
+		chart, repoOpts, version = args.Path, nil, nil
+	case strings.HasPrefix(args.Repo, "oci://"):
 		// An OCI chart is addressed by its full reference and has no index.
 		chart, repoOpts = strings.TrimSuffix(args.Repo, "/")+"/"+args.Chart, nil
 	}
@@ -169,7 +189,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	release, err := helmv3.NewRelease(ctx, name+"-release", &helmv3.ReleaseArgs{
 		Name:           pulumi.String(args.ReleaseName),
 		Chart:          pulumi.String(chart),
-		Version:        pulumi.String(args.Version),
+		Version:        version,
 		RepositoryOpts: repoOpts,
 		// From the namespace's output: the namespace, with its PodSecurity
 		// labels, exists before any pod of the release is admitted.

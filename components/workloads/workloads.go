@@ -43,6 +43,9 @@ type Args struct {
 	PreemptionPolicy string
 	// Provider is the explicit Kubernetes provider of the cluster.
 	Provider pulumi.ProviderResource
+	// SkipAwait creates the quota without waiting for its status.
+	// Test-only: for an API server without a controller manager.
+	SkipAwait bool
 }
 
 // Workloads is the reservation of one hosted system.
@@ -75,8 +78,9 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	namespace := ns.Metadata.Name().Elem()
 
 	if _, err := corev1.NewResourceQuota(ctx, name+"-quota", &corev1.ResourceQuotaArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(args.Namespace + "-quota"), Namespace: namespace},
-		Spec:     &corev1.ResourceQuotaSpecArgs{Hard: pulumi.ToStringMap(args.Quota)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(args.Namespace + "-quota"), Namespace: namespace,
+			Annotations: skipAwait(args.SkipAwait)},
+		Spec: &corev1.ResourceQuotaSpecArgs{Hard: pulumi.ToStringMap(args.Quota)},
 	}, child...); err != nil {
 		return nil, fmt.Errorf("workloads %q: quota: %w", name, err)
 	}
@@ -113,4 +117,17 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		return nil, err
 	}
 	return w, nil
+}
+
+// skipAwait is the annotation that makes the Kubernetes provider create an
+// object without waiting for it to become ready, when skip is set. The
+// provider waits for a ResourceQuota until its status.hard equals its
+// spec.hard (pulumi-kubernetes provider/v4 pkg/await/awaiters.go,
+// untilCoreV1ResourceQuotaInitialized), which kube-controller-manager's
+// resource quota controller fills in; an API server without one never does.
+func skipAwait(skip bool) pulumi.StringMap {
+	if !skip {
+		return nil
+	}
+	return pulumi.StringMap{"pulumi.com/skipAwait": pulumi.String("true")}
 }

@@ -295,3 +295,20 @@ func breakPatch(t *testing.T, ev *Evidence, node, old, new string) {
 	}
 	t.Fatalf("no node config for %s", node)
 }
+
+// A local chart (chart.path: a path, no repository, no version) is pinned
+// by the repository that holds it; a repository chart without a version is not.
+func TestLocalChartsArePinnedByTheRepository(t *testing.T) {
+	release := func(inputs resource.PropertyMap) *Evidence {
+		return &Evidence{Regs: []mockrun.Registration{{Type: gate.TypeHelmRelease, Name: "web-release", Custom: true, Inputs: inputs}}}
+	}
+	local := release(resource.PropertyMap{"chart": resource.NewProperty("charts/web")})
+	if p := chartsPinned(local); len(p) != 0 {
+		t.Errorf("a local chart: %q", p)
+	}
+	unpinned := release(resource.PropertyMap{"chart": resource.NewProperty("web"),
+		"repositoryOpts": resource.NewProperty(resource.PropertyMap{"repo": resource.NewProperty("https://charts.example.org")})})
+	if p := chartsPinned(unpinned); len(p) != 1 {
+		t.Errorf("a repository chart without a version: problems %q", p)
+	}
+}

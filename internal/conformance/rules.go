@@ -398,7 +398,11 @@ func releasesNamedAtomic(ev *Evidence) []string {
 func chartsPinned(ev *Evidence) []string {
 	var out []string
 	for _, r := range ofType(ev.Regs, gate.TypeHelmRelease) {
-		v, _ := stringInput(r, "version")
+		v, versioned := stringInput(r, "version")
+		chart, _ := stringInput(r, "chart")
+		if !versioned && !r.Inputs.HasValue("repositoryOpts") && !strings.HasPrefix(chart, "oci://") {
+			continue // a local chart (chart.path): the repository's commit pins it
+		}
 		if !strings.HasPrefix(v, "v") {
 			v = "v" + v
 		}

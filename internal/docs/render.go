@@ -66,7 +66,7 @@ func RenderStack(s *Stack) string {
 		b.WriteString("|---|---|---|---|---|---|\n")
 		for _, a := range c.Apps {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n",
-				a.Name, a.ReleaseName, a.Chart.Name, a.Chart.Repo, a.Chart.Version, a.Namespace)
+				a.Name, a.ReleaseName, a.Chart.Name, chartSource(a.Chart), chartVersion(a.Chart), a.Namespace)
 		}
 	}
 
@@ -106,7 +106,7 @@ func diagram(c *stacks.Config) string {
 	if c.StopAfter.Includes(stacks.LayerApps) {
 		b.WriteString("  subgraph apps[\"apps (Helm)\"]\n    direction TB\n")
 		for _, a := range c.Apps {
-			fmt.Fprintf(&b, "    app_%s[\"%s %s in %s\"]\n", id(a.Name), a.Chart.Name, a.Chart.Version, a.Namespace)
+			fmt.Fprintf(&b, "    app_%s[\"%s %s in %s\"]\n", id(a.Name), a.Chart.Name, chartVersion(a.Chart), a.Namespace)
 		}
 		b.WriteString("  end\n")
 		b.WriteString("  health --> apps\n")
@@ -178,7 +178,7 @@ func readmeSection(ss []*Stack) string {
 		}
 		if c.StopAfter.Includes(stacks.LayerApps) {
 			for _, a := range c.Apps {
-				apps = append(apps, a.Name+" "+a.Chart.Version)
+				apps = append(apps, a.Name+" "+chartVersion(a.Chart))
 			}
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", s.Name, c.Cluster.Name, c.Substrate.Kind,
@@ -252,4 +252,22 @@ func sortedFiles(m map[string]string) []string {
 	}
 	slices.Sort(files)
 	return files
+}
+
+// chartSource is where an app's chart comes from: its repository, or its
+// local directory (chart.path).
+func chartSource(ch stacks.ChartConfig) string {
+	if ch.Path != "" {
+		return ch.Path
+	}
+	return ch.Repo
+}
+
+// chartVersion is an app's chart version as the docs show it: a local
+// chart is versioned by its own Chart.yaml.
+func chartVersion(ch stacks.ChartConfig) string {
+	if ch.Path != "" {
+		return "local"
+	}
+	return ch.Version
 }

@@ -61,6 +61,9 @@ func (h *languageHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pul
 		Config: req.GetConfig(), ConfigSecretKeys: req.GetConfigSecretKeys(),
 		Project: req.GetProject(), Stack: req.GetStack(), Organization: req.GetOrganization(),
 		Parallel: req.GetParallel(), DryRun: req.GetDryRun(),
+		// The project directory (where Pulumi.yaml is), for ctx.RootDirectory:
+		// the program reads local chart paths from it.
+		RootDirectory: req.GetInfo().GetRootDirectory(),
 	})
 	if err != nil {
 		return nil, err

@@ -62,6 +62,11 @@ type Report struct {
 	// TalosApplies are the nodes whose Talos configuration is created or
 	// updated, in report order, each with how its change applies.
 	TalosApplies []NodeApply
+	// Options are the resources whose resource options (retainOnDelete,
+	// protect) change in state only, each with Diffs naming the options.
+	// Applying them changes nothing in the cluster; it is what makes a
+	// later delete obey them (the gate reads retainOnDelete from state).
+	Options []Change
 }
 
 // NodeApply is how one node's Talos configuration change applies.
@@ -97,8 +102,12 @@ func (r Report) Delta(l Layer) Delta {
 	return Delta{Layer: l}
 }
 
-// Empty reports whether the preview changes nothing.
+// Empty reports whether the preview changes nothing, in the cluster or in
+// the resource options recorded in state.
 func (r Report) Empty() bool {
+	if len(r.Options) > 0 {
+		return false
+	}
 	for _, d := range r.Deltas {
 		if !d.Empty() {
 			return false
@@ -148,6 +157,7 @@ func NewReport(steps []Step, cluster string) Report {
 	}
 	byURN := map[string]*entry{}
 	var order []string
+	var options []Change
 	stack := ""
 	for _, s := range steps {
 		if stack == "" {
@@ -166,9 +176,12 @@ func NewReport(steps []Step, cluster string) Report {
 		if s.ApplyMode != "" {
 			e.change.ApplyMode = s.ApplyMode
 		}
+		if len(s.Options) > 0 {
+			options = append(options, Change{Name: s.Name(), Type: s.Type, URN: s.URN, Diffs: s.Options})
+		}
 	}
 
-	r := Report{Stack: stack}
+	r := Report{Stack: stack, Options: options}
 	deltas := map[Layer]*Delta{}
 	for _, l := range Layers {
 		deltas[l] = &Delta{Layer: l}
@@ -244,6 +257,10 @@ func (r Report) String() string {
 		writeChanges(&w, "replace", d.Replaces, true)
 		writeChanges(&w, "delete", d.Deletes, false)
 		writeChanges(&w, "import", d.Imports, false)
+	}
+	if len(r.Options) > 0 {
+		fmt.Fprintf(&w, "\nresource options (recorded in state; nothing changes in the cluster):\n")
+		writeChanges(&w, "options", r.Options, false)
 	}
 	if len(r.Reboots) > 0 {
 		fmt.Fprintf(&w, "\nTalos config changes (may stage a reboot): %s\n", strings.Join(r.Reboots, ", "))

@@ -29,6 +29,10 @@ type Step struct {
 	Retained bool
 	// Failed is set when the engine reported the step as failed (an up).
 	Failed bool
+	// Options are the resource options a "same" step changes in state
+	// (retainOnDelete, protect): nothing changes in the cluster, but only an
+	// update records them, and a later delete obeys the recorded ones.
+	Options []string
 	// ApplyMode is a Talos configuration's resolvedApplyMode as the preview
 	// planned it: "auto" (live), "staged" (pending until the node reboots),
 	// or "" when the provider could not tell (e.g. no dry run possible).
@@ -113,9 +117,27 @@ func StepsFromEvents(evs []events.EngineEvent) []Step {
 			Diffs:     slices.Clone(m.Diffs),
 			Retained:  m.Old != nil && m.Old.RetainOnDelete,
 			ApplyMode: applyModeOf(m.New),
+			Options:   optionChanges(m),
 		})
 	}
 	return steps
+}
+
+// optionChanges lists the resource options a "same" step changes between
+// the recorded state and the program's goal (the engine's step metadata
+// carries both, pkg/v3 engine/events.go makeStepEventStateMetadata).
+func optionChanges(m apitype.StepEventMetadata) []string {
+	if m.Op != apitype.OpSame || m.Old == nil || m.New == nil {
+		return nil
+	}
+	var out []string
+	if m.Old.RetainOnDelete != m.New.RetainOnDelete {
+		out = append(out, fmt.Sprintf("retainOnDelete %v -> %v", m.Old.RetainOnDelete, m.New.RetainOnDelete))
+	}
+	if m.Old.Protect != m.New.Protect {
+		out = append(out, fmt.Sprintf("protect %v -> %v", m.Old.Protect, m.New.Protect))
+	}
+	return out
 }
 
 // ReadEvents decodes a recorded event stream: one JSON apitype.EngineEvent a

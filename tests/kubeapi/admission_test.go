@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The harness's API server admits as a cluster's does: PodSecurity enforces a
@@ -37,15 +38,22 @@ func TestAPIServerAdmission(t *testing.T) {
 	t.Logf("PodSecurity refused the privileged pod: %v", err)
 
 	s.defaultStorageClass("test-default")
-	pvc, err := s.create("/api/v1/namespaces/psa-restricted/persistentvolumeclaims", map[string]any{
-		"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": map[string]any{"name": "claim"},
-		"spec": map[string]any{"accessModes": []any{"ReadWriteOnce"},
-			"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}},
-	}, false)
-	if err != nil {
-		t.Fatal(err)
+	// DefaultStorageClass admission reads the classes from an informer's
+	// cache (k8s.io/kubernetes plugin/pkg/admission/storage/storageclass/setdefault),
+	// which learns of a new class a moment after it is created.
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); got == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		pvc, err := s.create("/api/v1/namespaces/psa-restricted/persistentvolumeclaims", map[string]any{
+			"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": map[string]any{"name": "claim"},
+			"spec": map[string]any{"accessModes": []any{"ReadWriteOnce"},
+				"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}},
+		}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = str(pvc, "spec", "storageClassName")
 	}
-	if got := str(pvc, "spec", "storageClassName"); got != "test-default" {
+	if got != "test-default" {
 		t.Fatalf("a claim naming no class: want storageClassName test-default from admission, got %q", got)
 	}
 }

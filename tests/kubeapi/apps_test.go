@@ -5,13 +5,16 @@ package kubeapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,23 +22,30 @@ import (
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/stacks"
 )
 
 const (
 	// stackName and passphrase are the scenario stack's.
 	stackName  = "kubeapi"
 	passphrase = "milner-kubeapi"
-	// Type tokens the scenarios look for.
-	tRelease   = gate.TypeHelmRelease
-	tNamespace = "kubernetes:core/v1:Namespace"
 )
 
-// program is the Pulumi program the scenarios run (see releaseProgram).
-var program = releaseProgram
+// Paths of the project's test charts, relative to a scenario's project
+// directory, where charts/ links to tests/charts (a relative chart.path is
+// read from the project directory, as a user's vendored chart would be).
+const (
+	testChart    = "charts/milner-test"
+	storageChart = "charts/milner-storage-test"
+)
 
-// testChart is the chart the scenarios install, as a local path (no chart
-// repository is reachable from the test machines).
-var testChart = filepath.Join(repo, "tests", "charts", "milner-test")
+// Secrets the scenario stack holds, set with `pulumi config set --secret`
+// as the README tells an operator.
+const (
+	agentSecret = "agent-s3cret-kubeapi"
+	forgeClient = "forge-client-kubeapi"
+	forgeSecret = "forge-s3cret-kubeapi"
+)
 
 // app is one entry of milner:apps in a scenario.
 type app struct {
@@ -47,6 +57,8 @@ type app struct {
 	PodSecurity    string         `json:"podSecurity,omitempty"`
 	RetainOnDelete bool           `json:"retainOnDelete,omitempty"`
 	PreviousNames  []string       `json:"previousNames,omitempty"`
+	Vault          map[string]any `json:"vault,omitempty"`
+	Woodpecker     map[string]any `json:"woodpecker,omitempty"`
 }
 
 // testApp is an app of the test chart in its own namespace, enforcing the
@@ -60,26 +72,47 @@ func testApp(name string) app {
 }
 
 // appsScenario is a stack that starts at the apps layer against the test API
-// server.
+// server and runs Milner's program, stacks.Program.
 type appsScenario struct {
-	t     *testing.T
-	api   *apiServer
-	stack *engine.Stack
-	apps  []app
-	file  string // the stack file
+	t         *testing.T
+	api       *apiServer
+	stack     *engine.Stack
+	dir       string // the project directory
+	backend   string // the backend URL
+	apps      []app
+	workloads map[string]any
+	file      string // the stack file
+	// vaultCert and vaultKey are the Vault profile's TLS certificate (also
+	// its CA) and key, as the stack's secrets hold them.
+	vaultCert, vaultKey string
 }
 
-// newAppsScenario writes a stack file holding the API server's kubeconfig as
-// a secret, set the way the README tells a user (`pulumi config set
-// --secret` with the pinned CLI), and opens the stack on its own file backend.
+// newAppsScenario makes a project directory as a user's checkout would be
+// (the repository's Pulumi.yaml, its test charts under charts/), writes a
+// stack file holding the API server's kubeconfig and the Vault and
+// Woodpecker profiles' secrets, set the way the README tells a user
+// (`pulumi config set --secret` with the pinned CLI), and opens the stack
+// on its own file backend with the real program.
 func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 	t.Helper()
 	requireTools(t, "pulumi", "pulumi-resource-kubernetes")
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), []byte("name: milner\nruntime: go\n"), 0o600); err != nil {
+	project, err := os.ReadFile(filepath.Join(repo, "Pulumi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), project, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(repo, "tests", "charts"), filepath.Join(dir, "charts")); err != nil {
+		t.Fatal(err)
+	}
+	// The repository's pinned tools, where the milner command looks.
+	if err := os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(dir, ".tools")); err != nil {
 		t.Fatal(err)
 	}
 	userState := filepath.Join(dir, "user-state")
+	backend := "file://" + userState
 	if err := os.MkdirAll(userState, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -87,26 +120,35 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(toolsBin, "pulumi"), append([]string{"--non-interactive"}, args...)...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL=file://"+userState,
+		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+backend,
 			"PULUMI_CONFIG_PASSPHRASE="+passphrase, "PULUMI_SKIP_UPDATE_CHECK=true")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("pulumi %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
 	pulumiCLI("stack", "init", stackName)
-	pulumiCLI("config", "set", "--secret", "milner:kubeconfig", api.Kubeconfig, "--stack", stackName)
+	cert, key := vaultCertificate(t)
+	for k, v := range map[string]string{
+		"kubeconfig": api.Kubeconfig, "woodpeckerAgentSecret": agentSecret,
+		"woodpeckerForgeClient": forgeClient, "woodpeckerForgeSecret": forgeSecret,
+		"vaultTlsCert": cert, "vaultTlsKey": key, "vaultTlsCa": cert,
+	} {
+		// "--" ends the flags: a PEM value starts with "-".
+		pulumiCLI("config", "set", "--secret", "--stack", stackName, "milner:"+k, "--", v)
+	}
 
-	s := &appsScenario{t: t, api: api, apps: apps, file: filepath.Join(dir, "Pulumi."+stackName+".yaml")}
+	s := &appsScenario{t: t, api: api, dir: dir, backend: backend, apps: apps, workloads: workloadsConfig(),
+		file: filepath.Join(dir, "Pulumi."+stackName+".yaml"), vaultCert: cert, vaultKey: key}
 	s.apply()
-	// One workflow: the engine runs on the project, stack file and backend
-	// the CLI just used.
+	// One workflow: the engine runs Milner's program on the project, stack
+	// file and backend the CLI just used.
 	st, err := engine.Open(context.Background(), engine.Options{
 		Stack:      stackName,
 		Dir:        dir,
 		Tools:      toolsBin,
-		Backend:    "file://" + userState,
+		Backend:    backend,
 		Passphrase: passphrase,
-		Program:    program,
+		Program:    stacks.Program,
 		Progress:   logWriter(t),
 	})
 	if err != nil {
@@ -117,7 +159,8 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 }
 
 // config is the stack's plain config: a cluster that starts at the apps
-// layer, does not wait for pods (no kubelet runs), and s.apps.
+// layer and does not wait for pods (no kubelet runs), the storage layer on
+// the stand-in chart, s.workloads and s.apps.
 func (s *appsScenario) config() map[string]string {
 	j := func(v any) string {
 		b, err := json.Marshal(v)
@@ -126,16 +169,21 @@ func (s *appsScenario) config() map[string]string {
 		}
 		return string(b)
 	}
-	return map[string]string{
+	cfg := map[string]string{
 		"milner:cluster":     j(map[string]any{"name": "kubeapi-it"}),
 		"milner:startAt":     "apps",
 		"milner:waitForApps": "false",
+		"milner:storage":     j(map[string]any{"chart": map[string]any{"path": storageChart}}),
 		"milner:apps":        j(s.apps),
 	}
+	if s.workloads != nil {
+		cfg["milner:workloads"] = j(s.workloads)
+	}
+	return cfg
 }
 
-// apply writes the plain config (s.apps) into the stack file, keeping its
-// secret kubeconfig and passphrase salt as the CLI wrote them.
+// apply writes the plain config into the stack file, keeping its secrets
+// and passphrase salt as the CLI wrote them.
 func (s *appsScenario) apply() {
 	s.t.Helper()
 	b, err := os.ReadFile(s.file)
@@ -150,6 +198,7 @@ func (s *appsScenario) apply() {
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
+	delete(cfg, "milner:workloads")
 	for k, v := range s.config() {
 		var val any
 		if err := json.Unmarshal([]byte(v), &val); err != nil {
@@ -178,19 +227,16 @@ func (s *appsScenario) preview(what string) *engine.Result {
 	return r
 }
 
-// up applies and fails the test if the update fails.
-func (s *appsScenario) up(what string) *engine.Result {
+// up applies the config with `milner up --yes`, as an operator would
+// (preview, gate, then exactly the previewed plan), fails the test unless
+// it exits 0, and returns what it printed.
+func (s *appsScenario) up(what string) string {
 	s.t.Helper()
-	start := time.Now()
-	r, err := s.stack.Up(context.Background())
-	if err != nil {
-		s.t.Fatalf("%s: up: %v", what, err)
+	code, out := s.milner("up", "--yes")
+	if code != 0 {
+		s.t.Fatalf("%s: milner up: exit %d:\n%s", what, code, out)
 	}
-	s.t.Logf("%s: up %v in %s", what, r.Summary, time.Since(start).Round(time.Millisecond))
-	if failed := slices.IndexFunc(r.Steps, func(st gate.Step) bool { return st.Failed }); failed >= 0 {
-		s.t.Fatalf("%s: step failed: %s", what, steps(r.Steps[failed:failed+1]))
-	}
-	return r
+	return out
 }
 
 // release is a Helm release as Helm itself records it in the cluster: one
@@ -255,24 +301,25 @@ func requireChanges(t *testing.T, what string, r *engine.Result, want ...string)
 	}
 }
 
-// TestAppsOnRealAPI drives the apps layer through the real engine, the real
-// Kubernetes provider and Helm against a real kube-apiserver, one scenario
+// TestAppsOnRealAPI drives Milner's program (stacks.Program) through the
+// real engine, the real Kubernetes provider and Helm against a real
+// kube-apiserver, on a stack that starts at the apps layer, one scenario
 // after another on the same stack, as an operator would.
 func TestAppsOnRealAPI(t *testing.T) {
 	api := startAPIServer(t)
-	s := newAppsScenario(t, api, testApp("alpha"), testApp("beta"))
+	s := newAppsScenario(t, api, testApp("alpha"), testApp("beta"), woodpeckerApp(), vaultApp())
 
 	// Install from empty: every object accepted by the API server.
-	r := s.up("install")
-	if n := r.Summary["create"]; n == 0 {
-		t.Fatalf("install: want creates, summary %v", r.Summary)
+	if out := s.up("install"); !strings.Contains(out, "created") {
+		t.Fatalf("install: want creates:\n%s", out)
 	}
-	for _, name := range []string{"alpha", "beta"} {
-		ns := api.mustGet("/api/v1/namespaces/" + name)
-		labels, _ := ns["metadata"].(map[string]any)["labels"].(map[string]any)
-		if labels["pod-security.kubernetes.io/enforce"] != "restricted" {
-			t.Fatalf("namespace %s: want PodSecurity enforce=restricted, labels %v", name, labels)
-		}
+	requireStorage(t, api)
+	requireWorkloads(t, api)
+	requireWoodpeckerSecrets(t, api)
+	requireVaultTLS(t, api, s.vaultCert, s.vaultKey)
+	for _, a := range s.apps {
+		name := a.Name
+		requirePodSecurity(t, api, name, a.PodSecurity)
 		if rel := s.release(name, name); rel.revision != 1 || rel.status != "deployed" {
 			t.Fatalf("release %s: want revision 1 deployed, got %+v", name, rel)
 		}
@@ -289,18 +336,22 @@ func TestAppsOnRealAPI(t *testing.T) {
 				t.Fatalf("deployment %s/%s: %v", name, str(d, "metadata", "name"), err)
 			}
 		}
-		// The chart's PVC names no class: admission gives it the default.
+		// The chart's PVC names no class: admission gives it the default,
+		// the storage layer's.
 		pvc := api.mustGet("/api/v1/namespaces/" + name + "/persistentvolumeclaims/" + name + "-data")
-		if got, want := str(pvc, "spec", "storageClassName"), defaultClass(t, api); got != want {
-			t.Fatalf("pvc %s/%s-data: want the default StorageClass %q, got %q", name, name, want, got)
+		if got := str(pvc, "spec", "storageClassName"); got != stacks.DefaultStorageClass {
+			t.Fatalf("pvc %s/%s-data: want the default StorageClass %q, got %q", name, name, stacks.DefaultStorageClass, got)
 		}
 	}
 	alphaDeploy := s.uid("/apis/apps/v1/namespaces/alpha/deployments/alpha")
 	alphaPVC := s.uid("/api/v1/namespaces/alpha/persistentvolumeclaims/alpha-data")
 	betaPVC := s.uid("/api/v1/namespaces/beta/persistentvolumeclaims/beta-data")
 
-	// A no-op preview plans nothing.
+	// A no-op preview plans nothing; `milner up` says so and applies nothing.
 	requireChanges(t, "no-op", s.preview("no-op"))
+	if out := s.up("no-op"); !strings.Contains(out, "stack "+stackName+": no changes") {
+		t.Fatalf("no-op: milner up did not report no changes:\n%s", out)
+	}
 
 	// One chart value changed: exactly that release, updated in place.
 	s.apps[0].Values["message"] = "changed"
@@ -310,8 +361,11 @@ func TestAppsOnRealAPI(t *testing.T) {
 	if rel := s.release("alpha", "alpha"); rel.revision != 2 || rel.status != "deployed" {
 		t.Fatalf("release alpha: want revision 2 deployed, got %+v", rel)
 	}
-	if rel := s.release("beta", "beta"); rel.revision != 1 {
-		t.Fatalf("release beta: want revision 1 (untouched), got %+v", rel)
+	for _, other := range [][2]string{{"beta", "beta"}, {"ci", "ci"}, {"vault", "vault"},
+		{stacks.DefaultStorageNamespace, stacks.StorageAppName}} {
+		if rel := s.release(other[0], other[1]); rel.revision != 1 {
+			t.Fatalf("release %s: want revision 1 (untouched), got %+v", other[1], rel)
+		}
 	}
 	if got := s.uid("/apis/apps/v1/namespaces/alpha/deployments/alpha"); got != alphaDeploy {
 		t.Fatalf("deployment alpha was recreated: uid %s -> %s", alphaDeploy, got)
@@ -325,18 +379,16 @@ func TestAppsOnRealAPI(t *testing.T) {
 	// nothing changes.
 	s.apps[1].Values["replicas"] = 99
 	s.apply()
-	_, err := s.stack.Preview(context.Background(), false)
-	if err == nil {
-		if _, err = s.stack.Up(context.Background()); err == nil {
-			t.Fatal("schema: replicas 99 (maximum 5) was accepted")
-		}
-		t.Logf("schema: the preview passed; the update failed")
+	// Helm validates values when it installs or upgrades: the preview
+	// passes, the update fails before the release changes.
+	requireChanges(t, "schema", s.preview("schema"), "update beta-release")
+	code, out := s.milner("up", "--yes")
+	if code == 0 {
+		t.Fatal("schema: replicas 99 (maximum 5) was accepted")
 	}
-	if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") ||
-		!strings.Contains(err.Error(), "replicas") {
-		t.Fatalf("schema: want Helm's schema error naming replicas, got: %v", err)
+	if !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, "replicas") {
+		t.Fatalf("schema: want Helm's schema error naming replicas, exit %d:\n%s", code, out)
 	}
-	t.Logf("schema: refused: %s", lastLines(err.Error(), 6))
 	if rel := s.release("beta", "beta"); rel.revision != 1 || rel.status != "deployed" {
 		t.Fatalf("schema: release beta changed: %+v", rel)
 	}
@@ -347,7 +399,7 @@ func TestAppsOnRealAPI(t *testing.T) {
 	// An app renamed with previousNames: no delete, no create.
 	s.apps[0].Name, s.apps[0].PreviousNames = "alpha-renamed", []string{"alpha"}
 	s.apply()
-	r = s.preview("rename")
+	r := s.preview("rename")
 	for _, st := range r.Changes() {
 		if st.Op == "create" || st.Op == "delete" || st.Op == "replace" || st.Op == "create-replacement" {
 			t.Fatalf("rename: want no create or delete, got%s", steps(r.Changes()))
@@ -359,17 +411,18 @@ func TestAppsOnRealAPI(t *testing.T) {
 	}
 	requireChanges(t, "after rename", s.preview("after rename"))
 
-	// An app removed from config: the gate refuses the release's delete,
-	// nothing is applied, its PVC stays.
-	s.apps = s.apps[:1]
-	s.apply()
-	r = s.preview("remove")
-	refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil)
-	if !slices.ContainsFunc(refusals, func(x gate.Refusal) bool { return strings.Contains(x.String(), "beta-release") }) {
-		t.Fatalf("remove: want the gate to refuse deleting beta-release, got %v", refusals)
+	// An app removed from config: `milner up` refuses the release's delete
+	// at its gate, nothing is applied, its PVC stays.
+	s.remove("beta")
+	code, out = s.milner("up", "--yes")
+	if code == 0 || !strings.Contains(out, "beta-release") || !strings.Contains(out, "nothing was applied") {
+		t.Fatalf("remove: want milner up to refuse deleting beta-release and apply nothing, exit %d:\n%s", code, out)
 	}
 	if rel := s.release("beta", "beta"); rel.revision != 1 || rel.status != "deployed" {
 		t.Fatalf("remove: release beta changed: %+v", rel)
+	}
+	if got := s.uid("/api/v1/namespaces/beta/persistentvolumeclaims/beta-data"); got != betaPVC {
+		t.Fatalf("remove: pvc beta-data recreated: %s -> %s", betaPVC, got)
 	}
 
 	// Retained as configured: with retainOnDelete the delete only leaves
@@ -378,14 +431,19 @@ func TestAppsOnRealAPI(t *testing.T) {
 	beta.RetainOnDelete = true
 	s.apps = append(s.apps, beta)
 	s.apply()
-	s.up("retain")
-	s.apps = s.apps[:1]
-	s.apply()
+	// Turning retainOnDelete on changes nothing in the cluster; milner up
+	// applies it all the same, so that state records it.
+	if out := s.up("retain"); !strings.Contains(out, "beta-release (kubernetes:helm.sh/v3:Release): retainOnDelete false -> true") {
+		t.Fatalf("retain: milner up did not record retainOnDelete:\n%s", out)
+	}
+	s.remove("beta")
 	r = s.preview("remove retained")
 	if refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil); len(refusals) > 0 {
 		t.Fatalf("remove retained: want no refusal, got %v", refusals)
 	}
-	s.up("remove retained")
+	if code, out := s.milner("up", "--yes"); code != 0 {
+		t.Fatalf("remove retained: milner up exit %d:\n%s", code, out)
+	}
 	if rel := s.release("beta", "beta"); rel.revision != 1 || rel.status != "deployed" {
 		t.Fatalf("remove retained: release beta: want revision 1 deployed, left in the cluster, got %+v", rel)
 	}
@@ -395,9 +453,127 @@ func TestAppsOnRealAPI(t *testing.T) {
 	if got := s.uid("/api/v1/namespaces/alpha/persistentvolumeclaims/alpha-data"); got != alphaPVC {
 		t.Fatalf("pvc alpha-data recreated: %s -> %s", alphaPVC, got)
 	}
+
+	// A chart vendored in the project (chart.path): a template change alone
+	// is not planned (the provider diffs the release's inputs, and a local
+	// chart's version input is its Chart.yaml's); bumping the chart's
+	// version plans it, and it is an in-place upgrade.
+	vendored := filepath.Join(s.dir, "vendor", "web")
+	copyDir(t, filepath.Join(repo, "tests", "charts", "milner-test"), vendored)
+	web := testApp("web")
+	web.Chart = map[string]any{"path": "vendor/web"}
+	s.apps = append(s.apps, web)
+	s.apply()
+	s.up("vendored chart")
+	webDeploy := s.uid("/apis/apps/v1/namespaces/web/deployments/web")
+	edit := func(file, old, new string) {
+		t.Helper()
+		path := filepath.Join(vendored, file)
+		b := readFile(t, path)
+		if !strings.Contains(string(b), old) {
+			t.Fatalf("%s lacks %q", path, old)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("templates/deployment.yaml", "app.kubernetes.io/instance: {{ .Release.Name }}\nspec:",
+		"app.kubernetes.io/instance: {{ .Release.Name }}\n    vendored: edited\nspec:")
+	requireChanges(t, "template edited", s.preview("template edited"))
+	edit("Chart.yaml", "version: 0.1.0", "version: 0.1.1")
+	requireChanges(t, "chart version bumped", s.preview("chart version bumped"), "update web-release")
+	s.up("chart version bumped")
+	d = api.mustGet("/apis/apps/v1/namespaces/web/deployments/web")
+	if labels, _ := d["metadata"].(map[string]any)["labels"].(map[string]any); labels["vendored"] != "edited" {
+		t.Fatalf("vendored chart: the edited template did not reach the Deployment: labels %v", labels)
+	}
+	if rel := s.release("web", "web"); rel.revision != 2 || rel.status != "deployed" {
+		t.Fatalf("vendored chart: release web: want revision 2 deployed, got %+v", rel)
+	}
+	if got := s.uid("/apis/apps/v1/namespaces/web/deployments/web"); got != webDeploy {
+		t.Fatalf("vendored chart: deployment web recreated: %s -> %s", webDeploy, got)
+	}
 }
 
-// defaultClass is the name of the cluster's default StorageClass.
+// copyDir copies the regular files of the tree src into dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var (
+	milnerOnce sync.Once
+	milnerBin  string
+	milnerErr  error
+)
+
+// milner runs the milner command, built once per test process (and removed
+// when the test that built it ends: TestAppsOnRealAPI is its one user), on
+// the scenario's stack with its backend and passphrase in Pulumi's variables,
+// logs what it printed and returns its exit code and output.
+func (s *appsScenario) milner(args ...string) (int, string) {
+	s.t.Helper()
+	milnerOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "milner-kubeapi-bin-")
+		if err != nil {
+			milnerErr = err
+			return
+		}
+		s.t.Cleanup(func() { _ = os.RemoveAll(dir) }) // a leftover temp dir fails nothing
+		milnerBin = filepath.Join(dir, "milner")
+		cmd := exec.Command("go", "build", "-o", milnerBin, "./cmd/milner")
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			milnerErr = fmt.Errorf("go build ./cmd/milner: %w: %s", err, out)
+		}
+	})
+	if milnerErr != nil {
+		s.t.Fatal(milnerErr)
+	}
+	full := append([]string{args[0], "--stack", stackName, "--dir", s.dir}, args[1:]...)
+	cmd := exec.Command(milnerBin, full...)
+	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend, "PULUMI_CONFIG_PASSPHRASE="+passphrase)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		s.t.Fatalf("milner %s: %v", strings.Join(args, " "), err)
+	}
+	s.t.Logf("milner %s: exit %d in %s\n%s", strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond), out)
+	return code, string(out)
+}
+
+// remove takes app name out of the config.
+func (s *appsScenario) remove(name string) {
+	s.t.Helper()
+	s.apps = slices.DeleteFunc(s.apps, func(a app) bool { return a.Name == name })
+	s.apply()
+}
+
+// defaultClass is the name of the cluster's one default StorageClass.
 func defaultClass(t *testing.T, api *apiServer) string {
 	t.Helper()
 	var names []string
@@ -420,12 +596,6 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// lastLines is the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // steps formats steps for failure messages.

@@ -1,0 +1,121 @@
+package stacks_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/stacks"
+)
+
+// testChart is the project's test chart, relative to this package's
+// directory (the working directory of its tests, and of the program under
+// mocks, which runs with no project root).
+const testChart = "../tests/charts/milner-test"
+
+// localChart is an app of the base config on a local chart.
+func localChart(path string) func(c obj) {
+	return func(c obj) { at(c, "apps", 0)["chart"] = obj{"path": path} }
+}
+
+// TestLocalChartRefusals: each bad chart.path is refused before anything
+// registers, naming its config path.
+func TestLocalChartRefusals(t *testing.T) {
+	noVersion := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(noVersion, "Chart.yaml"), []byte("apiVersion: v2\nname: x\n"), 0o600))
+	for _, tc := range []struct {
+		name string
+		edit func(c obj)
+		want string
+	}{
+		{"missing directory", localChart("charts/nope"),
+			`milner:apps[0].chart.path: "charts/nope" does not exist (a relative path is read from the project directory, where Pulumi.yaml is)`},
+		{"missing absolute directory", localChart("/nonexistent/chart"), `milner:apps[0].chart.path: "/nonexistent/chart" does not exist`},
+		{"directory without Chart.yaml", localChart("."), `milner:apps[0].chart.path: "." holds no Chart.yaml: not a chart directory`},
+		{"a file", localChart("chartpath.go"), `milner:apps[0].chart.path: "chartpath.go" is not a chart directory`},
+		{"Chart.yaml without version", localChart(noVersion), "Chart.yaml has no name or no version"},
+		{"path with repo and version", func(c obj) {
+			at(c, "apps", 0)["chart"] = obj{"path": testChart, "repo": "https://charts.example.org", "version": "1.0.0"}
+		}, "milner:apps[0].chart.path: is exclusive with chart.repo, chart.version: a local chart is named and versioned by its own Chart.yaml"},
+		{"second app's path", func(c obj) {
+			c["apps"] = append(c["apps"].([]any), obj{"name": "web", "chart": obj{"path": "charts/web", "name": "web"}})
+		}, `milner:apps[1].chart.path: is exclusive with chart.name`},
+		{"storage chart path", func(c obj) { c["storage"] = obj{"chart": obj{"path": "charts/local-path"}} },
+			`milner:storage.chart.path: "charts/local-path" does not exist`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := baseConfig()
+			tc.edit(c)
+			rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Empty(t, rec.Registrations(), "a bad config must register nothing")
+		})
+	}
+}
+
+// TestLocalChartRelease: a local chart reaches the Helm release as its path
+// (as written: relative to the project directory, where the engine starts
+// the provider), with no repository and no version; Load names the chart
+// from its Chart.yaml.
+func TestLocalChartRelease(t *testing.T) {
+	c := baseConfig()
+	localChart(testChart)(c)
+	c["storage"] = obj{"chart": obj{"path": testChart}}
+	rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
+	require.NoError(t, err)
+	for _, name := range []string{"vault-release", stacks.StorageAppName + "-release"} {
+		rel, ok := rec.ByName("kubernetes:helm.sh/v3:Release", name)
+		require.True(t, ok, name)
+		assert.Equal(t, testChart, rel.Inputs["chart"].StringValue(), name)
+		assert.False(t, rel.Inputs.HasValue("repositoryOpts"), name)
+		assert.False(t, rel.Inputs.HasValue("version"), name)
+	}
+	cfg, err := stacks.Load(mapSource(raw(t, c)))
+	require.NoError(t, err)
+	assert.Equal(t, "milner-test", cfg.Apps[0].Chart.Name)
+}
+
+// rootSource is a mapSource that knows the project directory, as a
+// *pulumi.Context the engine runs does.
+type rootSource struct {
+	mapSource
+	root string
+}
+
+func (s rootSource) RootDirectory() string { return s.root }
+
+// TestLocalChartReadFromProjectDirectory: a relative chart.path is read
+// from the project directory, not the working directory.
+func TestLocalChartReadFromProjectDirectory(t *testing.T) {
+	c := baseConfig()
+	localChart("tests/charts/milner-test")(c)
+	_, err := stacks.Load(mapSource(raw(t, c)))
+	require.Error(t, err, "the working directory (stacks/) holds no tests/charts")
+	cfg, err := stacks.Load(rootSource{mapSource(raw(t, c)), ".."})
+	require.NoError(t, err)
+	assert.Equal(t, "tests/charts/milner-test", cfg.Apps[0].Chart.Path)
+}
+
+// TestProfileOnLocalChart: a local chart takes the Woodpecker profile (a
+// vendored or forked chart may carry another name); a repository chart of
+// another name does not (TestAppsLayerRefusals).
+func TestProfileOnLocalChart(t *testing.T) {
+	c := baseConfig()
+	app := at(c, "apps", 0)
+	app["chart"] = obj{"path": testChart}
+	delete(app, "secretValues")
+	app["woodpecker"] = obj{"host": "https://ci.example.org", "forge": obj{"kind": "github"}}
+	r := raw(t, c)
+	for _, k := range []string{"woodpeckerAgentSecret", "woodpeckerForgeClient", "woodpeckerForgeSecret"} {
+		r["milner:"+k] = "s3cret"
+	}
+	rec, err := mockrun.Run(stacks.Program, "t", r, "milner:woodpeckerAgentSecret", "milner:woodpeckerForgeClient", "milner:woodpeckerForgeSecret")
+	require.NoError(t, err)
+	_, ok := rec.ByName("kubernetes:core/v1:Secret", "vault-"+stacks.WoodpeckerServerSecret)
+	assert.True(t, ok, "the Woodpecker profile's server Secret")
+}
