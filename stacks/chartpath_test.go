@@ -48,12 +48,7 @@ func TestLocalChartRefusals(t *testing.T) {
 			`milner:storage.chart.path: "charts/local-path" does not exist`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := baseConfig()
-			tc.edit(c)
-			rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-			assert.Empty(t, rec.Registrations(), "a bad config must register nothing")
+			requireRefused(t, tc.edit, tc.want)
 		})
 	}
 }

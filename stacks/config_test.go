@@ -157,14 +157,22 @@ func TestBadConfigs(t *testing.T) {
 		{"unknown layer", func(c obj) { c["stopAfter"] = "network" }, `milner:stopAfter: unknown layer "network"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := baseConfig()
-			tc.edit(c)
-			rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-			assert.Empty(t, rec.Registrations(), "a bad config must register nothing")
+			requireRefused(t, tc.edit, tc.want)
 		})
 	}
+}
+
+// requireRefused runs the program on the base config as edit changes it and
+// requires the refusal want (a config path and its problem) before anything
+// is registered: the bad-config catalog's one assertion.
+func requireRefused(t *testing.T, edit func(obj), want string) {
+	t.Helper()
+	c := baseConfig()
+	edit(c)
+	rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), want)
+	assert.Empty(t, rec.Registrations(), "a bad config must register nothing")
 }
 
 func TestMissingAppSecretNamesTheCommand(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
 )
 
@@ -93,12 +92,7 @@ func TestBadInputs(t *testing.T) {
 		{"nine control planes", controlPlanes(9), "milner:nodes: 9 control planes: more than 7 etcd members"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := baseConfig()
-			tc.edit(c)
-			rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-			assert.Empty(t, rec.Registrations(), "a bad config must register nothing")
+			requireRefused(t, tc.edit, tc.want)
 		})
 	}
 }

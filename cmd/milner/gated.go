@@ -157,15 +157,20 @@ func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string
 	if err != nil {
 		return err
 	}
-	findings := guard.Check(st.Name(), v.declared, v.inState, v.live)
+	return refuseFindings(guard.Check(st.Name(), v.declared, v.inState, v.live), "live substrate objects")
+}
+
+// refuseFindings prints the guard's findings and refuses, or returns nil
+// when there are none. what names the objects the state lacks.
+func refuseFindings(findings []guard.Finding, what string) error {
 	if len(findings) == 0 {
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "milner: live substrate objects are not in the stack's state (%d problems):\n", len(findings))
+	fmt.Fprintf(os.Stderr, "milner: %s are not in the stack's state; refused before touching anything (%d problems):\n", what, len(findings))
 	for _, f := range findings {
 		fmt.Fprintf(os.Stderr, "  - %s\n", f)
 	}
-	return refused("live substrate objects are not in the stack's state; adopt them or restore the state (see above); nothing was changed")
+	return refused("%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what)
 }
 
 // libvirtView is what the libvirt guard and `milner adopt --all` compare:

@@ -89,15 +89,7 @@ func guardProxmox(ctx context.Context, st *engine.Stack, raw map[string]string) 
 		}
 		return cfg
 	}
-	findings := guard.CheckProxmox(st.Name(), declared, func(l string) bool { return inState[l] }, live, configOf)
-	if len(findings) == 0 {
-		return nil
-	}
-	fmt.Fprintf(os.Stderr, "milner: refused before touching anything (%d problems):\n", len(findings))
-	for _, f := range findings {
-		fmt.Fprintf(os.Stderr, "  - %s\n", f)
-	}
-	return refused("live Proxmox VMs are not in the stack's state; adopt them or restore the state (see above); nothing was changed")
+	return refuseFindings(guard.CheckProxmox(st.Name(), declared, func(l string) bool { return inState[l] }, live, configOf), "live Proxmox VMs")
 }
 
 // preflightProxmox reads the token's effective privileges and names every

@@ -6,6 +6,7 @@ package stackfile
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 
@@ -25,7 +26,7 @@ func SetNodeField(path, node, field, value string) ([]byte, error) {
 // previous bytes.
 func SetAdoption(path string, nodes, objects map[string]string) ([]byte, error) {
 	return edit(path, func(config *yaml.Node) error {
-		for _, n := range sortedKeys(nodes) {
+		for _, n := range slices.Sorted(maps.Keys(nodes)) {
 			if err := setNodeField(config, n, "adoptId", nodes[n]); err != nil {
 				return err
 			}
@@ -43,7 +44,7 @@ func SetAdoption(path string, nodes, objects map[string]string) ([]byte, error) 
 			adopt = &yaml.Node{Kind: yaml.MappingNode}
 			setValue(lv, "adopt", adopt)
 		}
-		for _, logical := range sortedKeys(objects) {
+		for _, logical := range slices.Sorted(maps.Keys(objects)) {
 			setValue(adopt, logical, str(objects[logical]))
 		}
 		return nil
@@ -124,13 +125,4 @@ func lookup(m *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
