@@ -31,16 +31,13 @@ const (
 	prodTSnippet  = "proxmoxve:Storage/file:File"
 )
 
-// prodSecrets are the secret keys the prod stack needs, with test values.
-var prodSecrets = map[string]string{
-	"milner:proxmoxApiToken":       "milner@pve!pulumi=3f0c9b1e-6a2d-4c8e-9f71-0d5b2a4e8c13",
-	"milner:woodpeckerAgentSecret": "test-agent-secret",
-	"milner:woodpeckerForgeClient": "test-forge-client",
-	"milner:woodpeckerForgeSecret": "test-forge-secret",
-	"milner:vaultTlsCert":          "test-cert",
-	"milner:vaultTlsKey":           "test-key",
-	"milner:vaultTlsCa":            "test-ca",
-}
+// prodSecrets are the secret keys the prod stack needs, with test values:
+// the apps' (devSecrets) and the Proxmox API token.
+var prodSecrets = func() map[string]string {
+	m := maps.Clone(devSecrets)
+	m["milner:proxmoxApiToken"] = "milner@pve!pulumi=3f0c9b1e-6a2d-4c8e-9f71-0d5b2a4e8c13"
+	return m
+}()
 
 // prodNodes are the committed prod nodes: name, VM id, address, PVE host.
 var prodNodes = []struct {
