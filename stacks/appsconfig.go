@@ -59,13 +59,11 @@ type StorageConfig struct {
 // On reports whether the storage layer is installed.
 func (s StorageConfig) On() bool { return s.Enabled == nil || *s.Enabled }
 
-// DefaultStorageChart is the upstream chart of local-path-provisioner, from
-// its GitHub Pages chart repository (the chart's source is
-// github.com/rancher/local-path-provisioner deploy/chart/local-path-provisioner,
-// version 0.0.33).
+// DefaultStorageChart is local-path-provisioner's chart as rancher
+// publishes it (see PublishedCharts), at the version Milner pins.
 var DefaultStorageChart = ChartConfig{
-	Repo:    "https://rancher.github.io/local-path-provisioner",
-	Name:    "local-path-provisioner",
+	Repo:    "oci://ghcr.io/rancher/local-path-provisioner/charts",
+	Name:    StorageChartName,
 	Version: "0.0.33",
 }
 

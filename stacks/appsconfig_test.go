@@ -28,7 +28,7 @@ func TestAppsLayerRefusals(t *testing.T) {
 		{"storage path off /var", func(c obj) { c["storage"] = obj{"path": "/opt/local-path"} }, `milner:storage.path: "/opt/local-path" is not an absolute path under /var`},
 		{"storage reclaim policy", func(c obj) { c["storage"] = obj{"reclaimPolicy": "Keep"} }, `milner:storage.reclaimPolicy: unknown reclaim policy "Keep"`},
 		{"storage chart unpinned", func(c obj) {
-			c["storage"] = obj{"chart": obj{"repo": "https://rancher.github.io/local-path-provisioner", "name": "local-path-provisioner", "version": "0.0.x"}}
+			c["storage"] = obj{"chart": obj{"repo": "oci://ghcr.io/rancher/local-path-provisioner/charts", "name": "local-path-provisioner", "version": "0.0.x"}}
 		}, `milner:storage.chart.version: "0.0.x" is not a pinned chart version`},
 		{"storage typo", func(c obj) { c["storage"] = obj{"storageClas": "x"} }, `milner:storage: unknown key "storageClas"`},
 		{"pod security level", func(c obj) { at(c, "apps", 0)["podSecurity"] = "open" }, `milner:apps[0].podSecurity: unknown level "open"`},
