@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 
@@ -23,6 +24,13 @@ const passphrase = "milner-bench"
 // stopped is the -stopped flag of the engine verbs.
 var stopped bool
 
+// cpuProfile is the -cpuprofile flag of the engine verbs: where the driver's
+// CPU profile goes (BENCHMARKS.md, "Where Milner's time goes").
+var cpuProfile string
+
+// stopProfile ends the CPU profile -cpuprofile started; main calls it.
+var stopProfile = func() {}
+
 // benchOptions are the engine options and the bench's own paths.
 type benchOptions struct {
 	engine.Options
@@ -33,6 +41,7 @@ type benchOptions struct {
 func engineFlags(fs *flag.FlagSet) *benchOptions {
 	o := &benchOptions{Options: engine.Options{Passphrase: passphrase}}
 	fs.BoolVar(&stopped, "stopped", false, "define the domains without starting them (see stoppedProgram)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the driver's CPU profile (the engine and the program) to this file")
 	fs.StringVar(&o.repo, "repo", ".", "repository root (holds Pulumi.yaml and .tools/bin)")
 	fs.StringVar(&o.Stack, "stack", "", "stack name (required)")
 	fs.StringVar(&o.config, "config", "", "stack file (required)")
@@ -52,6 +61,16 @@ func open(fs *flag.FlagSet, o *benchOptions, args []string) (*engine.Stack, erro
 	}
 	if stopped {
 		o.Program = stoppedProgram
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() }
 	}
 	var err error
 	if o.Dir, err = project(o.repo, o.state, o.Stack, o.config); err != nil {
