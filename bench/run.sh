@@ -6,7 +6,7 @@
 #   BENCH_NODES="3" BENCH_RUNS=1 BENCH_P3_RUNS=1 bench/run.sh   # a quick check
 #   BENCH_BEFORE=<git ref> bench/run.sh   # also time Milner as of that commit
 #
-# It builds the pinned tools (Pulumi CLI, libvirt plugin, and the
+# It builds the pinned tools (the libvirt plugin and the
 # terraform-provider-libvirt binary wired into Terraform with dev_overrides),
 # starts libvirt, makes the boot image, and for each N times, in alternating
 # order (milnerbench compare):
@@ -42,7 +42,8 @@ image=/var/lib/milner-bench/boot.qcow2
 mkdir -p "$work" "$out"
 export PATH="/usr/local/go/bin:$PATH" PULUMI_SKIP_UPDATE_CHECK=true CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
 
-"$root/scripts/tools.sh" pulumi libvirt bench
+# The engine runs in-process (internal/engine): no Pulumi CLI is needed.
+"$root/scripts/tools.sh" libvirt bench
 "$root/scripts/libvirt-up.sh"
 (cd "$root" && go build -o "$work/milnerbench" ./bench/milnerbench && go build -o "$work/milner" ./cmd/milner)
 mb="$work/milnerbench"
