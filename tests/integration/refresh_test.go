@@ -76,7 +76,7 @@ func TestRefreshedPreviewReadsOnceDiffsOnce(t *testing.T) {
 }
 
 // providerCalls reads a PULUMI_DEBUG_GRPC log: for every ResourceProvider
-// method, the URN of each request ("" for methods without one).
+// method, the URN of each call ("" for methods without one).
 func providerCalls(t *testing.T, path string) map[string][]string {
 	t.Helper()
 	f, err := os.Open(path)
@@ -93,11 +93,13 @@ func providerCalls(t *testing.T, path string) map[string][]string {
 			Request struct {
 				URN string `json:"urn"`
 			} `json:"request"`
+			Response json.RawMessage `json:"response"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if m, ok := strings.CutPrefix(e.Method, "/pulumirpc.ResourceProvider/"); ok {
+		// The log has an entry for each request and one for its response.
+		if m, ok := strings.CutPrefix(e.Method, "/pulumirpc.ResourceProvider/"); ok && e.Response == nil {
 			out[m] = append(out[m], e.Request.URN)
 		}
 	}
