@@ -15,7 +15,7 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/secretsbundle"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // secretsCmd is `milner secrets export|import`: the cluster's Talos secrets
@@ -90,7 +90,7 @@ func secretsImportCmd() *cobra.Command {
 imports it as <cluster>-secrets (protected) with the pinned Pulumi CLI's
 'pulumi import', in the project directory and the user's backend and
 passphrase; the clear file is removed whatever happens. Run it before
-adopting the nodes; README "Recover from lost state".`,
+adopting the nodes; docs/runbooks/recover.md.`,
 		Example: `  milner secrets import --stack dev --in milner-dev-secrets.age --identity ~/milner-dev.key`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -185,11 +185,11 @@ func secretsBundleRefusals(st *engine.Stack, cfg map[string]string, steps []gate
 // The Proxmox inventory needs its API; there the rule sees state and
 // imports only.
 func liveNodeVMs(stack string, cfg map[string]string) ([]string, error) {
-	var sub stacks.SubstrateConfig
+	var sub config.SubstrateConfig
 	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
 		return nil, nil
 	}
-	uri := stacks.DefaultLibvirtURI
+	uri := config.DefaultLibvirtURI
 	if sub.Libvirt != nil && sub.Libvirt.URI != "" {
 		uri = sub.Libvirt.URI
 	}

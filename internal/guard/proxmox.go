@@ -12,6 +12,7 @@ import (
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/internal/pve"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // TypeProxmoxVM is the type token of a Proxmox VM (node VM or disk holder).
@@ -47,8 +48,8 @@ type DeclaredVM struct {
 // The API token is a placeholder: the mock never uses it.
 func DeclaredProxmox(stack string, cfg map[string]string) ([]DeclaredVM, error) {
 	cfg = maps.Clone(cfg)
-	cfg["milner:stopAfter"] = string(stacks.LayerSubstrate)
-	tokenKey := stacks.Namespace + ":" + stacks.ProxmoxTokenKey
+	cfg["milner:stopAfter"] = string(config.LayerSubstrate)
+	tokenKey := config.Namespace + ":" + config.ProxmoxTokenKey
 	cfg[tokenKey] = "guard@pve!declared=mock"
 	rec, err := mockrun.Run(stacks.Program, stack, cfg, tokenKey)
 	if err != nil {
@@ -135,7 +136,7 @@ func CheckProxmox(stack string, declared []DeclaredVM, inState func(logical stri
 		case v.VMID != d.VMID:
 			f.Fix = fmt.Sprintf("the stack wants VM id %d for %q; give nodes[%s].vmId the live id %d (its holder is then %d), or rename or remove the live VM by hand", d.VMID, d.Name, d.Node, v.VMID, v.VMID+1000)
 		case v.Node != d.Host:
-			f.Fix = fmt.Sprintf("the VM runs on %s: set nodes[%s].proxmoxNode to %s (moving it is the planned procedure of README \"Move a node to another host\"), then run the up again", v.Node, d.Node, v.Node)
+			f.Fix = fmt.Sprintf("the VM runs on %s: set nodes[%s].proxmoxNode to %s (moving it is the planned procedure of docs/proxmox.md \"Move a node to another host\"), then run the up again", v.Node, d.Node, v.Node)
 		case d.Holder:
 			cmd := fmt.Sprintf("milner adopt --stack %s --node %s --holder --id %d", stack, d.Node, d.VMID)
 			adopt = append(adopt, cmd)
