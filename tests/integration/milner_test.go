@@ -339,7 +339,7 @@ func TestMilnerTeardown(t *testing.T) {
 		virsh(t, "pool-info", s.cluster)
 	}
 
-	refused(t, "teardown, stdin not a terminal", s.milnerIn("", "teardown"), "refused", "not a terminal", "--confirm "+s.cluster)
+	refused(t, "teardown, stdin not a terminal", s.milnerIn("", "teardown"), "refused", "not a terminal", "--yes")
 	intact("after teardown with stdin not a terminal")
 	refused(t, "teardown --confirm <stack name>", s.milner("teardown", "--confirm", milnerStack), "refused", "not the cluster name")
 	intact("after teardown --confirm with the stack name")
