@@ -108,7 +108,7 @@ func (s *milnerScenario) milner(args ...string) cmdResult {
 // milnerIn is milner with stdin.
 func (s *milnerScenario) milnerIn(stdin string, args ...string) cmdResult {
 	s.t.Helper()
-	full := append([]string{args[0], "--stack", milnerStack, "--dir", s.dir}, args[1:]...)
+	full := append([]string{args[0], "--stack", milnerStack, "-C", s.dir}, args[1:]...)
 	cmd := exec.Command(s.bin, full...)
 	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend(), "PULUMI_CONFIG_PASSPHRASE="+itPassphrase)
 	cmd.Stdin = strings.NewReader(stdin)
