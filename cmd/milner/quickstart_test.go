@@ -249,3 +249,28 @@ func plainValue(v resource.PropertyValue) any {
 		return nil, false
 	})
 }
+
+// TestSecretsGenerateRefuses: never into the repository, never over a
+// secret that exists; either refusal writes nothing.
+func TestSecretsGenerateRefuses(t *testing.T) {
+	inRepo := filepath.Join("..", "..", "docs", "generated-secrets")
+	assert.Equal(t, exitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", inRepo}))
+	_, err := os.Stat(inRepo)
+	assert.True(t, os.IsNotExist(err), "nothing created inside the repository")
+
+	out := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(out, "vault.key"), []byte("mine"), 0o600))
+	assert.Equal(t, exitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", out}))
+	files, err := os.ReadDir(out)
+	require.NoError(t, err)
+	assert.Len(t, files, 1, "nothing written beside the existing file")
+	b, err := os.ReadFile(filepath.Join(out, "vault.key"))
+	require.NoError(t, err)
+	assert.Equal(t, "mine", string(b))
+
+	link := filepath.Join(t.TempDir(), "repo-link")
+	abs, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(abs, link))
+	assert.Equal(t, exitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", filepath.Join(link, "s")}), "a link into the repository is the repository")
+}
