@@ -28,7 +28,7 @@ and not yet deleted is protected again.`,
   milner teardown --stack dev --yes   # scripts`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return refused("teardown takes no target (got %v): it removes the whole stack or nothing; to recover one node use `milner up --replace <node>`", args)
+				return usageError{fmt.Errorf("teardown takes no target (got %v): it removes the whole stack or nothing; to recover one node use `milner up --replace <node>`", args)}
 			}
 			return nil
 		},
