@@ -12,6 +12,7 @@ import (
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/secretgen"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // generated is one file `milner secrets generate` writes, and where its
@@ -90,13 +91,13 @@ secret come from the forge, not from here.`,
 
 // stackSecrets generates the secrets cfg's apps need, in the order the
 // command lists them.
-func stackSecrets(cfg *stacks.Config) ([]generated, error) {
+func stackSecrets(cfg *config.Config) ([]generated, error) {
 	pass, err := secretgen.Token()
 	if err != nil {
 		return nil, err
 	}
 	files := []generated{{"passphrase", "PULUMI_CONFIG_PASSPHRASE_FILE", []byte(pass)}}
-	var vaults []stacks.AppConfig
+	var vaults []config.AppConfig
 	woodpecker := false
 	for _, a := range cfg.Apps {
 		if a.Vault != nil {
@@ -109,14 +110,14 @@ func stackSecrets(cfg *stacks.Config) ([]generated, error) {
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, generated{"woodpecker-agent-secret", "milner:" + stacks.WoodpeckerAgentSecretKey, []byte(agent)})
+		files = append(files, generated{"woodpecker-agent-secret", "milner:" + config.WoodpeckerAgentSecretKey, []byte(agent)})
 	}
 	switch len(vaults) {
 	case 0:
 		return files, nil
 	case 1:
 	default:
-		return nil, fmt.Errorf("%d apps have a vault section; the secret keys milner:%s etc. serve one", len(vaults), stacks.VaultTLSCertKey)
+		return nil, fmt.Errorf("%d apps have a vault section; the secret keys milner:%s etc. serve one", len(vaults), config.VaultTLSCertKey)
 	}
 	names := stacks.VaultTLSNames(vaults[0].ReleaseName, vaults[0].Namespace)
 	tls, err := secretgen.NewVaultTLS(names)
@@ -124,9 +125,9 @@ func stackSecrets(cfg *stacks.Config) ([]generated, error) {
 		return nil, err
 	}
 	return append(files,
-		generated{"vault-ca.crt", "milner:" + stacks.VaultTLSCAKey, tls.CA},
-		generated{"vault.crt", "milner:" + stacks.VaultTLSCertKey + " (" + strings.Join(names, ", ") + ")", tls.Cert},
-		generated{"vault.key", "milner:" + stacks.VaultTLSKeyKey, tls.Key},
+		generated{"vault-ca.crt", "milner:" + config.VaultTLSCAKey, tls.CA},
+		generated{"vault.crt", "milner:" + config.VaultTLSCertKey + " (" + strings.Join(names, ", ") + ")", tls.Cert},
+		generated{"vault.key", "milner:" + config.VaultTLSKeyKey, tls.Key},
 		generated{"vault-ca.key", "keep offline: signs the next certificate", tls.CAKey},
 	), nil
 }
