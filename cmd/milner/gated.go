@@ -146,9 +146,14 @@ func replaceTargets(resources []engine.Resource, cluster string, nodes []string)
 // substrate objects: empty state while the machines live, or orphans. It
 // reads the libvirt host or the Proxmox API named by the stack's config.
 func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string) error {
+	raw, ok := cfg["milner:substrate"]
+	if !ok {
+		return nil // an existing cluster (startAt: apps) declares no machines
+	}
 	var sub config.SubstrateConfig
-	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil {
-		return nil
+	if err := json.Unmarshal([]byte(raw), &sub); err != nil {
+		// Never a skipped guard: a config the guard cannot read is refused.
+		return refused("milner:substrate: %v; nothing was changed", err)
 	}
 	if sub.Kind == "proxmox" {
 		return guardProxmox(ctx, st, cfg)
