@@ -132,7 +132,7 @@ for n in $nodes; do
     # The milner binary on the bench stack's project (milnerbench wrote it
     # under the state directory), the same backend and passphrase.
     cmp P5 -runs "$runs" \
-      -a "env PATH=$root/.tools/bin:$PATH PULUMI_BACKEND_URL=file://$work/state PULUMI_CONFIG_PASSPHRASE=milner-bench $work/milner up --stack bench$n --dir $work/state/project --yes --replace cp-2" \
+      -a "env PATH=$root/.tools/bin:$PATH PULUMI_BACKEND_URL=file://$work/state PULUMI_CONFIG_PASSPHRASE=milner-bench $work/milner up --stack bench$n -C $work/state/project --yes --replace cp-2" \
       -a-prepare "$mb flip -repo $root -stack bench$n -state $work/state -config $dir/stack.yaml -other $dir/stack-p4.yaml" \
       -b "$(terra apply -auto-approve)" -b-prepare "$mb flip-tf -dir $dir"
   fi

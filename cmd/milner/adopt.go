@@ -129,8 +129,8 @@ and shut-off domains are refused, never adopted.`,
 		},
 	}
 	f.addStack(cmd)
-	cmd.Flags().StringVar(&node, "node", "", "the node whose VM already exists (required)")
-	cmd.Flags().StringVar(&id, "id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox VM id (required)")
+	cmd.Flags().StringVar(&node, "node", "", "the node whose VM already exists (with --id)")
+	cmd.Flags().StringVar(&id, "id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox VM id (with --node)")
 	cmd.Flags().BoolVar(&holder, "holder", false, "Proxmox: the id is the node's disk holder VM (vmId + 1000), recorded as holderAdoptId")
 	cmd.Flags().BoolVar(&all, "all", false, "libvirt: adopt every live object of the stack that its state lacks (recovery from lost state)")
 	_ = cmd.RegisterFlagCompletionFunc("node", completeNodes)

@@ -27,11 +27,42 @@ type stackFlags struct {
 	program pulumi.RunFunc
 }
 
-// addStack declares --stack (required, completed from Pulumi.*.yaml).
+// addStack declares --stack, completed from Pulumi.*.yaml; without it the
+// verb works on the current stack (currentStack).
 func (f *stackFlags) addStack(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.stack, "stack", "s", "", "stack name; its config is Pulumi.<stack>.yaml (required)")
+	cmd.Flags().StringVarP(&f.stack, "stack", "s", "", "stack name; its config is Pulumi.<stack>.yaml (default: the stack 'pulumi stack select' chose)")
+	_ = cmd.RegisterFlagCompletionFunc("stack", completeStacks)
+}
+
+// addExplicitStack declares --stack for a verb that destroys or overwrites
+// (teardown, state restore, secrets import, upgrade): it never falls back
+// to the current stack, so the stack it changes is always typed.
+func (f *stackFlags) addExplicitStack(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.stack, "stack", "s", "", "stack name; its config is Pulumi.<stack>.yaml (required: this verb destroys or overwrites)")
 	_ = cmd.MarkFlagRequired("stack")
 	_ = cmd.RegisterFlagCompletionFunc("stack", completeStacks)
+}
+
+// name is --stack, else the current stack of the project's backend
+// (engine.CurrentStack: what 'pulumi stack select' chose, or PULUMI_STACK).
+func (f *stackFlags) name(cmd *cobra.Command) (string, error) {
+	if f.stack != "" {
+		return f.stack, nil
+	}
+	name, err := engine.CurrentStack(cmd.Context(), projectDir(cmd))
+	if errors.Is(err, engine.ErrNoCurrentStack) {
+		return "", usageError{errors.New("no stack: give --stack <name>, or select one with 'pulumi stack select <name>'")}
+	}
+	if err != nil {
+		return "", err
+	}
+	f.stack = name
+	return name, nil
+}
+
+// addYes declares -y/--yes, which skips the typed confirmation.
+func addYes(cmd *cobra.Command, yes *bool) {
+	cmd.Flags().BoolVarP(yes, "yes", "y", false, "skip the confirmation (typing the stack name); needed without a terminal")
 }
 
 // addJSON declares --json.
@@ -39,9 +70,9 @@ func (f *stackFlags) addJSON(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the result as JSON on stdout (Pulumi's progress goes to stderr)")
 }
 
-// projectDir is the --dir of the command line.
+// projectDir is the -C/--cwd of the command line.
 func projectDir(cmd *cobra.Command) string {
-	dir, _ := cmd.Root().PersistentFlags().GetString("dir")
+	dir, _ := cmd.Root().PersistentFlags().GetString("cwd")
 	return dir
 }
 
@@ -49,6 +80,9 @@ func projectDir(cmd *cobra.Command) string {
 // defers stop. With --json, Pulumi's progress goes to stderr so that
 // stdout is only the JSON.
 func (f *stackFlags) open(cmd *cobra.Command) (ctx context.Context, stop context.CancelFunc, st *engine.Stack, err error) {
+	if _, err := f.name(cmd); err != nil {
+		return nil, nil, nil, err
+	}
 	ctx, stop = signal.NotifyContext(cmd.Context(), os.Interrupt)
 	var progress io.Writer = os.Stdout
 	if f.json {
@@ -111,17 +145,21 @@ func clusterName(cfg map[string]string) string {
 	return c.Name
 }
 
-// confirm asks for a typed word on in; anything else declines. It refuses
-// to ask when in is not a terminal: a script must say --yes (or --confirm).
-func confirm(in *os.File, out io.Writer, question, word, flag string) error {
-	if fi, err := in.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return refused("standard input is not a terminal, so nothing can be confirmed; pass %s to apply without the prompt", flag)
+// confirm is Milner's one confirmation: it asks the user to type the stack
+// name on in; anything else declines. It refuses to ask when in is not a
+// terminal (a script passes --yes) and never accepts an empty word.
+func confirm(in *os.File, out io.Writer, question, stack string) error {
+	if stack == "" {
+		return errors.New("confirm: no stack name to ask for")
 	}
-	_, _ = fmt.Fprintf(out, "%s Type %s: ", question, word)
+	if fi, err := in.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return refused("standard input is not a terminal, so nothing can be confirmed; pass --yes to go on without the prompt")
+	}
+	_, _ = fmt.Fprintf(out, "%s Type the stack name (%s) to go on: ", question, stack)
 	var line string
 	_, _ = fmt.Fscanln(in, &line)
-	if strings.TrimSpace(line) != word {
-		return refused("not confirmed (typed %q, want %q); nothing was changed", strings.TrimSpace(line), word)
+	if strings.TrimSpace(line) != stack {
+		return refused("not confirmed (typed %q, want the stack name %q); nothing was changed", strings.TrimSpace(line), stack)
 	}
 	return nil
 }

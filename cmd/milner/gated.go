@@ -47,6 +47,8 @@ type gated struct {
 	Lagging []string `json:"lagging,omitempty"`
 	// VersionsNote says why the nodes' versions are not known ("" when they are).
 	VersionsNote string `json:"versionsNote,omitempty"`
+	// Versions is the versions table the text prints.
+	Versions versionsView `json:"versions"`
 }
 
 // previewGated is what preview and up share: the guard, a preview with a
@@ -89,6 +91,7 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 	// Talos config change while nodes lag is refused (upgrade.CheckUp).
 	versions := askVersions(ctx, st, f.talosconfig)
 	g.Lagging, g.VersionsNote = upgrade.Lagging(versions.Declared, versions.Rows), versions.Note
+	g.Versions = viewVersions(versions)
 	if err := upgrade.CheckUp(versions.Declared, versions.Rows, configUpdated(g.Report, f.replace)); err != nil {
 		g.Refusals = append(g.Refusals, gate.Refusal{Resource: "Talos machine configs", Reason: err.Error(),
 			Instead: fmt.Sprintf("milner upgrade --stack %s", st.Name())})

@@ -4,20 +4,25 @@
 // the client configs, status and docs of a stack. It works on the same
 // project, stack files, backend and passphrase as the user's `pulumi`.
 //
-// Exit codes: 0 ok; 1 error; 2 usage; 3 refused by a rule (nothing was
-// changed); 4 changes pending (preview/up --expect-no-changes).
+// Exit codes: see exitCodes, the one place they are documented.
 package main
 
 import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// The exit codes, documented in the CLI reference.
+// exitCodes is the root help's (and so docs/cli.md's) one description of
+// the exit codes; run picks the code by the error's type, never its text.
+const exitCodes = `Exit codes, the same for every verb: 0 ok; 1 error; 2 usage (a flag,
+argument or verb milner does not take, a required flag missing); 3 refused
+by a rule, nothing was changed; 4 changes pending or drift
+(--expect-no-changes, docs --check).`
+
+// The exit codes.
 const (
 	exitOK      = 0
 	exitError   = 1
@@ -41,6 +46,8 @@ var errPending = errors.New("changes pending")
 // usageError marks a command-line mistake (exit code 2).
 type usageError struct{ error }
 
+func (u usageError) Unwrap() error { return u.error }
+
 func main() { os.Exit(run(os.Args[1:])) }
 
 // run runs the milner command line and returns its exit code.
@@ -52,30 +59,64 @@ func run(args []string) int {
 		return exitOK
 	}
 	fmt.Fprintf(os.Stderr, "milner: %v\n", err)
+	return exitCode(err)
+}
+
+// exitCode is the exit code of a failed command, by the error's type.
+func exitCode(err error) int {
 	var r *refusal
 	var u usageError
 	switch {
+	case errors.As(err, &u):
+		return exitUsage
 	case errors.As(err, &r):
 		return exitRefused
 	case errors.Is(err, errPending):
 		return exitPending
-	case errors.As(err, &u), isCobraUsage(err):
-		return exitUsage
 	default:
 		return exitError
 	}
 }
 
-// isCobraUsage reports cobra's own command-line errors, which it returns
-// as plain errors: an unknown verb, a missing required flag, bad arguments.
-func isCobraUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "required flag", "accepts ", "unknown flag", "unknown shorthand"} {
-		if strings.HasPrefix(msg, p) {
-			return true
+// usageArgs makes an Args validator's error a usageError.
+func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := v(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// typedUsage makes every command-line mistake cobra can find a usageError,
+// so run tells them by type: flag errors through the flag-error func,
+// positional arguments through each command's Args (a verb with
+// sub-verbs takes none: an unknown sub-verb is a usage error, not a help
+// page), and required flags checked before cobra's own untyped check.
+func typedUsage(root *cobra.Command) {
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		for _, check := range []func() error{cmd.ValidateRequiredFlags, cmd.ValidateFlagGroups} {
+			if err := check(); err != nil {
+				return usageError{err}
+			}
+		}
+		return nil
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() && !c.Runnable() {
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+		if c.Args == nil {
+			c.Args = cobra.NoArgs
+		}
+		c.Args = usageArgs(c.Args)
+		for _, sub := range c.Commands() {
+			walk(sub)
 		}
 	}
-	return false
+	walk(root)
 }
 
 // newRoot builds the command tree.
@@ -87,17 +128,27 @@ func newRoot() *cobra.Command {
 Helm apps) on the same project, stacks, backend and passphrase as pulumi:
 PULUMI_BACKEND_URL or 'pulumi login', PULUMI_CONFIG_PASSPHRASE(_FILE).
 Every change is previewed, checked against the layer rules, and applied
-exactly as previewed. Exit codes: 0 ok, 1 error, 2 usage, 3 refused by a
-rule (nothing changed), 4 changes pending (--expect-no-changes).`,
+exactly as previewed.
+
+The stack is --stack, else the one 'pulumi stack select' chose (or
+PULUMI_STACK); teardown, state restore, secrets import and upgrade, which
+destroy or overwrite, take only an explicit --stack. A confirmation asks
+you to type the stack name; -y/--yes skips it, and without a terminal
+nothing is confirmed.
+
+` + exitCodes,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.PersistentFlags().String("dir", ".", "project directory (Pulumi.yaml, Pulumi.<stack>.yaml, .tools/bin)")
+	dir := root.PersistentFlags().StringP("cwd", "C", ".", "run as if milner was started in this directory: the project (Pulumi.yaml, Pulumi.<stack>.yaml, .tools/bin)")
+	root.PersistentFlags().StringVar(dir, "dir", ".", "the same as --cwd")
+	_ = root.PersistentFlags().MarkDeprecated("dir", "use -C/--cwd")
 	root.AddCommand(
 		previewCmd(), upCmd(), refreshCmd(), outputCmd(), statusCmd(),
 		clientCmd(kubeconfig), clientCmd(talosconfig),
 		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), stateCmd(), checkCmd(), docsCmd(), versionCmd(),
 	)
+	root.InitDefaultCompletionCmd()
+	typedUsage(root)
 	return root
 }

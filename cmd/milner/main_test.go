@@ -22,11 +22,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"version"}, exitOK},
 		{[]string{"completion", "bash"}, exitOK},
 		{[]string{"nope"}, exitUsage},
-		{[]string{"up"}, exitUsage}, // --stack is required
+		{[]string{"teardown"}, exitUsage}, // --stack is required
 		{[]string{"preview", "--stack", "x", "--bogus"}, exitUsage},
 		{[]string{"check"}, exitUsage},
-		{[]string{"teardown", "--stack", "x", "cp-1"}, exitRefused}, // no partial teardown
-		{[]string{"up", "--stack", "../prod"}, exitError},           // not a stack name
+		{[]string{"teardown", "--stack", "x", "cp-1"}, exitUsage}, // no partial teardown: a target is a usage error
+		{[]string{"up", "--stack", "../prod"}, exitError},         // not a stack name
 	} {
 		assert.Equal(t, tc.want, run(tc.args), "%v", tc.args)
 	}
@@ -38,7 +38,7 @@ func TestConfirmNeedsATerminal(t *testing.T) {
 	require.NoError(t, err)
 	_, _ = w.WriteString("yes\n")
 	require.NoError(t, w.Close())
-	err = confirm(r, os.Stderr, "Apply?", "yes", "--yes")
+	err = confirm(r, os.Stderr, "Apply?", "dev")
 	var ref *refusal
 	require.ErrorAs(t, err, &ref)
 	assert.Contains(t, err.Error(), "--yes")
@@ -46,7 +46,7 @@ func TestConfirmNeedsATerminal(t *testing.T) {
 
 func TestCompletion(t *testing.T) {
 	root := newRoot()
-	require.NoError(t, root.PersistentFlags().Set("dir", "../.."))
+	require.NoError(t, root.PersistentFlags().Set("cwd", "../.."))
 	stacks, _ := completeStacks(root, nil, "")
 	assert.Contains(t, stacks, "dev")
 	assert.Contains(t, stacks, "prod")

@@ -26,7 +26,7 @@ shows the difference between the program and what is live. Use
 			}
 			defer stop()
 			if !yes {
-				if err := confirm(os.Stdin, os.Stdout, fmt.Sprintf("Record the live state of stack %q's resources?", st.Name()), "yes", "--yes"); err != nil {
+				if err := confirm(os.Stdin, os.Stdout, "Record the live state of the stack's resources?", st.Name()); err != nil {
 					return err
 				}
 			}
@@ -39,6 +39,6 @@ shows the difference between the program and what is live. Use
 		},
 	}
 	f.addStack(cmd)
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "refresh without the typed confirmation")
+	addYes(cmd, &yes)
 	return cmd
 }

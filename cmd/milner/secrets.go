@@ -23,9 +23,9 @@ import (
 func secretsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "secrets",
-		Short: "Export the cluster's Talos secrets bundle age-encrypted, or import it back after state loss",
+		Short: "Generate a new stack's secrets; export the cluster's Talos secrets bundle age-encrypted, or import it back after state loss",
 	}
-	cmd.AddCommand(secretsExportCmd(), secretsImportCmd())
+	cmd.AddCommand(secretsGenerateCmd(), secretsExportCmd(), secretsImportCmd())
 	return cmd
 }
 
@@ -74,7 +74,7 @@ func secretsExportCmd() *cobra.Command {
 	}
 	f.addStack(cmd)
 	cmd.Flags().StringVar(&out, "out", "", "the encrypted bundle file to write (required; never commit it)")
-	cmd.Flags().StringArrayVar(&recipients, "recipient", nil, "an age public key (age1..., from age-keygen) that may decrypt it (repeatable, at least one)")
+	cmd.Flags().StringArrayVar(&recipients, "recipient", nil, "an age public key (age1..., from age-keygen) that may decrypt it (required; repeatable)")
 	_ = cmd.MarkFlagRequired("out")
 	_ = cmd.MarkFlagRequired("recipient")
 	return cmd
@@ -136,8 +136,8 @@ adopting the nodes; docs/runbooks/recover.md.`,
 			return nil
 		},
 	}
-	f.addStack(cmd)
-	cmd.Flags().StringVar(&in, "in", "", "the encrypted bundle `milner secrets export` wrote (required)")
+	f.addExplicitStack(cmd)
+	cmd.Flags().StringVar(&in, "in", "", "the encrypted bundle 'milner secrets export' wrote (required)")
 	cmd.Flags().StringVar(&identity, "identity", "", "the age key file (AGE-SECRET-KEY-1...) of one of its recipients (required)")
 	_ = cmd.MarkFlagRequired("in")
 	_ = cmd.MarkFlagRequired("identity")

@@ -101,7 +101,7 @@ the restored state; docs/runbooks/state.md.`,
 			fmt.Printf("milner state restore: stack %q from backup %s: %d resources; %d only in the backup, %d only in the current state, %d with another id; the current state is kept as a new backup first\n",
 				st.Name(), id, len(backup.Resources), only, len(ids), changed)
 			if !yes {
-				if err := confirm(os.Stdin, os.Stdout, "Replace the stack's state with this backup?", st.Name(), "--yes"); err != nil {
+				if err := confirm(os.Stdin, os.Stdout, "Replace the stack's state with this backup?", st.Name()); err != nil {
 					return err
 				}
 			}
@@ -112,9 +112,9 @@ the restored state; docs/runbooks/state.md.`,
 			return nil
 		},
 	}
-	f.addStack(cmd)
-	cmd.Flags().StringVar(&id, "backup", "", "the backup id from `milner state backups`, or latest (required)")
-	cmd.Flags().BoolVar(&yes, "yes", false, "restore without the typed confirmation (the stack name)")
+	f.addExplicitStack(cmd)
+	cmd.Flags().StringVar(&id, "backup", "", "the backup id from 'milner state backups', or latest (required)")
+	addYes(cmd, &yes)
 	_ = cmd.MarkFlagRequired("backup")
 	return cmd
 }

@@ -18,6 +18,8 @@ type status struct {
 	Resources map[string]int `json:"resourcesByLayer"`
 	Protected int            `json:"protected"`
 	Nodes     any            `json:"nodes"`
+	// Versions is --versions: what each node runs against the declared.
+	Versions *versionsView `json:"versions,omitempty"`
 }
 
 func statusCmd() *cobra.Command {
@@ -61,6 +63,10 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 				}
 			}
 			if f.json {
+				if versions {
+					v := viewVersions(askVersions(ctx, st, talosconfigFile))
+					s.Versions = &v
+				}
 				return writeJSON(os.Stdout, s)
 			}
 			defer func() {

@@ -13,21 +13,22 @@ import (
 func teardownCmd() *cobra.Command {
 	f := &stackFlags{}
 	var confirmName string
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "teardown",
-		Short: "Remove the WHOLE stack, protected disks and data included, after typing the cluster name",
+		Short: "Remove the WHOLE stack, protected disks and data included, after typing the stack name",
 		Long: `teardown is the only path that removes protected resources, and it is a full
 teardown, never a recovery tool: a node is recovered with
-'milner up --replace <node>'. It lists everything, asks for the cluster's
-name, unprotects and destroys the whole stack, and removes the cluster's
+'milner up --replace <node>'. It lists everything, asks you to type the
+stack name, unprotects and destroys the whole stack, and removes the cluster's
 contexts from the kubeconfig and talosconfig that 'milner kubeconfig' and
 'milner talosconfig' wrote. If the destroy fails, what it had unprotected
 and not yet deleted is protected again.`,
 		Example: `  milner teardown --stack dev
-  milner teardown --stack dev --confirm milner-dev   # scripts: the cluster name`,
+  milner teardown --stack dev --yes   # scripts`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return refused("teardown takes no target (got %v): it removes the whole stack or nothing; to recover one node use `milner up --replace <node>`", args)
+				return usageError{fmt.Errorf("teardown takes no target (got %v): it removes the whole stack or nothing; to recover one node use `milner up --replace <node>`", args)}
 			}
 			return nil
 		},
@@ -59,12 +60,13 @@ and not yet deleted is protected again.`,
 				}
 				fmt.Printf("  - %s %s%s\n", r.Type, r.Name(), mark)
 			}
-			if confirmName == "" {
-				if err := confirm(os.Stdin, os.Stdout, "This cannot be undone.", cluster, "--confirm "+cluster); err != nil {
+			switch {
+			case confirmName != "" && confirmName != cluster:
+				return refused("--confirm %q is not the cluster name %q; nothing was deleted", confirmName, cluster)
+			case confirmName == "" && !yes:
+				if err := confirm(os.Stdin, os.Stdout, "This cannot be undone.", st.Name()); err != nil {
 					return err
 				}
-			} else if confirmName != cluster {
-				return refused("--confirm %q is not the cluster name %q; nothing was deleted", confirmName, cluster)
 			}
 
 			// Proxmox holders also carry PVE's own protection flag, which
@@ -103,8 +105,10 @@ and not yet deleted is protected again.`,
 			return nil
 		},
 	}
-	f.addStack(cmd)
-	cmd.Flags().StringVar(&confirmName, "confirm", "", "the cluster name (milner:cluster.name), for scripts instead of typing it")
+	f.addExplicitStack(cmd)
+	addYes(cmd, &yes)
+	cmd.Flags().StringVar(&confirmName, "confirm", "", "the cluster name (milner:cluster.name), for scripts instead of typing the stack name")
+	_ = cmd.Flags().MarkDeprecated("confirm", "use --yes (with --stack)")
 	return cmd
 }
 

@@ -67,7 +67,7 @@ the preview did not show rather than take it.`,
 				return finish(err)
 			}
 			if !yes {
-				if err := confirm(os.Stdin, out, fmt.Sprintf("Apply exactly this delta to stack %q?", st.Name()), "yes", "--yes"); err != nil {
+				if err := confirm(os.Stdin, out, "Apply exactly this delta?", st.Name()); err != nil {
 					return finish(err)
 				}
 			}
@@ -86,7 +86,7 @@ the preview did not show rather than take it.`,
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "apply without the typed confirmation")
+	addYes(cmd, &yes)
 	cmd.Flags().BoolVar(&allowContract, "allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
 	return cmd
 }

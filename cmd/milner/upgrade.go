@@ -74,7 +74,7 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 					return true
 				}
 				fmt.Println("then: record the nodes' Talos configs in the state (a gated up of those configs only)")
-				declined = confirm(os.Stdin, os.Stdout, "Upgrade these nodes, one at a time?", s.Config.Cluster.Name, "--yes")
+				declined = confirm(os.Stdin, os.Stdout, "Upgrade these nodes, one at a time?", st.Name())
 				return declined == nil
 			})
 			switch {
@@ -89,10 +89,10 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 			return recordConfigs(ctx, f, st, talosconfigFile, yes)
 		},
 	}
-	f.addStack(cmd)
+	f.addExplicitStack(cmd)
 	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "run without the typed confirmations")
+	addYes(cmd, &yes)
 	return cmd
 }
 
@@ -120,7 +120,7 @@ func recordConfigs(ctx context.Context, f *stackFlags, st *engine.Stack, talosco
 		return nil
 	}
 	if !yes {
-		if err := confirm(os.Stdin, os.Stdout, "Record these Talos configs (the nodes already hold them but for the installer reference, applied live)?", "yes", "--yes"); err != nil {
+		if err := confirm(os.Stdin, os.Stdout, "Record these Talos configs (the nodes already hold them but for the installer reference, applied live)?", st.Name()); err != nil {
 			return err
 		}
 	}

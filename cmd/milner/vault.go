@@ -41,7 +41,7 @@ used once and never written anywhere.`,
   milner vault unseal --addr https://127.0.0.1:8200 --ca-file ca.crt   # asks for the shares
   milner vault audit  --addr https://127.0.0.1:8200 --ca-file ca.crt --token-file -`,
 	}
-	cmd.PersistentFlags().StringVar(&addr, "addr", "", "Vault's https:// address, e.g. https://127.0.0.1:8200 through `kubectl -n vault port-forward vault-0 8200` (required)")
+	cmd.PersistentFlags().StringVar(&addr, "addr", "", "Vault's https:// address, e.g. https://127.0.0.1:8200 through 'kubectl -n vault port-forward vault-0 8200' (required)")
 	cmd.PersistentFlags().StringVar(&caFile, "ca-file", "", "the CA certificate that issued Vault's certificate (the value of milner:vaultTlsCa) (required)")
 	_ = cmd.MarkPersistentFlagRequired("addr")
 	_ = cmd.MarkPersistentFlagRequired("ca-file")

@@ -108,7 +108,7 @@ func (s *milnerScenario) milner(args ...string) cmdResult {
 // milnerIn is milner with stdin.
 func (s *milnerScenario) milnerIn(stdin string, args ...string) cmdResult {
 	s.t.Helper()
-	full := append([]string{args[0], "--stack", milnerStack, "--dir", s.dir}, args[1:]...)
+	full := append([]string{args[0], "--stack", milnerStack, "-C", s.dir}, args[1:]...)
 	cmd := exec.Command(s.bin, full...)
 	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend(), "PULUMI_CONFIG_PASSPHRASE="+itPassphrase)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -339,11 +339,11 @@ func TestMilnerTeardown(t *testing.T) {
 		virsh(t, "pool-info", s.cluster)
 	}
 
-	refused(t, "teardown, stdin not a terminal", s.milnerIn("", "teardown"), "refused", "not a terminal", "--confirm "+s.cluster)
+	refused(t, "teardown, stdin not a terminal", s.milnerIn("", "teardown"), "refused", "not a terminal", "--yes")
 	intact("after teardown with stdin not a terminal")
 	refused(t, "teardown --confirm <stack name>", s.milner("teardown", "--confirm", milnerStack), "refused", "not the cluster name")
 	intact("after teardown --confirm with the stack name")
-	refused(t, "teardown with a target", s.milner("teardown", "--confirm", s.cluster, "w-1"), "refused", "takes no target")
+	refused(t, "teardown with a target", s.milner("teardown", "--confirm", s.cluster, "w-1"), "takes no target")
 	intact("after teardown with a target")
 
 	r := s.mustMilner("teardown", "--confirm", s.cluster)

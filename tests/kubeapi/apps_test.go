@@ -550,7 +550,7 @@ func (s *appsScenario) milner(args ...string) (int, string) {
 	if milnerErr != nil {
 		s.t.Fatal(milnerErr)
 	}
-	full := append([]string{args[0], "--stack", stackName, "--dir", s.dir}, args[1:]...)
+	full := append([]string{args[0], "--stack", stackName, "-C", s.dir}, args[1:]...)
 	cmd := exec.Command(milnerBin, full...)
 	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend, "PULUMI_CONFIG_PASSPHRASE="+passphrase)
 	start := time.Now()
