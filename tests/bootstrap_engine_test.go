@@ -21,6 +21,9 @@ package tests
 import (
 	"context"
 	"errors"
+	"maps"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/blang/semver"
@@ -38,6 +41,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 
+	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 )
 
@@ -150,11 +155,22 @@ func (r *bootstrapRun) op(snap *deploy.Snapshot, dryRun bool) (*deploy.Snapshot,
 }
 
 // programBootstrap is the real program's bootstrap registration on the dev
-// stack, adopted or not.
+// stack, adopted (the record written as `milner adopt` writes it, into a
+// copy of Pulumi.dev.yaml) or not.
 func programBootstrap(t *testing.T, adopted bool) (importID string, ignore []string) {
 	cfg := stackConfig(t, "dev", devSecrets)
 	if adopted {
-		cfg = patchKey(t, cfg, "milner:cluster", func(v any) { v.(map[string]any)["adoptBootstrap"] = true })
+		orig, err := os.ReadFile("../Pulumi.dev.yaml")
+		require.NoError(t, err)
+		path := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
+		require.NoError(t, os.WriteFile(path, orig, 0o644))
+		_, err = stackfile.SetClusterFlag(path, "adoptBootstrap")
+		require.NoError(t, err)
+		recorded, err := mockrun.ReadStackConfig(path)
+		require.NoError(t, err)
+		maps.Copy(recorded, devSecrets)
+		require.NotEqual(t, cfg["milner:cluster"], recorded["milner:cluster"])
+		cfg = recorded
 	}
 	b, ok := runStack(t, "dev", cfg).ByName(tBootstrap, "milner-dev-bootstrap")
 	require.True(t, ok)

@@ -55,3 +55,15 @@ func TestAskEtcdUnreachableIsNotBootstrapped(t *testing.T) {
 	assert.False(t, e.Bootstrapped())
 	assert.Len(t, e.Unanswered, 3)
 }
+
+// Control planes that answer but list no member (an answer is not a
+// bootstrap) are not a bootstrapped cluster either.
+func TestAskEtcdAnswerWithoutMembersIsNotBootstrapped(t *testing.T) {
+	fc, d, tc := newFake(t, fiveNodes()...)
+	for _, n := range fc.nodes {
+		n.memberID = 0
+	}
+	e := askEtcd(t, d, tc)
+	assert.False(t, e.Bootstrapped(), e.String())
+	assert.Equal(t, []string{"cp-1: no members", "cp-2: no members", "cp-3: no members"}, e.Unanswered)
+}
