@@ -91,30 +91,17 @@ func askBootstrap(ctx context.Context, st *engine.Stack) (b bootstrapState, ok b
 	return b, true, nil
 }
 
-// bootstrapRefusals refuses a preview that creates the bootstrap of a
-// cluster whose control planes list etcd members: Talos answers a second
-// bootstrap AlreadyExists, which the provider retries until its timeout,
-// failing the up before the health gate and the apps. It asks the nodes
-// only when the preview creates a bootstrap beside nodes not created by it.
+// bootstrapRefusals applies gate.CheckBootstrap, asking the control
+// planes only when the preview could bootstrap a second time.
 func bootstrapRefusals(ctx context.Context, st *engine.Stack, steps []gate.Step) ([]gate.Refusal, error) {
-	creates, existing := false, false
-	for _, s := range steps {
-		if s.Type == gate.TypeTalosSecrets && s.Op == "create" {
-			return nil, nil // a new bundle beside nodes: the secrets rule refuses it
-		}
-		creates = creates || (s.Type == gate.TypeTalosBootstrap && s.Op == "create")
-		existing = existing || (s.Type == gate.TypeConfigApply || gate.LayerOf(s.Type, s.Name()) == gate.Disposable) && s.Op != "create"
-	}
-	if !creates || !existing {
+	if !gate.BootstrapNeedsAsking(steps) {
 		return nil, nil
 	}
 	b, ok, err := askBootstrap(ctx, st)
-	if err != nil || !ok || !b.Etcd.Bootstrapped() {
+	if err != nil || !ok {
 		return nil, err
 	}
-	return []gate.Refusal{{Resource: "bootstrap",
-		Reason:  fmt.Sprintf("the preview creates the cluster's etcd bootstrap, but it was bootstrapped already: %s; Talos refuses a second bootstrap", b.Etcd),
-		Instead: fmt.Sprintf("record it: `milner adopt --stack %s --bootstrap`", st.Name())}}, nil
+	return gate.CheckBootstrap(steps, b.Etcd.Bootstrapped(), b.Etcd.String(), st.Name()), nil
 }
 
 // recordBootstrap records milner:cluster.adoptBootstrap in the stack file
