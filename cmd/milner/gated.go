@@ -13,7 +13,7 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/upgrade"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // gatedFlags are the flags of preview and up.
@@ -148,7 +148,7 @@ func replaceTargets(resources []engine.Resource, cluster string, nodes []string)
 // substrate objects: empty state while the machines live, or orphans. It
 // reads the libvirt host or the Proxmox API named by the stack's config.
 func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string) error {
-	var sub stacks.SubstrateConfig
+	var sub config.SubstrateConfig
 	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil {
 		return nil
 	}
@@ -186,8 +186,8 @@ type libvirtView struct {
 	live     []guard.Object
 }
 
-func viewLibvirt(ctx context.Context, st *engine.Stack, cfg map[string]string, lv *stacks.LibvirtConfig) (*libvirtView, error) {
-	uri := stacks.DefaultLibvirtURI
+func viewLibvirt(ctx context.Context, st *engine.Stack, cfg map[string]string, lv *config.LibvirtConfig) (*libvirtView, error) {
+	uri := config.DefaultLibvirtURI
 	if lv != nil && lv.URI != "" {
 		uri = lv.URI
 	}
