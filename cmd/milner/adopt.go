@@ -12,6 +12,7 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/stackfile"
+	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
 

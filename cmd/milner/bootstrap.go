@@ -15,7 +15,7 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/internal/upgrade"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // etcdAskTimeout bounds asking the control planes for etcd members (at
@@ -68,7 +68,7 @@ func askBootstrap(ctx context.Context, st *engine.Stack) (b bootstrapState, ok b
 	if err != nil {
 		return b, false, err
 	}
-	if !s.Config.Declares(stacks.LayerTalos) {
+	if !s.Config.Declares(config.LayerTalos) {
 		return b, false, nil
 	}
 	b.Recorded = s.Config.Cluster.AdoptBootstrap
