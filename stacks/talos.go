@@ -31,6 +31,12 @@ var KubeconfigSecretOutputs = []string{"kubeconfigRaw", "kubernetesClientConfigu
 // after it instead of holding it.
 const HealthTimeout = "10m"
 
+// BootstrapImportID is the id terraform-provider-talos v0.10.1 gives every
+// bootstrap (talos_machine_bootstrap_resource.go: Create and ImportState set
+// "machine_bootstrap"; Read and Delete do nothing): importing it records a
+// bootstrap in state without calling the Talos API.
+const BootstrapImportID = "machine_bootstrap"
+
 // RenderedConfig is one node's rendered machine configuration, its own patch
 // applied. It needs nothing of the machine, so a substrate may take it
 // before the node exists (e.g. on a cloud-init drive).
@@ -114,6 +120,29 @@ func renderConfig(ctx *pulumi.Context, cfg *config.Config, secrets *machine.Secr
 		Examples:          pulumi.Bool(false),
 	})
 	return pulumi.ToSecret(rendered.MachineConfiguration()).(pulumi.StringOutput)
+}
+
+// bootstrapOptions are the bootstrap's options for a cluster bootstrapped in
+// this state (adopted false) or outside it (adopted true).
+//
+// Bootstrapped here: the node and endpoint it dialled are ignored later, so
+// removing or readdressing the first control plane never plans a change.
+//
+// Adopted: the provider's import records only the id (its ImportState sets
+// nothing else and its Read does nothing), and Pulumi resets an ignored
+// input to the imported value, deleting it when the import has none
+// (pulumi v3.276.0 step_generator.go processIgnoreChanges, PropertyPath.Reset
+// in properties_path.go): an ignored node would leave the required input
+// empty and the import would fail. So an adopted bootstrap ignores nothing;
+// the engine follows the import with an update that stores the program's
+// node, endpoint and client configuration (the provider's Update only
+// stores its plan). A later change of the first control plane's address is
+// then such a state-only update too.
+func bootstrapOptions(adopted bool) []pulumi.ResourceOption {
+	if adopted {
+		return []pulumi.ResourceOption{pulumi.Import(pulumi.ID(BootstrapImportID))}
+	}
+	return []pulumi.ResourceOption{pulumi.IgnoreChanges([]string{"node", "endpoint"})}
 }
 
 // PatchArgs are the cluster-wide values of every node's own patch.
@@ -227,11 +256,10 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 		// holds its configuration.
 		Node:     firstCP.Apply.Node,
 		Endpoint: firstCP.Apply.Endpoint,
-	},
+	}, append(bootstrapOptions(cfg.Cluster.AdoptBootstrap),
 		pulumi.Aliases(aliases),
-		pulumi.IgnoreChanges([]string{"node", "endpoint"}),
 		pulumi.AdditionalSecretOutputs(BootstrapSecretOutputs),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("talos %q: bootstrap: %w", name, err)
 	}

@@ -12,13 +12,14 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/stackfile"
+	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
 
 func adoptCmd() *cobra.Command {
 	f := &stackFlags{}
 	var node, id string
-	var holder, all bool
+	var holder, all, bootstrap bool
 	cmd := &cobra.Command{
 		Use:   "adopt",
 		Short: "Record existing objects' ids (one node's VM, or --all) for the next up to import, and show that the adoption replaces nothing",
@@ -32,17 +33,34 @@ state lacks: each domain as its node's adoptId, the pool, network and
 volumes under milner:substrate.libvirt.adopt by logical name. That is how a
 stack whose state was lost takes its machines and disks back
 (docs/runbooks/recover.md). Another stack's objects (owner tag, pool path)
-and shut-off domains are refused, never adopted.`,
+and shut-off domains are refused, never adopted.
+
+Every adoption of a stack that declares the Talos layer also records the
+cluster's bootstrap when its state lacks it: Milner asks the control
+planes, through the Talos API with the client certificate of the secrets
+bundle in state, for etcd's members (talosctl etcd members); if one lists
+members, milner:cluster.adoptBootstrap is set and the next up imports
+<cluster>-bootstrap (a state-only record) instead of bootstrapping etcd a
+second time. Live VMs alone are no evidence. Without the bundle in state
+the adoption is refused: run 'milner secrets import' first. --bootstrap
+records only that (e.g. after the gate refused a second bootstrap).`,
 		Example: `  milner adopt --stack dev --node cp-2 --id "$(virsh domuuid milner-dev-cp-2)"
   milner adopt --stack dev --all
   milner adopt --stack prod --node cp-1 --id 301
-  milner adopt --stack prod --node cp-1 --id 1301 --holder`,
+  milner adopt --stack prod --node cp-1 --id 1301 --holder
+  milner adopt --stack dev --bootstrap`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if all == (node != "" || id != "" || holder) {
-				return usageError{errors.New("adopt takes either --node and --id (one VM) or --all")}
+			modes := 0
+			for _, m := range []bool{all, node != "" || id != "" || holder, bootstrap} {
+				if m {
+					modes++
+				}
 			}
-			if !all && (node == "" || id == "") {
+			if modes != 1 {
+				return usageError{errors.New("adopt takes one of --node and --id (one VM), --all, or --bootstrap")}
+			}
+			if !all && !bootstrap && (node == "" || id == "") {
 				return usageError{errors.New("adopt --node needs --id")}
 			}
 			ctx, stop, st, err := f.open(cmd)
@@ -53,7 +71,10 @@ and shut-off domains are refused, never adopted.`,
 			file := st.File()
 			var before []byte
 			what := fmt.Sprintf("node %q", node)
-			if all {
+			switch {
+			case bootstrap:
+				what, id = "the bootstrap", stacks.BootstrapImportID
+			case all:
 				cfg, err := st.Config()
 				if err != nil {
 					return err
@@ -82,7 +103,7 @@ and shut-off domains are refused, never adopted.`,
 				if before, err = stackfile.SetAdoption(file, a.Nodes, a.Objects); err != nil {
 					return err
 				}
-			} else {
+			default:
 				field := "adoptId"
 				if holder {
 					field = "holderAdoptId"
@@ -90,6 +111,21 @@ and shut-off domains are refused, never adopted.`,
 				if before, err = stackfile.SetNodeField(file, node, field, id); err != nil {
 					return err
 				}
+			}
+			// The cluster-level Talos record: the bootstrap, by evidence.
+			wrote, err := recordBootstrap(ctx, st)
+			switch {
+			case err != nil && before != nil:
+				if werr := os.WriteFile(file, before, 0o644); werr != nil {
+					return errors.Join(err, fmt.Errorf("restore %s: %w", file, werr))
+				}
+				return err
+			case err != nil:
+				return err
+			case before == nil && wrote == nil:
+				return refused("nothing to record: the state of stack %q holds its bootstrap, the stack file records it, or no control plane lists etcd members (see above)", st.Name())
+			case before == nil:
+				before = wrote
 			}
 			// Anything but a clean adoption restores the stack file as it was.
 			restore := func(cause error) error {
@@ -107,6 +143,16 @@ and shut-off domains are refused, never adopted.`,
 				return restore(err)
 			}
 			gate.NewReport(res.Steps, clusterName(cfg)).Write(os.Stdout)
+			refusals, err := secretsBundleRefusals(st, cfg, res.Steps)
+			if err != nil {
+				return restore(err)
+			}
+			if len(refusals) > 0 {
+				for _, r := range refusals {
+					fmt.Fprintf(os.Stderr, "  - %s\n", r)
+				}
+				return restore(refused("adopting %s would create a new cluster secrets bundle beside the cluster's nodes (see above); %s is unchanged", what, file))
+			}
 			var bad []string
 			imported := false
 			for _, s := range res.Steps {
@@ -132,6 +178,7 @@ and shut-off domains are refused, never adopted.`,
 	cmd.Flags().StringVar(&node, "node", "", "the node whose VM already exists (with --id)")
 	cmd.Flags().StringVar(&id, "id", "", "the VM's id: libvirt domain UUID (virsh domuuid) or Proxmox VM id (with --node)")
 	cmd.Flags().BoolVar(&holder, "holder", false, "Proxmox: the id is the node's disk holder VM (vmId + 1000), recorded as holderAdoptId")
+	cmd.Flags().BoolVar(&bootstrap, "bootstrap", false, "record only the cluster's bootstrap (asks the control planes for etcd members)")
 	cmd.Flags().BoolVar(&all, "all", false, "libvirt: adopt every live object of the stack that its state lacks (recovery from lost state)")
 	_ = cmd.RegisterFlagCompletionFunc("node", completeNodes)
 	return cmd

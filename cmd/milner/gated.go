@@ -84,6 +84,11 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 		return nil, nil, err
 	}
 	g.Refusals = append(g.Refusals, bundle...)
+	second, err := bootstrapRefusals(ctx, st, res.Steps)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.Refusals = append(g.Refusals, second...)
 	if err := verifyBootImage(cfg, g.Report); err != nil {
 		return nil, nil, err
 	}

@@ -53,3 +53,44 @@ func isNodeType(s Step) bool {
 	}
 	return s.Type == TypeConfigApply
 }
+
+// BootstrapNeedsAsking reports whether a preview creates the cluster's
+// bootstrap beside nodes it does not create (in state, replaced or being
+// imported) and keeps the secrets bundle: only then can the bootstrap be a
+// second one, and the control planes are asked (CheckBootstrap). A preview
+// that creates a bundle beside nodes is refused by CheckSecretsBundle.
+func BootstrapNeedsAsking(steps []Step) bool {
+	creates, existing := false, false
+	for _, s := range steps {
+		switch {
+		case s.Type == TypeTalosSecrets && s.Op == apitype.OpCreate:
+			return false
+		case s.Type == TypeTalosBootstrap && s.Op == apitype.OpCreate:
+			creates = true
+		case isNodeType(s) && s.Op != apitype.OpCreate:
+			existing = true
+		}
+	}
+	return creates && existing
+}
+
+// CheckBootstrap refuses a preview that creates the bootstrap of a cluster
+// whose control planes list etcd members (bootstrapped, with the evidence):
+// Talos answers a second bootstrap AlreadyExists "etcd data directory is
+// not empty" (machined v1alpha1_server.go), which terraform-provider-talos
+// v0.10.1 retries until its timeout, failing the up before the health gate
+// and the apps.
+func CheckBootstrap(steps []Step, bootstrapped bool, evidence, stack string) []Refusal {
+	if !bootstrapped || !BootstrapNeedsAsking(steps) {
+		return nil
+	}
+	var out []Refusal
+	for _, s := range steps {
+		if s.Type == TypeTalosBootstrap && s.Op == apitype.OpCreate {
+			out = append(out, Refusal{s.Name(),
+				fmt.Sprintf("the cluster's etcd would be bootstrapped again, but it is bootstrapped: %s; Talos refuses a second bootstrap", evidence),
+				fmt.Sprintf("record it: `milner adopt --stack %s --bootstrap`", stack)})
+		}
+	}
+	return out
+}

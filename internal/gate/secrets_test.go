@@ -51,3 +51,33 @@ func TestSecretsBundleIsNeverCreatedBesideExistingNodes(t *testing.T) {
 		})
 	}
 }
+
+func TestSecondBootstrapIsRefusedOnEtcdEvidence(t *testing.T) {
+	create := step(apitype.OpCreate, TypeTalosBootstrap, "c-bootstrap")
+	for _, tc := range []struct {
+		name         string
+		steps        []Step
+		bootstrapped bool
+		refuse       bool
+	}{
+		{"clean install", []Step{create, step(apitype.OpCreate, TypeLibvirtDomain, "c-cp-1"), step(apitype.OpCreate, TypeConfigApply, "cp-1-apply")}, true, false},
+		{"adopted nodes, etcd lists members", []Step{create, step(apitype.OpImport, TypeLibvirtDomain, "c-cp-1")}, true, true},
+		{"nodes in state, etcd lists members", []Step{create, step(apitype.OpSame, TypeLibvirtDomain, "c-cp-1"), step(apitype.OpUpdate, TypeConfigApply, "cp-1-apply")}, true, true},
+		{"adopted VMs of a cluster that never was", []Step{create, step(apitype.OpImport, TypeLibvirtDomain, "c-cp-1")}, false, false},
+		{"bootstrap recorded", []Step{step(apitype.OpImport, TypeTalosBootstrap, "c-bootstrap"), step(apitype.OpImport, TypeLibvirtDomain, "c-cp-1")}, true, false},
+		{"new bundle too: the secrets rule speaks", []Step{create, step(apitype.OpCreate, TypeTalosSecrets, "c-secrets"), step(apitype.OpImport, TypeLibvirtDomain, "c-cp-1")}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CheckBootstrap(tc.steps, tc.bootstrapped, `control plane "cp-1" lists 3 etcd members`, "dev")
+			if !tc.refuse {
+				if len(got) > 0 {
+					t.Fatalf("refused: %v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Resource != "c-bootstrap" || !strings.Contains(got[0].Reason, "lists 3 etcd members") || !strings.Contains(got[0].Instead, "milner adopt --stack dev --bootstrap") {
+				t.Fatalf("got %v, want one refusal of c-bootstrap with the evidence and the adopt command", got)
+			}
+		})
+	}
+}

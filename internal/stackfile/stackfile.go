@@ -51,6 +51,20 @@ func SetAdoption(path string, nodes, objects map[string]string) ([]byte, error) 
 	})
 }
 
+// SetClusterFlag sets the boolean field of the milner:cluster mapping of the
+// stack file at path to true (milner adopt's adoptBootstrap) and returns
+// the file's previous bytes.
+func SetClusterFlag(path, field string) ([]byte, error) {
+	return edit(path, func(config *yaml.Node) error {
+		cl := lookup(config, "milner:cluster")
+		if cl == nil || cl.Kind != yaml.MappingNode {
+			return fmt.Errorf("no milner:cluster mapping")
+		}
+		setValue(cl, field, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+		return nil
+	})
+}
+
 // edit applies change to the config mapping of the stack file at path and
 // writes the file back; it returns the previous bytes.
 func edit(path string, change func(config *yaml.Node) error) ([]byte, error) {

@@ -66,6 +66,9 @@ type fakeNode struct {
 	comesBackOn   string // version after reboot; default: the image's tag
 	readyAfter    bool   // MachineStatus ready after reboot
 	etcdErrsAfter []string
+	// etcdDown makes EtcdMemberList fail, as on a node whose etcd does not
+	// run (a stand-in: the real error text is machined's, not reproduced).
+	etcdDown bool
 }
 
 // fakeCluster is the nodes and the journal of what was asked.
@@ -160,6 +163,9 @@ func (n *fakeNode) EtcdMemberList(context.Context, *machine.EtcdMemberListReques
 	n.fc.mu.Lock()
 	defer n.fc.mu.Unlock()
 	n.fc.log("%s EtcdMemberList", n.name)
+	if n.etcdDown {
+		return nil, status.Error(codes.Unavailable, "etcd is not running")
+	}
 	var members []*machine.EtcdMember
 	for _, o := range n.fc.nodes {
 		if o.role == config.RoleControlPlane && o.memberID != 0 {

@@ -82,6 +82,11 @@ type ClusterConfig struct {
 	// AllowSchedulingOnControlPlanes lets workloads run on control planes;
 	// defaults to true when the stack has no worker.
 	AllowSchedulingOnControlPlanes *bool `json:"allowSchedulingOnControlPlanes,omitempty"`
+	// AdoptBootstrap records that the cluster's etcd was bootstrapped
+	// outside this state (a control plane answered the Talos API with etcd
+	// members; `milner adopt` writes it): <cluster>-bootstrap is imported,
+	// a state-only record, instead of bootstrapping etcd a second time.
+	AdoptBootstrap bool `json:"adoptBootstrap,omitempty"`
 
 	// VIPAddr is VIP, parsed.
 	VIPAddr netip.Addr `json:"-"`
