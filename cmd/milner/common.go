@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -45,16 +44,17 @@ func projectDir(cmd *cobra.Command) string {
 	return dir
 }
 
-// open opens the stack under a context an interrupt cancels; the caller
-// defers stop. With --json, Pulumi's progress goes to stderr so that
-// stdout is only the JSON.
+// open opens the stack under the command's context, which the first
+// interrupt cancels (interrupt.go); the caller defers stop. With --json,
+// Pulumi's progress goes to stderr so that stdout is only the JSON.
 func (f *stackFlags) open(cmd *cobra.Command) (ctx context.Context, stop context.CancelFunc, st *engine.Stack, err error) {
-	ctx, stop = signal.NotifyContext(cmd.Context(), os.Interrupt)
+	ctx, stop = context.WithCancel(cmd.Context())
 	var progress io.Writer = os.Stdout
 	if f.json {
 		progress = os.Stderr
 	}
-	if st, err = engine.Open(ctx, engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress, Program: f.program}); err != nil {
+	o := engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress, Program: f.program, Terminate: terminateOf(ctx)}
+	if st, err = engine.Open(ctx, o); err != nil {
 		stop()
 	}
 	return ctx, stop, st, err
@@ -112,16 +112,31 @@ func clusterName(cfg map[string]string) string {
 }
 
 // confirm asks for a typed word on in; anything else declines. It refuses
-// to ask when in is not a terminal: a script must say --yes (or --confirm).
-func confirm(in *os.File, out io.Writer, question, word, flag string) error {
+// to ask when in is not a terminal (a script must say flag), and it never
+// asks for an empty word, which a bare Enter would type: a stack without
+// milner:cluster.name is refused, not confirmed. An interrupt while it
+// waits declines.
+func confirm(ctx context.Context, in *os.File, out io.Writer, question, word, flag string) error {
+	if strings.TrimSpace(word) == "" {
+		return refused("nothing to type as the confirmation (an empty name, e.g. no milner:cluster.name in the stack file); set it, or pass %s; nothing was changed", flag)
+	}
 	if fi, err := in.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return refused("standard input is not a terminal, so nothing can be confirmed; pass %s to apply without the prompt", flag)
 	}
 	_, _ = fmt.Fprintf(out, "%s Type %s: ", question, word)
-	var line string
-	_, _ = fmt.Fscanln(in, &line)
-	if strings.TrimSpace(line) != word {
-		return refused("not confirmed (typed %q, want %q); nothing was changed", strings.TrimSpace(line), word)
+	typed := make(chan string, 1)
+	go func() {
+		var line string
+		_, _ = fmt.Fscanln(in, &line)
+		typed <- strings.TrimSpace(line)
+	}()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("not confirmed: %w; nothing was changed", ctx.Err())
+	case line := <-typed:
+		if line != word {
+			return refused("not confirmed (typed %q, want %q); nothing was changed", line, word)
+		}
 	}
 	return nil
 }

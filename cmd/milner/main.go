@@ -5,16 +5,20 @@
 // project, stack files, backend and passphrase as the user's `pulumi`.
 //
 // Exit codes: 0 ok; 1 error; 2 usage; 3 refused by a rule (nothing was
-// changed); 4 changes pending (preview/up --expect-no-changes).
+// changed); 4 changes pending (preview/up --expect-no-changes); 130
+// interrupted (SIGINT or SIGTERM: the engine cancelled gracefully).
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/engine"
 )
 
 // The exit codes, documented in the CLI reference.
@@ -24,6 +28,9 @@ const (
 	exitUsage   = 2
 	exitRefused = 3
 	exitPending = 4
+	// exitInterrupted is the shell's code for a SIGINT: the first SIGINT or
+	// SIGTERM cancelled the command gracefully (interrupt.go).
+	exitInterrupted = 130
 )
 
 // refusal is an error that a rule refused the operation before anything
@@ -47,14 +54,18 @@ func main() { os.Exit(run(os.Args[1:])) }
 func run(args []string) int {
 	root := newRoot()
 	root.SetArgs(args)
-	err := root.Execute()
+	in := watchInterrupts(context.Background(), os.Stderr)
+	defer in.stop()
+	err := root.ExecuteContext(context.WithValue(in.ctx, interruptKey{}, in))
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(os.Stderr, "milner: %v\n", err)
+	fmt.Fprintf(os.Stderr, "milner: %s\n", engine.Redact(err.Error()))
 	var r *refusal
 	var u usageError
 	switch {
+	case in.interrupted():
+		return exitInterrupted
 	case errors.As(err, &r):
 		return exitRefused
 	case errors.Is(err, errPending):
@@ -88,7 +99,10 @@ Helm apps) on the same project, stacks, backend and passphrase as pulumi:
 PULUMI_BACKEND_URL or 'pulumi login', PULUMI_CONFIG_PASSPHRASE(_FILE).
 Every change is previewed, checked against the layer rules, and applied
 exactly as previewed. Exit codes: 0 ok, 1 error, 2 usage, 3 refused by a
-rule (nothing changed), 4 changes pending (--expect-no-changes).`,
+rule (nothing changed), 4 changes pending (--expect-no-changes), 130
+interrupted: the first SIGINT or SIGTERM cancels gracefully (the steps in
+flight finish, the state is saved, every lock is released), a second one
+terminates.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -26,7 +26,7 @@ shows the difference between the program and what is live. Use
 			}
 			defer stop()
 			if !yes {
-				if err := confirm(os.Stdin, os.Stdout, fmt.Sprintf("Record the live state of stack %q's resources?", st.Name()), "yes", "--yes"); err != nil {
+				if err := confirm(ctx, os.Stdin, os.Stdout, fmt.Sprintf("Record the live state of stack %q's resources?", st.Name()), "yes", "--yes"); err != nil {
 					return err
 				}
 			}

@@ -101,7 +101,7 @@ the restored state; README "Restore a state backup".`,
 			fmt.Printf("milner state restore: stack %q from backup %s: %d resources; %d only in the backup, %d only in the current state, %d with another id; the current state is kept as a new backup first\n",
 				st.Name(), id, len(backup.Resources), only, len(ids), changed)
 			if !yes {
-				if err := confirm(os.Stdin, os.Stdout, "Replace the stack's state with this backup?", st.Name(), "--yes"); err != nil {
+				if err := confirm(ctx, os.Stdin, os.Stdout, "Replace the stack's state with this backup?", st.Name(), "--yes"); err != nil {
 					return err
 				}
 			}

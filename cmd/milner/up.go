@@ -66,7 +66,7 @@ the preview did not show rather than take it.`,
 				return finish(err)
 			}
 			if !yes {
-				if err := confirm(os.Stdin, out, fmt.Sprintf("Apply exactly this delta to stack %q?", st.Name()), "yes", "--yes"); err != nil {
+				if err := confirm(ctx, os.Stdin, out, fmt.Sprintf("Apply exactly this delta to stack %q?", st.Name()), "yes", "--yes"); err != nil {
 					return finish(err)
 				}
 			}
