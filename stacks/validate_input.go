@@ -71,6 +71,7 @@ func (c *Config) validateInput(p *problems) {
 		p.addf(key("network")+".vipRange", "contains the gateway %s", c.Network.GatewayAddr)
 	}
 	c.checkReleases(p)
+	c.validateHostile(p)
 	cps := 0
 	for _, n := range c.Nodes {
 		if n.Role == substrate.RoleControlPlane {

@@ -53,7 +53,7 @@ func (f *stackFlags) open(cmd *cobra.Command) (ctx context.Context, stop context
 	if f.json {
 		progress = os.Stderr
 	}
-	o := engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress, Program: f.program, Terminate: terminateOf(ctx)}
+	o := engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress, Program: f.program, Terminate: terminateOf(ctx), Command: cmd.CommandPath()}
 	if st, err = engine.Open(ctx, o); err != nil {
 		stop()
 	}

@@ -81,6 +81,8 @@ type Options struct {
 	// an operation's ctx only asks the engine to cancel gracefully
 	// (interrupt.go). Nil: never.
 	Terminate <-chan struct{}
+	// Command names the milner command, recorded with Milner's lock.
+	Command string
 }
 
 // Stack is an opened stack: its project, stack file, backend and secrets.
@@ -95,6 +97,7 @@ type Stack struct {
 	program  pulumi.RunFunc
 	progress io.Writer
 	stop     <-chan struct{}
+	command  string
 	project  *workspace.Project
 	backend  backend.Backend
 }
@@ -132,7 +135,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s := &Stack{
 		name: o.Stack, dir: dir, file: filepath.Join(dir, "Pulumi."+o.Stack+".yaml"), tools: o.Tools,
-		program: o.Program, progress: o.Progress, stop: o.Terminate, project: project,
+		program: o.Program, progress: o.Progress, stop: o.Terminate, command: o.Command, project: project,
 	}
 	ps, err := s.stackFile()
 	if err != nil {
