@@ -48,9 +48,13 @@ func TestHostileInputs(t *testing.T) {
 		{"app in kube-public", func(c obj) { app(c)["namespace"] = "kube-public" }, `milner:apps[0].namespace: "kube-public" is a Kubernetes system namespace`},
 		{"app in kube-node-lease", func(c obj) { app(c)["namespace"] = "kube-node-lease" }, `milner:apps[0].namespace: "kube-node-lease" is a Kubernetes system namespace`},
 		{"app in default", func(c obj) { app(c)["namespace"] = "default" }, `milner:apps[0].namespace: "default" is a Kubernetes system namespace`},
-		{"app gets the proxmox token", func(c obj) { app(c)["secretValues"] = obj{"server.token": "vaultToken", "extra.pve": "proxmoxApiToken"} },
+		{"app gets the proxmox token", func(c obj) {
+			app(c)["secretValues"] = obj{"server.token": "vaultToken", "extra.pve": "proxmoxApiToken"}
+		},
 			"milner:apps[0].secretValues[extra.pve]: maps milner:proxmoxApiToken, a credential of the hypervisor or the cluster"},
-		{"app gets the ssh key", func(c obj) { app(c)["secretValues"] = obj{"server.token": "vaultToken", "ssh.key": "proxmoxSshPrivateKey"} },
+		{"app gets the ssh key", func(c obj) {
+			app(c)["secretValues"] = obj{"server.token": "vaultToken", "ssh.key": "proxmoxSshPrivateKey"}
+		},
 			"milner:apps[0].secretValues[ssh.key]: maps milner:proxmoxSshPrivateKey"},
 		{"app gets the kubeconfig", func(c obj) { app(c)["secretValues"] = obj{"server.token": "vaultToken", "kube.config": "kubeconfig"} },
 			"milner:apps[0].secretValues[kube.config]: maps milner:kubeconfig"},
