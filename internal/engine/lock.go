@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
