@@ -180,10 +180,12 @@ func (s *milnerScenario) requireConsistent(when string) {
 	if inState := len(s.stateIDs(tNetwork)) > 0; inState != (nerr == nil) {
 		s.t.Errorf("%s: network in state %v, in libvirt %v", when, inState, nerr == nil)
 	}
+	// A dir pool's volumes are its directory's files (libvirt's own
+	// vol-list needs a pool-refresh to see them).
 	var files, ids []string
-	if perr == nil {
-		out, _ := virshOut("vol-list", s.cluster, "--name")
-		files = strings.Fields(out)
+	paths, _ := filepath.Glob(filepath.Join(s.dir, "pool", "*"))
+	for _, p := range paths {
+		files = append(files, filepath.Base(p))
 	}
 	for _, id := range s.stateIDs(tVolume) {
 		ids = append(ids, filepath.Base(id))
@@ -193,6 +195,8 @@ func (s *milnerScenario) requireConsistent(when string) {
 	if !slices.Equal(files, ids) {
 		s.t.Errorf("%s: libvirt's pool holds volumes %v, the state %v", when, files, ids)
 	}
+	s.t.Logf("%s: libvirt and state: pool %v, network %v, %d volumes, %d domains (libvirt %d), %d pending operations",
+		when, perr == nil, nerr == nil, len(ids), len(s.stateIDs(tDomain)), len(live), len(pending))
 }
 
 // requireNoLocks fails if the backend's lock of the stack or Milner's own
