@@ -345,6 +345,10 @@ type Resource struct {
 	// Inputs are the resource's inputs as state records them (secrets as
 	// the engine's secret envelopes, never in the clear).
 	Inputs map[string]any
+	// PendingReplacement marks a delete-before-replace resource whose old
+	// object is deleted and whose replacement is not created yet (an
+	// interrupted replace): the next up creates it.
+	PendingReplacement bool
 }
 
 // Name is the resource's logical name.
@@ -379,7 +383,7 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	}
 	out := make([]Resource, 0, len(state.Resources))
 	for _, r := range state.Resources {
-		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs})
+		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs, PendingReplacement: r.PendingReplacement})
 	}
 	return out, nil
 }
