@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
 	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/stacks/config"
 )
 
 // VaultTLSSuffix names Vault's TLS Secret: "<release>-tls" (type
@@ -22,10 +22,10 @@ const VaultTLSDir = "/vault/userconfig/tls"
 // chart name, else <release>-vault): the StatefulSet, and the headless
 // service "<fullname>-internal" the raft peers find each other through.
 func vaultFullname(release string) string {
-	if strings.Contains(release, VaultChart) {
+	if strings.Contains(release, config.VaultChart) {
 		return release
 	}
-	return release + "-" + VaultChart
+	return release + "-" + config.VaultChart
 }
 
 // VaultTLSNames are the names Vault's certificate must cover: the service
@@ -55,7 +55,7 @@ func VaultTLSNames(release, namespace string) []string {
 // updated in place, the kubelet refreshes the mounted files, and Vault
 // re-reads tls_cert_file/tls_key_file on SIGHUP (Vault's tcp listener
 // docs mark both "reloads-on-SIGHUP"); no pod or release is recreated.
-func vaultProfile(ctx *pulumi.Context, app AppConfig, storageClass string) (map[string]any, []helmapp.Secret) {
+func vaultProfile(ctx *pulumi.Context, app config.AppConfig, storageClass string) (map[string]any, []helmapp.Secret) {
 	v := app.Vault
 	full := vaultFullname(app.ReleaseName)
 	var joins strings.Builder
@@ -117,9 +117,9 @@ service_registration "kubernetes" {}
 		Suffix: VaultTLSSuffix,
 		Type:   "kubernetes.io/tls",
 		Data: pulumi.StringMap{
-			"tls.crt": config.GetSecret(ctx, key(VaultTLSCertKey)),
-			"tls.key": config.GetSecret(ctx, key(VaultTLSKeyKey)),
-			"ca.crt":  config.GetSecret(ctx, key(VaultTLSCAKey)),
+			"tls.crt": secret(ctx, config.VaultTLSCertKey),
+			"tls.key": secret(ctx, config.VaultTLSKeyKey),
+			"ca.crt":  secret(ctx, config.VaultTLSCAKey),
 		},
 	}
 	return values, []helmapp.Secret{tls}

@@ -24,6 +24,7 @@ import (
 	"github.com/milner/milner/components/workloads"
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Type tokens the tests refer to.
@@ -265,7 +266,7 @@ func awaitSecret(t *testing.T, o pulumi.Output) (any, bool) {
 func TestDevSecretsAreSecret(t *testing.T) {
 	var cluster *stacks.Cluster
 	rec, err := mockrun.Run(func(ctx *pulumi.Context) error {
-		cfg, err := stacks.Load(ctx)
+		cfg, err := config.Load(ctx)
 		if err != nil {
 			return err
 		}
@@ -318,7 +319,7 @@ func TestDevHelmReleases(t *testing.T) {
 		retain             bool
 	}{
 		"vault-release":                  {"vault", "0.29.1", "vault", true},
-		"local-path-provisioner-release": {"local-path-provisioner", "0.0.33", "local-path-storage", false},
+		"local-path-provisioner-release": {"oci://ghcr.io/rancher/local-path-provisioner/charts/local-path-provisioner", "0.0.33", "local-path-storage", false},
 		"woodpecker-release":             {"oci://ghcr.io/woodpecker-ci/helm/woodpecker", "3.2.0", "woodpecker", false},
 	} {
 		r, ok := rec.ByName(tRelease, name)
