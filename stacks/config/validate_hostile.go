@@ -1,4 +1,4 @@
-package stacks
+package config
 
 // Inputs a careful user could still give and that would hurt: read as an
 // attacker and as a tired operator would (issue #24 item 7). Each is
@@ -10,8 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/milner/milner/components/talosnode"
 )
 
 // foreignDirs are directories other software owns on a hypervisor host: a
@@ -55,7 +53,7 @@ func (c *Config) validateHostile(p *problems) {
 		c.checkInstallImage(p)
 	}
 	if lv := c.Substrate.Libvirt; lv != nil {
-		sp := key("substrate") + ".libvirt"
+		sp := Key("substrate") + ".libvirt"
 		checkForeignDir(p, sp+".poolPath", lv.PoolPath)
 		if img := lv.BootImage; strings.HasPrefix(img, "/") && inAny(img, kernelTrees) {
 			p.addf(sp+".bootImage", "%q is a device or kernel file, not a boot image; give the path of the image file", img)
@@ -68,18 +66,18 @@ func (c *Config) validateHostile(p *problems) {
 		}
 		for _, f := range sortedKeys(names) {
 			if v := names[f]; v != "" && !pveID.MatchString(v) {
-				p.addf(key("substrate")+".proxmox."+f, "%q is not a Proxmox name (letters, digits, '.', '_', '-'); ',', '=' and ';' would add properties to the VM's config (e.g. a VLAN tag belongs in the network, not in the bridge name)", v)
+				p.addf(Key("substrate")+".proxmox."+f, "%q is not a Proxmox name (letters, digits, '.', '_', '-'); ',', '=' and ';' would add properties to the VM's config (e.g. a VLAN tag belongs in the network, not in the bridge name)", v)
 			}
 		}
 	}
-	if s := c.Storage; s.On() && strings.HasPrefix(s.Path, "/var/") && !strings.Contains(s.Path, "..") && !inAny(path.Clean(s.Path), []string{talosnode.DataMountpoint}) {
-		p.addf(key("storage")+".path", "%q is off the data disk: volumes there land in the OS disk's EPHEMERAL partition, which a Talos upgrade or reset wipes; use a directory under %s", s.Path, talosnode.DataMountpoint)
+	if s := c.Storage; s.On() && strings.HasPrefix(s.Path, "/var/") && !strings.Contains(s.Path, "..") && !inAny(path.Clean(s.Path), []string{DataMountpoint}) {
+		p.addf(Key("storage")+".path", "%q is off the data disk: volumes there land in the OS disk's EPHEMERAL partition, which a Talos upgrade or reset wipes; use a directory under %s", s.Path, DataMountpoint)
 	}
 	if s := c.Storage; s.On() && slices.Contains(systemNamespaces, s.Namespace) {
-		p.addf(key("storage")+".namespace", "%q is a Kubernetes system namespace; give the provisioner one of its own (default %s)", s.Namespace, DefaultStorageNamespace)
+		p.addf(Key("storage")+".namespace", "%q is a Kubernetes system namespace; give the provisioner one of its own (default %s)", s.Namespace, DefaultStorageNamespace)
 	}
 	for i, a := range c.Apps {
-		ap := fmt.Sprintf("%s[%d]", key("apps"), i)
+		ap := fmt.Sprintf("%s[%d]", Key("apps"), i)
 		if slices.Contains(systemNamespaces, a.Namespace) {
 			p.addf(ap+".namespace", "%q is a Kubernetes system namespace; give the app one of its own (e.g. %q)", a.Namespace, a.Name)
 		}
@@ -96,7 +94,7 @@ func (c *Config) validateHostile(p *problems) {
 func (c *Config) checkVIPNotNetworkEdge(p *problems) {
 	vip, prefix := c.Cluster.VIPAddr, c.Network.Prefix
 	if vip.IsValid() && prefix.IsValid() && (vip == prefix.Masked().Addr() || vip == lastAddr(prefix)) {
-		p.addf(key("cluster.vip"), "%s is the network or broadcast address of %s; pick a free host address", vip, prefix)
+		p.addf(Key("cluster.vip"), "%s is the network or broadcast address of %s; pick a free host address", vip, prefix)
 	}
 }
 
@@ -106,7 +104,7 @@ func (c *Config) checkVIPNotNetworkEdge(p *problems) {
 // installs, and the installer receives the node's machine config and keys.
 func (c *Config) checkInstallImage(p *problems) {
 	img := c.Cluster.InstallImage
-	at := key("cluster.installImage")
+	at := Key("cluster.installImage")
 	if !imageRef.MatchString(img) {
 		p.addf(at, "%q is not an image reference (registry/repository:tag or @sha256:<digest>)", img)
 		return
