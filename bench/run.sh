@@ -2,11 +2,11 @@
 # Milner against the Terraform design it replaces, side by side on this
 # machine's libvirtd, from a fresh machine in one command:
 #
-#   bench/run.sh                 # N = 3 and 30, 5 timed runs (P3: 3, or 2 at N = 30)
+#   bench/run.sh                 # N = 3, 30 and 100, 5 timed runs (P3: 3 at N = 3, 2 at N = 30)
 #   BENCH_NODES="3" BENCH_RUNS=1 BENCH_P3_RUNS=1 bench/run.sh   # a quick check
 #   BENCH_BEFORE=<git ref> bench/run.sh   # also time Milner as of that commit
 #
-# It builds the pinned tools (Pulumi CLI, libvirt plugin, and the
+# It builds the pinned tools (the libvirt plugin and the
 # terraform-provider-libvirt binary wired into Terraform with dev_overrides),
 # starts libvirt, makes the boot image, and for each N times, in alternating
 # order (milnerbench compare):
@@ -14,6 +14,8 @@
 #   P2 `preview --refresh`        vs `terraform plan`
 #   P3 `up` from empty            vs `terraform apply` from empty
 #   P4 one node's memory changed  vs the same (plan only, no refresh)
+#   (above N = 30 only P1, P2 and P4: the graphs are created once, untimed,
+#   so the per-node cost of the previews shows as a slope over N = 3/30/100)
 #   P5 the user's whole command for one memory change: `milner up --yes
 #      --replace cp-2` (guard, gated preview, plan-exact apply) vs
 #      `terraform apply -auto-approve` (N = 3 only: a replace per run)
@@ -25,11 +27,13 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-nodes=${BENCH_NODES:-"3 30"}
+nodes=${BENCH_NODES:-"3 30 100"}
 runs=${BENCH_RUNS:-5}
 # P3 creates everything from empty: 3 rounds at N <= 10, 2 above (0: no P3).
 p3runs=${BENCH_P3_RUNS:-3}
 p3runs_large=${BENCH_P3_RUNS_LARGE:-2}
+# Above this N, P3 is not timed: a create of 100 nodes takes minutes.
+p3_max=${BENCH_P3_MAX_NODES:-30}
 # Above this N the domains are defined but not started, on both sides.
 stopped_above=${BENCH_STOPPED_ABOVE:-10}
 work="$root/.tools/bench"
@@ -38,7 +42,8 @@ image=/var/lib/milner-bench/boot.qcow2
 mkdir -p "$work" "$out"
 export PATH="/usr/local/go/bin:$PATH" PULUMI_SKIP_UPDATE_CHECK=true CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
 
-"$root/scripts/tools.sh" pulumi libvirt bench
+# The engine runs in-process (internal/engine): no Pulumi CLI is needed.
+"$root/scripts/tools.sh" libvirt bench
 "$root/scripts/libvirt-up.sh"
 (cd "$root" && go build -o "$work/milnerbench" ./bench/milnerbench && go build -o "$work/milner" ./cmd/milner)
 mb="$work/milnerbench"
@@ -87,6 +92,7 @@ for n in $nodes; do
   stopped=false running=true r3=$p3runs
   ((n > stopped_above)) && stopped=true running=false
   ((n > 10)) && r3=$p3runs_large
+  ((n > p3_max)) && r3=0
   "$mb" gen -n "$n" -dir "$dir" -image "$image" -running="$running"
   ln -sf "$root"/bench/terraform/*.tf "$root/bench/terraform/dhcp-range.xsl" "$dir/"
   # milner BIN VERB [STACKFILE]: one Milner command line.

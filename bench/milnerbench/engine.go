@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 
 	"github.com/pulumi/pulumi-libvirt/sdk/go/libvirt"
+	"github.com/pulumi/pulumi/pkg/v3/backend/diy"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/cmdutil"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/internal/engine"
@@ -23,6 +27,13 @@ const passphrase = "milner-bench"
 // stopped is the -stopped flag of the engine verbs.
 var stopped bool
 
+// cpuProfile is the -cpuprofile flag of the engine verbs: where the driver's
+// CPU profile goes (BENCHMARKS.md, "Where Milner's time goes").
+var cpuProfile string
+
+// stopProfile ends the CPU profile -cpuprofile started; main calls it.
+var stopProfile = func() {}
+
 // benchOptions are the engine options and the bench's own paths.
 type benchOptions struct {
 	engine.Options
@@ -33,6 +44,7 @@ type benchOptions struct {
 func engineFlags(fs *flag.FlagSet) *benchOptions {
 	o := &benchOptions{Options: engine.Options{Passphrase: passphrase}}
 	fs.BoolVar(&stopped, "stopped", false, "define the domains without starting them (see stoppedProgram)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the driver's CPU profile (the engine and the program) to this file")
 	fs.StringVar(&o.repo, "repo", ".", "repository root (holds Pulumi.yaml and .tools/bin)")
 	fs.StringVar(&o.Stack, "stack", "", "stack name (required)")
 	fs.StringVar(&o.config, "config", "", "stack file (required)")
@@ -52,6 +64,16 @@ func open(fs *flag.FlagSet, o *benchOptions, args []string) (*engine.Stack, erro
 	}
 	if stopped {
 		o.Program = stoppedProgram
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() }
 	}
 	var err error
 	if o.Dir, err = project(o.repo, o.state, o.Stack, o.config); err != nil {
@@ -131,17 +153,36 @@ func runReset(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	work := filepath.Join(o.state, "project")
-	if _, err := os.Stat(filepath.Join(work, "Pulumi.yaml")); err == nil {
-		cmd := exec.Command(filepath.Join(o.repo, ".tools", "bin", "pulumi"), "stack", "rm", "--force", "--yes", "--stack", o.Stack)
-		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL=file://"+o.state,
-			"PULUMI_CONFIG_PASSPHRASE="+passphrase, "PULUMI_SKIP_UPDATE_CHECK=true")
-		if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "no stack named") {
-			return fmt.Errorf("stack rm: %w: %s", err, out)
-		}
+	// The stack goes from the file backend in-process, as `pulumi stack rm
+	// --force` does (the bench needs no CLI).
+	if proj, err := workspace.LoadProject(filepath.Join(o.repo, "Pulumi.yaml")); err != nil {
+		return err
+	} else if err := removeStack(o.state, o.Stack, proj); err != nil {
+		return fmt.Errorf("stack rm %s: %w", o.Stack, err)
 	}
 	_, err := open(fs, o, args)
+	return err
+}
+
+// removeStack removes the stack from the file backend at state, if it is there.
+func removeStack(state, stack string, proj *workspace.Project) error {
+	if _, err := os.Stat(state); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	ctx := context.Background()
+	b, err := diy.New(ctx, cmdutil.Diag(), "file://"+state, proj)
+	if err != nil {
+		return err
+	}
+	ref, err := b.ParseStackReference(stack)
+	if err != nil {
+		return err
+	}
+	st, err := b.GetStack(ctx, ref)
+	if err != nil || st == nil {
+		return err
+	}
+	_, err = b.RemoveStack(ctx, st, true, true)
 	return err
 }
 

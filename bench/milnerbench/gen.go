@@ -52,6 +52,14 @@ func (s side) nodes(n int) []node {
 	return out
 }
 
+// The DHCP range's last host; the VIP is .240.
+const dhcpEnd = 199
+
+// dhcpStart is the DHCP range's first host: .100, or past the node
+// addresses (.11 on) where N nodes reach it (N = 100), since validation
+// refuses a node address inside the range.
+func dhcpStart(n int) int { return max(100, 11+n+9) }
+
 func (s side) net(n int, host int) string { return fmt.Sprintf("10.%d.%d.%d", s.octet, n, host) }
 
 // runGen is `milnerbench gen -n N -dir DIR [-image PATH] [-running=false]`:
@@ -70,8 +78,8 @@ func runGen(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *dir == "" || *n < 1 || *n > 200 {
-		return fmt.Errorf("need -dir and 1 <= -n <= 200")
+	if *dir == "" || *n < 1 || *n > 150 {
+		return fmt.Errorf("need -dir and 1 <= -n <= 150 (addresses .11 on, the DHCP range after them, the VIP .240)")
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
@@ -120,7 +128,7 @@ func writeStack(path string, s side, n int, image, pools string, p4 bool) error 
 		}},
 		"milner:network": map[string]any{
 			"mode": "isolated", "cidr": s.net(n, 0) + "/24",
-			"dhcpRange": map[string]any{"start": s.net(n, 100), "end": s.net(n, 199)},
+			"dhcpRange": map[string]any{"start": s.net(n, dhcpStart(n)), "end": s.net(n, dhcpEnd)},
 		},
 		"milner:nodes":     nodes,
 		"milner:stopAfter": "substrate",
@@ -148,8 +156,8 @@ func writeTFVars(path string, s side, n int, image, pools string, running, p4 bo
 		vars["pool_path"] = filepath.Join(pools, s.cluster)
 		vars["boot_image"] = image
 		vars["cidr"] = s.net(n, 0) + "/24"
-		vars["dhcp_start"] = s.net(n, 100)
-		vars["dhcp_end"] = s.net(n, 199)
+		vars["dhcp_start"] = s.net(n, dhcpStart(n))
+		vars["dhcp_end"] = s.net(n, dhcpEnd)
 		vars["running"] = running
 	}
 	b, err := json.MarshalIndent(vars, "", "  ")

@@ -28,7 +28,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: milnerbench gen|open|preview|up|reset|compare|flip|flip-tf [flags]")
 		os.Exit(2)
 	}
-	if err := verbs[os.Args[1]](os.Args[2:]); err != nil {
+	err := verbs[os.Args[1]](os.Args[2:])
+	stopProfile()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "milnerbench %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}

@@ -124,6 +124,15 @@ func (s *Stack) preview(ctx context.Context, po previewOptions) (*Result, *Plan,
 	var plan *Plan
 	r, err := s.run(ctx, "preview", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
 		op.Opts.Engine.Refresh = po.refresh
+		// No provider Diff after each refresh Read: the preview's own Diff of
+		// the refreshed state follows for every resource of the program, and
+		// the refresh step's diff is never reported in a preview (its
+		// ResourcePreEvent is sent before the Read; pkg/v3
+		// resource/deploy/step.go RefreshStep.Apply, engine/update.go
+		// previewActions.OnResourceStepPre). One Diff RPC per resource less,
+		// as `pulumi preview --refresh` with PULUMI_ENABLE_LEGACY_REFRESH_DIFF.
+		// Refresh (`milner refresh`, which writes state) is left as it was.
+		op.Opts.Engine.UseLegacyRefreshDiff = po.refresh
 		op.Opts.Engine.GeneratePlan = po.plan
 		op.Opts.Engine.ReplaceTargets = deploy.NewUrnTargets(po.replace)
 		p, _, err := backend.PreviewStack(ctx, st, op, nil)
