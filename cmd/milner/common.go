@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -76,19 +75,20 @@ func projectDir(cmd *cobra.Command) string {
 	return dir
 }
 
-// open opens the stack under a context an interrupt cancels; the caller
-// defers stop. With --json, Pulumi's progress goes to stderr so that
-// stdout is only the JSON.
+// open opens the stack under the command's context, which the first
+// interrupt cancels (interrupt.go); the caller defers stop. With --json,
+// Pulumi's progress goes to stderr so that stdout is only the JSON.
 func (f *stackFlags) open(cmd *cobra.Command) (ctx context.Context, stop context.CancelFunc, st *engine.Stack, err error) {
 	if _, err := f.name(cmd); err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, stop = signal.NotifyContext(cmd.Context(), os.Interrupt)
+	ctx, stop = context.WithCancel(cmd.Context())
 	var progress io.Writer = os.Stdout
 	if f.json {
 		progress = os.Stderr
 	}
-	if st, err = engine.Open(ctx, engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress, Program: f.program}); err != nil {
+	o := engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress, Program: f.program, Terminate: terminateOf(ctx), Command: cmd.CommandPath()}
+	if st, err = engine.Open(ctx, o); err != nil {
 		stop()
 	}
 	return ctx, stop, st, err
@@ -147,19 +147,29 @@ func clusterName(cfg map[string]string) string {
 
 // confirm is Milner's one confirmation: it asks the user to type the stack
 // name on in; anything else declines. It refuses to ask when in is not a
-// terminal (a script passes --yes) and never accepts an empty word.
-func confirm(in *os.File, out io.Writer, question, stack string) error {
-	if stack == "" {
-		return errors.New("confirm: no stack name to ask for")
+// terminal (a script passes --yes), never accepts an empty word (a bare
+// Enter would type it), and an interrupt while it waits declines.
+func confirm(ctx context.Context, in *os.File, out io.Writer, question, stack string) error {
+	if strings.TrimSpace(stack) == "" {
+		return refused("no stack name to type as the confirmation; pass --yes to go on without the prompt; nothing was changed")
 	}
 	if fi, err := in.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return refused("standard input is not a terminal, so nothing can be confirmed; pass --yes to go on without the prompt")
 	}
 	_, _ = fmt.Fprintf(out, "%s Type the stack name (%s) to go on: ", question, stack)
-	var line string
-	_, _ = fmt.Fscanln(in, &line)
-	if strings.TrimSpace(line) != stack {
-		return refused("not confirmed (typed %q, want the stack name %q); nothing was changed", strings.TrimSpace(line), stack)
+	typed := make(chan string, 1)
+	go func() {
+		var line string
+		_, _ = fmt.Fscanln(in, &line)
+		typed <- strings.TrimSpace(line)
+	}()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("not confirmed: %w; nothing was changed", ctx.Err())
+	case line := <-typed:
+		if line != stack {
+			return refused("not confirmed (typed %q, want the stack name %q); nothing was changed", line, stack)
+		}
 	}
 	return nil
 }

@@ -170,7 +170,22 @@ func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string
 	if err != nil {
 		return err
 	}
-	return refuseFindings(guard.Check(st.Name(), v.declared, v.inState, v.live), "live substrate objects")
+	if err := refuseFindings(guard.Check(st.Name(), v.declared, v.inState, v.live), "live substrate objects"); err != nil {
+		return err
+	}
+	return refuseStale(guard.Stale(st.Name(), v.declared, v.stateID, v.live))
+}
+
+// refuseStale prints the identity guard's findings and refuses.
+func refuseStale(findings []guard.Finding) error {
+	if len(findings) == 0 {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "milner: the state does not match the host's objects by identity; refused before touching anything (%d problems):\n", len(findings))
+	for _, f := range findings {
+		fmt.Fprintf(os.Stderr, "  - %s\n", f)
+	}
+	return refused("the state is older than the host (see above); nothing was changed")
 }
 
 // refuseFindings prints the guard's findings and refuses, or returns nil
@@ -191,6 +206,7 @@ func refuseFindings(findings []guard.Finding, what string) error {
 type libvirtView struct {
 	declared []guard.Declared
 	inState  func(typ, logical string) bool
+	stateID  func(typ, logical string) string
 	live     []guard.Object
 }
 
@@ -208,12 +224,15 @@ func viewLibvirt(ctx context.Context, st *engine.Stack, cfg map[string]string, l
 		return nil, err
 	}
 	inState := map[string]bool{}
+	ids := map[string]string{}
 	for _, r := range resources {
 		inState[r.Type+"::"+r.Name()] = true
+		ids[r.Type+"::"+r.Name()] = r.ID
 	}
 	live, err := guard.ListLibvirt(uri)
 	if err != nil {
 		return nil, err
 	}
-	return &libvirtView{declared, func(typ, logical string) bool { return inState[typ+"::"+logical] }, live}, nil
+	return &libvirtView{declared, func(typ, logical string) bool { return inState[typ+"::"+logical] },
+		func(typ, logical string) string { return ids[typ+"::"+logical] }, live}, nil
 }

@@ -8,11 +8,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/engine"
 )
 
 // exitCodes is the root help's (and so docs/cli.md's) one description of
@@ -20,7 +23,9 @@ import (
 const exitCodes = `Exit codes, the same for every verb: 0 ok; 1 error; 2 usage (a flag,
 argument or verb milner does not take, a required flag missing); 3 refused
 by a rule, nothing was changed; 4 changes pending or drift
-(--expect-no-changes, docs --check).`
+(--expect-no-changes, docs --check); 130 interrupted: the first SIGINT or
+SIGTERM cancels gracefully (the steps in flight finish, the state is saved,
+every lock is released), a second one terminates.`
 
 // The exit codes.
 const (
@@ -29,6 +34,9 @@ const (
 	exitUsage   = 2
 	exitRefused = 3
 	exitPending = 4
+	// exitInterrupted is the shell's code for a SIGINT: the first SIGINT or
+	// SIGTERM cancelled the command gracefully (interrupt.go).
+	exitInterrupted = 130
 )
 
 // refusal is an error that a rule refused the operation before anything
@@ -54,11 +62,16 @@ func main() { os.Exit(run(os.Args[1:])) }
 func run(args []string) int {
 	root := newRoot()
 	root.SetArgs(args)
-	err := root.Execute()
+	in := watchInterrupts(context.Background(), os.Stderr)
+	defer in.stop()
+	err := root.ExecuteContext(context.WithValue(in.ctx, interruptKey{}, in))
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(os.Stderr, "milner: %v\n", err)
+	fmt.Fprintf(os.Stderr, "milner: %s\n", engine.Redact(err.Error()))
+	if in.interrupted() {
+		return exitInterrupted
+	}
 	return exitCode(err)
 }
 

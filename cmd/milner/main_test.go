@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -38,10 +39,26 @@ func TestConfirmNeedsATerminal(t *testing.T) {
 	require.NoError(t, err)
 	_, _ = w.WriteString("yes\n")
 	require.NoError(t, w.Close())
-	err = confirm(r, os.Stderr, "Apply?", "dev")
+	err = confirm(context.Background(), r, os.Stderr, "Apply?", "dev")
 	var ref *refusal
 	require.ErrorAs(t, err, &ref)
 	assert.Contains(t, err.Error(), "--yes")
+}
+
+// TestConfirmNeverAnEmptyWord: a confirmation whose word is empty (a
+// startAt: apps stack without milner:cluster.name asked for its cluster
+// name) is refused before anything is read: a bare Enter would type it.
+func TestConfirmNeverAnEmptyWord(t *testing.T) {
+	// Any file does: the refusal comes before the terminal check.
+	tty, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer func() { _ = tty.Close() }()
+	for _, word := range []string{"", " "} {
+		err := confirm(context.Background(), tty, os.Stderr, "Delete?", word)
+		var ref *refusal
+		require.ErrorAs(t, err, &ref, "%q", word)
+		assert.Contains(t, err.Error(), "stack name")
+	}
 }
 
 func TestCompletion(t *testing.T) {

@@ -26,7 +26,7 @@ shows the difference between the program and what is live. Use
 			}
 			defer stop()
 			if !yes {
-				if err := confirm(os.Stdin, os.Stdout, "Record the live state of the stack's resources?", st.Name()); err != nil {
+				if err := confirm(ctx, os.Stdin, os.Stdout, "Record the live state of the stack's resources?", st.Name()); err != nil {
 					return err
 				}
 			}

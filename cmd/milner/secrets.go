@@ -155,7 +155,7 @@ func pulumiImport(ctx context.Context, st *engine.Stack, typ, name, id string) e
 	}
 	c := exec.CommandContext(ctx, bin, "import", typ, name, id, "--yes", "--protect", "--generate-code=false", "--stack", st.Name())
 	c.Dir = st.Dir()
-	c.Env = append(os.Environ(), engine.BackendEnv+"="+st.Backend())
+	c.Env = append(os.Environ(), st.BackendEnv())
 	c.Stdout, c.Stderr = os.Stdout, os.Stderr
 	if err := c.Run(); err != nil {
 		return fmt.Errorf("stack %q: pulumi import %s %s: %w", st.Name(), typ, name, err)

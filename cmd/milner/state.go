@@ -1,11 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"syscall"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/engine"
 )
 
 // stateCmd is `milner state backups|restore`: the checkpoint copies the
@@ -13,9 +18,9 @@ import (
 func stateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state",
-		Short: "List the state backups the backend keeps after every update, or restore one",
+		Short: "List the state backups the backend keeps after every update, or restore one; show or clear stale locks",
 	}
-	cmd.AddCommand(stateBackupsCmd(), stateRestoreCmd())
+	cmd.AddCommand(stateBackupsCmd(), stateRestoreCmd(), stateLocksCmd(), stateUnlockCmd())
 	return cmd
 }
 
@@ -101,7 +106,7 @@ the restored state; docs/runbooks/state.md.`,
 			fmt.Printf("milner state restore: stack %q from backup %s: %d resources; %d only in the backup, %d only in the current state, %d with another id; the current state is kept as a new backup first\n",
 				st.Name(), id, len(backup.Resources), only, len(ids), changed)
 			if !yes {
-				if err := confirm(os.Stdin, os.Stdout, "Replace the stack's state with this backup?", st.Name()); err != nil {
+				if err := confirm(ctx, os.Stdin, os.Stdout, "Replace the stack's state with this backup?", st.Name()); err != nil {
 					return err
 				}
 			}
@@ -117,4 +122,102 @@ the restored state; docs/runbooks/state.md.`,
 	addYes(cmd, &yes)
 	_ = cmd.MarkFlagRequired("backup")
 	return cmd
+}
+
+func stateLocksCmd() *cobra.Command {
+	f := &stackFlags{}
+	cmd := &cobra.Command{
+		Use:   "locks",
+		Short: "Show the locks held on the stack and who holds them",
+		Long: `locks lists the backend's update locks (the DIY backend's, which pulumi
+takes too: pid, user, host, time) and Milner's own operation lock (the
+milner command, pid, user@host and since when). It changes nothing.`,
+		Example: `  milner state locks --stack dev`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop, st, err := f.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			locks, err := st.Locks(ctx)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return writeJSON(os.Stdout, locks)
+			}
+			printLocks(st.Name(), locks)
+			return nil
+		},
+	}
+	f.addStack(cmd)
+	f.addJSON(cmd)
+	return cmd
+}
+
+// printLocks prints the holders of a stack's locks.
+func printLocks(stack string, locks []engine.Holder) {
+	fmt.Printf("stack %q: %d locks held\n", stack, len(locks))
+	for _, l := range locks {
+		fmt.Printf("  %-7s %s: %s pid %d since %s %s\n", l.Lock, l.Where, l.Who, l.PID, l.Since.Format("2006-01-02 15:04:05Z"), l.Command)
+	}
+}
+
+func stateUnlockCmd() *cobra.Command {
+	f := &stackFlags{}
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "unlock",
+		Short: "Clear the stale locks of a stack whose holder is gone (after a crash)",
+		Long: `unlock clears the locks an interrupted or crashed run left: the backend's
+update locks (as 'pulumi cancel' does) and, on PostgreSQL, the session
+still holding Milner's advisory lock. It refuses while a live milner on
+this host holds Milner's lock. Check with 'milner state locks' that the
+holder is gone first: clearing a live run's lock lets a second run write
+the same state.`,
+		Example: `  milner state locks --stack dev
+  milner state unlock --stack dev          # asks for the stack name; --yes in scripts`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop, st, err := f.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			locks, err := st.Locks(ctx)
+			if err != nil {
+				return err
+			}
+			if len(locks) == 0 {
+				fmt.Printf("stack %q: no locks held; nothing to clear\n", st.Name())
+				return nil
+			}
+			host, _ := os.Hostname()
+			for _, l := range locks {
+				if l.PID > 0 && strings.HasSuffix(l.Who, "@"+host) && processAlive(l.PID) {
+					return refused("%s lock %s is held by pid %d on this host, which is running (%s); nothing was cleared", l.Lock, l.Where, l.PID, l.Command)
+				}
+			}
+			printLocks(st.Name(), locks)
+			if !yes {
+				if err := confirm(ctx, os.Stdin, os.Stdout, "Clear these locks?", st.Name()); err != nil {
+					return err
+				}
+			}
+			if err := st.ClearStaleLocks(ctx, locks); err != nil {
+				return err
+			}
+			fmt.Printf("milner state unlock: cleared %d locks of stack %q\n", len(locks), st.Name())
+			return nil
+		},
+	}
+	f.addStack(cmd)
+	addYes(cmd, &yes)
+	return cmd
+}
+
+// processAlive reports whether a process of this host runs under pid.
+func processAlive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
 }

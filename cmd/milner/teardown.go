@@ -64,7 +64,7 @@ and not yet deleted is protected again.`,
 			case confirmName != "" && confirmName != cluster:
 				return refused("--confirm %q is not the cluster name %q; nothing was deleted", confirmName, cluster)
 			case confirmName == "" && !yes:
-				if err := confirm(os.Stdin, os.Stdout, "This cannot be undone.", st.Name()); err != nil {
+				if err := confirm(ctx, os.Stdin, os.Stdout, "This cannot be undone.", st.Name()); err != nil {
 					return err
 				}
 			}
@@ -76,13 +76,16 @@ and not yet deleted is protected again.`,
 			if err != nil {
 				return err
 			}
+			// Putting protection back runs even after an interrupt: it is
+			// what leaves the holders safe when the destroy stopped.
+			keep := context.WithoutCancel(ctx)
 			if err := st.UnprotectAll(ctx); err != nil {
-				return reprotectAfter(ctx, reprotect, err)
+				return reprotectAfter(keep, reprotect, err)
 			}
 			if _, err := st.Destroy(ctx); err != nil {
-				err = reprotectAfter(ctx, reprotect, err)
+				err = reprotectAfter(keep, reprotect, err)
 				// Put the protect flag back on what is left of what it had.
-				left, rerr := st.Resources(ctx)
+				left, rerr := st.Resources(keep)
 				var again []resource.URN
 				for _, r := range left {
 					for _, u := range protected {
@@ -92,7 +95,7 @@ and not yet deleted is protected again.`,
 					}
 				}
 				if rerr == nil {
-					rerr = st.Protect(ctx, again)
+					rerr = st.Protect(keep, again)
 				}
 				return errors.Join(err, rerr, fmt.Errorf("teardown of %q stopped; %d resources left, the protected ones protected again; fix the error and run it again", st.Name(), len(left)))
 			}

@@ -67,7 +67,7 @@ the preview did not show rather than take it.`,
 				return finish(err)
 			}
 			if !yes {
-				if err := confirm(os.Stdin, out, "Apply exactly this delta?", st.Name()); err != nil {
+				if err := confirm(ctx, os.Stdin, out, "Apply exactly this delta?", st.Name()); err != nil {
 					return finish(err)
 				}
 			}

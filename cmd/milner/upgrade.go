@@ -74,7 +74,7 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 					return true
 				}
 				fmt.Println("then: record the nodes' Talos configs in the state (a gated up of those configs only)")
-				declined = confirm(os.Stdin, os.Stdout, "Upgrade these nodes, one at a time?", st.Name())
+				declined = confirm(ctx, os.Stdin, os.Stdout, "Upgrade these nodes, one at a time?", st.Name())
 				return declined == nil
 			})
 			switch {
@@ -120,7 +120,7 @@ func recordConfigs(ctx context.Context, f *stackFlags, st *engine.Stack, talosco
 		return nil
 	}
 	if !yes {
-		if err := confirm(os.Stdin, os.Stdout, "Record these Talos configs (the nodes already hold them but for the installer reference, applied live)?", st.Name()); err != nil {
+		if err := confirm(ctx, os.Stdin, os.Stdout, "Record these Talos configs (the nodes already hold them but for the installer reference, applied live)?", st.Name()); err != nil {
 			return err
 		}
 	}

@@ -156,15 +156,15 @@ func (s *Stack) backupBucket(ctx context.Context) (*blob.Bucket, string, backend
 		return nil, "", nil, err
 	}
 	if st == nil {
-		return nil, "", nil, fmt.Errorf("stack %q: no state in %s", s.name, s.url)
+		return nil, "", nil, fmt.Errorf("stack %q: no state in %s", s.name, s.shown)
 	}
 	ref, ok := st.Ref().(interface{ BackupDir() string })
 	if !ok {
-		return nil, "", nil, fmt.Errorf("stack %q: backend %s keeps no checkpoint backups", s.name, s.url)
+		return nil, "", nil, fmt.Errorf("stack %q: backend %s keeps no checkpoint backups", s.name, s.shown)
 	}
 	b, err := s.openBucket(ctx)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("stack %q: backend %s: %w", s.name, s.url, err)
+		return nil, "", nil, fmt.Errorf("stack %q: backend %s: %w", s.name, s.shown, err)
 	}
 	return b, path.Clean(strings.ReplaceAll(ref.BackupDir(), "\\", "/")), st, nil
 }
@@ -204,7 +204,7 @@ func (s *Stack) backupKey(ctx context.Context, b *blob.Bucket, dir, id string) (
 			return "", err
 		}
 		if len(all) == 0 {
-			return "", fmt.Errorf("stack %q: no backups in %s", s.name, s.url)
+			return "", fmt.Errorf("stack %q: no backups in %s", s.name, s.shown)
 		}
 		return all[0].key, nil
 	}
@@ -219,7 +219,7 @@ func (s *Stack) backupKey(ctx context.Context, b *blob.Bucket, dir, id string) (
 			return key, nil
 		}
 	}
-	return "", fmt.Errorf("stack %q: no backup %s in %s (see `milner state backups`)", s.name, id, s.url)
+	return "", fmt.Errorf("stack %q: no backup %s in %s (see `milner state backups`)", s.name, id, s.shown)
 }
 
 // backupID returns the id of a backup file of stack, as backupStack names it.

@@ -78,6 +78,12 @@ type Options struct {
 	// Progress receives Pulumi's own progress output; default os.Stdout.
 	// io.Discard silences it.
 	Progress io.Writer
+	// Terminate, closed, terminates a running engine operation; cancelling
+	// an operation's ctx only asks the engine to cancel gracefully
+	// (interrupt.go). Nil: never.
+	Terminate <-chan struct{}
+	// Command names the milner command, recorded with Milner's lock.
+	Command string
 }
 
 // Stack is an opened stack: its project, stack file, backend and secrets.
@@ -87,9 +93,12 @@ type Stack struct {
 	file     string
 	tools    string
 	url      string
+	shown    string // url, redacted
 	pass     string
 	program  pulumi.RunFunc
 	progress io.Writer
+	stop     <-chan struct{}
+	command  string
 	project  *workspace.Project
 	backend  backend.Backend
 }
@@ -127,7 +136,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s := &Stack{
 		name: o.Stack, dir: dir, file: filepath.Join(dir, "Pulumi."+o.Stack+".yaml"), tools: o.Tools,
-		program: o.Program, progress: o.Progress, project: project,
+		program: o.Program, progress: o.Progress, stop: o.Terminate, command: o.Command, project: project,
 	}
 	ps, err := s.stackFile()
 	if err != nil {
@@ -139,11 +148,13 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if s.url, err = backendURL(o.Backend, project); err != nil {
 		return nil, fmt.Errorf("stack %q: %w", o.Stack, err)
 	}
+	remember(s.url)
+	s.shown = redactURL(s.url)
 	if err := privateStateDir(s.url); err != nil {
 		return nil, fmt.Errorf("stack %q: %w", o.Stack, err)
 	}
 	if s.backend, err = diy.New(ctx, cmdutil.Diag(), s.url, project); err != nil {
-		return nil, fmt.Errorf("stack %q: backend %s: %w", o.Stack, s.url, err)
+		return nil, fmt.Errorf("stack %q: backend %s: %w", o.Stack, s.shown, err)
 	}
 	return s, nil
 }
@@ -157,8 +168,13 @@ func (s *Stack) File() string { return s.file }
 // Dir is the project directory.
 func (s *Stack) Dir() string { return s.dir }
 
-// Backend is the backend URL the stack's state lives in.
-func (s *Stack) Backend() string { return s.url }
+// Backend is the backend URL the stack's state lives in, its credentials
+// redacted (redact.go): what Milner prints.
+func (s *Stack) Backend() string { return s.shown }
+
+// BackendEnv is the environment entry that gives a child process (the
+// pinned pulumi CLI) the stack's backend, credentials included.
+func (s *Stack) BackendEnv() string { return BackendEnv + "=" + s.url }
 
 // stackFile reads the stack file. Milner runs only committed stacks: a
 // missing file is an error, never an empty stack.
@@ -222,22 +238,38 @@ func plainConfig(m config.Map) (map[string]string, error) {
 
 // passphrase picks the stack's passphrase: Options, PULUMI_CONFIG_PASSPHRASE,
 // PULUMI_CONFIG_PASSPHRASE_FILE, then NoSecretsPassphrase for a stack that
-// can hold no secret.
+// can hold no secret. A stack that can hold secrets refuses a passphrase
+// that protects nothing: an empty one, NoSecretsPassphrase (public: it is
+// in this source) and one read from a file others may read.
 func passphrase(o Options, ps *workspace.ProjectStack) (string, error) {
-	if o.Passphrase != "" {
-		return o.Passphrase, nil
-	}
-	if p, ok := os.LookupEnv(PassphraseEnv); ok {
+	why := holdsSecrets(ps)
+	weak := func(p, from string) (string, error) {
+		if why != "" && (p == "" || p == NoSecretsPassphrase) {
+			return "", fmt.Errorf("stack %q: %s is empty or the public %q, but %s: set a passphrase of its own", o.Stack, from, NoSecretsPassphrase, why)
+		}
 		return p, nil
 	}
+	if o.Passphrase != "" {
+		return weak(o.Passphrase, "the passphrase")
+	}
+	if p, ok := os.LookupEnv(PassphraseEnv); ok {
+		return weak(p, PassphraseEnv)
+	}
 	if f := os.Getenv(PassphraseFileEnv); f != "" {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return "", fmt.Errorf("stack %q: %s: %w", o.Stack, PassphraseFileEnv, err)
+		}
+		if why != "" && fi.Mode().Perm()&0o077 != 0 {
+			return "", fmt.Errorf("stack %q: %s %s is readable by others (mode %04o), but %s: chmod 600 %s", o.Stack, PassphraseFileEnv, f, fi.Mode().Perm(), why, f)
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return "", fmt.Errorf("stack %q: %s: %w", o.Stack, PassphraseFileEnv, err)
 		}
-		return strings.TrimRight(string(b), "\r\n"), nil
+		return weak(strings.TrimRight(string(b), "\r\n"), PassphraseFileEnv+" "+f)
 	}
-	if why := holdsSecrets(ps); why != "" {
+	if why != "" {
 		return "", fmt.Errorf("stack %q: set %s or %s: %s", o.Stack, PassphraseEnv, PassphraseFileEnv, why)
 	}
 	return NoSecretsPassphrase, nil
@@ -278,7 +310,7 @@ func backendURL(explicit string, project *workspace.Project) (string, error) {
 	case url == "":
 		return "", fmt.Errorf("no Pulumi backend: set %s or run `pulumi login` (file://~ for a local file backend, postgres://... for a team)", BackendEnv)
 	case !diy.IsDIYBackendURL(url):
-		return "", fmt.Errorf("backend %q: Milner runs on self-managed (DIY) backends: file://, postgres://, s3://, gs://, azblob://", url)
+		return "", fmt.Errorf("backend %q: Milner runs on self-managed (DIY) backends: file://, postgres://, s3://, gs://, azblob://", redactURL(url))
 	}
 	return url, nil
 }

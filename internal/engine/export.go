@@ -15,7 +15,7 @@ func (s *Stack) OutputsInClear(ctx context.Context, typ string) (string, map[str
 		return "", nil, err
 	}
 	if st == nil {
-		return "", nil, fmt.Errorf("stack %q: no state in %s", s.name, s.url)
+		return "", nil, fmt.Errorf("stack %q: no state in %s", s.name, s.shown)
 	}
 	snap, err := st.Snapshot(ctx, lazyProvider{pass: s.pass})
 	if err != nil {
@@ -29,4 +29,20 @@ func (s *Stack) OutputsInClear(ctx context.Context, typ string) (string, map[str
 		}
 	}
 	return "", nil, fmt.Errorf("stack %q: the state holds no %s", s.name, typ)
+}
+
+// Pending returns the URNs of the operations the stack's latest checkpoint
+// records as started and never finished (pending_operations: a create or
+// delete the engine began and was stopped in, e.g. by a terminate or a
+// crash). A graceful cancel leaves none.
+func (s *Stack) Pending(ctx context.Context) ([]string, error) {
+	state, err := s.deployment(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, op := range state.PendingOperations {
+		out = append(out, string(op.Type)+" "+string(op.Resource.URN))
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -46,11 +47,10 @@ func (s *Stack) Lock(ctx context.Context) (func(), error) {
 func (s *Stack) lockKey() string { return "milner/" + s.project.Name.String() + "/" + s.name }
 
 func (s *Stack) flock() (func(), error) {
-	dir, err := fileStateDir(s.url)
+	path, err := s.flockPath()
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, ".pulumi", "locks", "milner", s.name+".flock")
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("stack %q: lock: %w", s.name, err)
 	}
@@ -65,18 +65,46 @@ func (s *Stack) flock() (func(), error) {
 		}
 		return nil, fmt.Errorf("stack %q: lock: %w", s.name, err)
 	}
+	// Who holds it, for `milner state locks`: written only once held.
+	if rec, err := json.Marshal(s.self()); err == nil {
+		_ = f.Truncate(0)
+		_, _ = f.WriteAt(rec, 0)
+	}
 	return func() { _ = f.Close() }, nil // closing releases the flock
 }
 
-func (s *Stack) advisoryLock(ctx context.Context) (func(), error) {
+// lockDSN is the backend URL as a lib/pq connection string: without the
+// DIY backend's own table parameter, with application_name set to app
+// (pg_stat_activity shows it: who holds the advisory lock).
+func (s *Stack) lockDSN(app string) string {
 	u, err := url.Parse(s.url)
 	if err != nil {
-		return nil, fmt.Errorf("stack %q: lock: %w", s.name, err)
+		return s.url
 	}
 	q := u.Query()
 	q.Del("table") // the DIY backend's own parameter, unknown to the server
+	if app != "" {
+		q.Set("application_name", app)
+	}
 	u.RawQuery = q.Encode()
-	db, err := sql.Open("postgres", u.String())
+	return u.String()
+}
+
+// advisoryKey is the stack's advisory lock id: 64 bits of its lock key.
+func (s *Stack) advisoryKey() int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(s.lockKey()))
+	return int64(h.Sum64()) //nolint:gosec // a lock id: any 64 bits do
+}
+
+func (s *Stack) advisoryLock(ctx context.Context) (func(), error) {
+	me := s.self()
+	// pg_stat_activity shows it; the server cuts it at NAMEDATALEN-1 (63).
+	app := fmt.Sprintf("milner %d %s %s", me.PID, me.Who, me.Command)
+	if len(app) > 63 {
+		app = app[:63]
+	}
+	db, err := sql.Open("postgres", s.lockDSN(app))
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: lock: %w", s.name, err)
 	}
@@ -85,9 +113,7 @@ func (s *Stack) advisoryLock(ctx context.Context) (func(), error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("stack %q: lock: %w", s.name, err)
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(s.lockKey()))
-	key := int64(h.Sum64()) //nolint:gosec // a lock id: any 64 bits do
+	key := s.advisoryKey()
 	var ok bool
 	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
 		_ = conn.Close()

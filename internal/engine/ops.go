@@ -80,7 +80,7 @@ func (s *Stack) PreviewPlan(ctx context.Context, o PlanOptions) (*Result, *Plan,
 // UpPlan applies exactly the plan PreviewPlan returned: the engine fails a
 // step the plan does not hold rather than take it.
 func (s *Stack) UpPlan(ctx context.Context, p *Plan) (*Result, error) {
-	return s.apply(ctx, "up", func(st backend.Stack, op backend.UpdateOperation) error {
+	return s.apply(ctx, "up", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
 		op.Opts.Engine.Plan = p.plan
 		op.Opts.Engine.ReplaceTargets = deploy.NewUrnTargets(p.replace)
 		_, err := backend.UpdateStack(ctx, st, op, nil)
@@ -91,7 +91,7 @@ func (s *Stack) UpPlan(ctx context.Context, p *Plan) (*Result, error) {
 // Up applies the program: creates, updates, replaces and deletes until the
 // stack matches it.
 func (s *Stack) Up(ctx context.Context) (*Result, error) {
-	return s.apply(ctx, "up", func(st backend.Stack, op backend.UpdateOperation) error {
+	return s.apply(ctx, "up", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
 		_, err := backend.UpdateStack(ctx, st, op, nil)
 		return err
 	})
@@ -99,7 +99,7 @@ func (s *Stack) Up(ctx context.Context) (*Result, error) {
 
 // Refresh reads every resource back from its provider into state.
 func (s *Stack) Refresh(ctx context.Context) (*Result, error) {
-	return s.apply(ctx, "refresh", func(st backend.Stack, op backend.UpdateOperation) error {
+	return s.apply(ctx, "refresh", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
 		_, err := backend.RefreshStack(ctx, st, op)
 		return err
 	})
@@ -108,7 +108,7 @@ func (s *Stack) Refresh(ctx context.Context) (*Result, error) {
 // Destroy deletes every resource of the stack it may. The engine refuses to
 // delete protected ones (and says so in the error) and goes on with the rest.
 func (s *Stack) Destroy(ctx context.Context) (*Result, error) {
-	return s.apply(ctx, "destroy", func(st backend.Stack, op backend.UpdateOperation) error {
+	return s.apply(ctx, "destroy", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
 		op.Opts.Engine.ContinueOnError = true
 		_, err := backend.DestroyStack(ctx, st, op)
 		return err
@@ -122,7 +122,7 @@ type previewOptions struct {
 
 func (s *Stack) preview(ctx context.Context, po previewOptions) (*Result, *Plan, error) {
 	var plan *Plan
-	r, err := s.run(ctx, "preview", func(st backend.Stack, op backend.UpdateOperation) error {
+	r, err := s.run(ctx, "preview", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
 		op.Opts.Engine.Refresh = po.refresh
 		// No provider Diff after each refresh Read: the preview's own Diff of
 		// the refreshed state follows for every resource of the program, and
@@ -146,22 +146,31 @@ func (s *Stack) preview(ctx context.Context, po previewOptions) (*Result, *Plan,
 
 // apply runs an operation that changes the stack: never a preview of its
 // own (Milner's callers preview first), never a prompt.
-func (s *Stack) apply(ctx context.Context, name string, do func(backend.Stack, backend.UpdateOperation) error) (*Result, error) {
+func (s *Stack) apply(ctx context.Context, name string, do operation) (*Result, error) {
 	if err := checkBackupsOn(); err != nil {
 		return nil, err
 	}
-	return s.run(ctx, name, func(st backend.Stack, op backend.UpdateOperation) error {
+	return s.run(ctx, name, func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
 		op.Opts.SkipPreview = true
 		op.Opts.AutoApprove = true
-		return do(st, op)
+		return do(ctx, st, op)
 	})
 }
+
+// operation is one backend call, given the context it must pass the
+// backend (engineContext: an interrupt does not cancel it).
+type operation func(context.Context, backend.Stack, backend.UpdateOperation) error
 
 // run runs one engine operation in this process: it serves the program to
 // the engine, loads the stack's config and secrets, and collects the
 // engine's events through the display's event log. A failed operation's
 // error carries the engine's own error diagnostics (e.g. the protect error).
-func (s *Stack) run(ctx context.Context, name string, do func(backend.Stack, backend.UpdateOperation) error) (*Result, error) {
+// A ctx cancelled before it starts runs nothing; cancelled while it runs,
+// the engine cancels gracefully (interrupt.go).
+func (s *Stack) run(ctx context.Context, name string, do operation) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("stack %q: %s not started: %w", s.name, name, err)
+	}
 	st, err := s.ensureStack(ctx)
 	if err != nil {
 		return nil, err
@@ -215,9 +224,9 @@ func (s *Stack) run(ctx context.Context, name string, do func(backend.Stack, bac
 		StackConfiguration: backend.StackConfiguration{Config: cfg, Decrypter: sm.Decrypter()},
 		SecretsManager:     sm,
 		SecretsProvider:    lazyProvider{pass: s.pass},
-		Scopes:             backend.CancellationScopes,
+		Scopes:             scopes{graceful: ctx, terminate: s.stop},
 	}
-	opErr := do(st, op)
+	opErr := do(engineContext(ctx), st, op)
 	r, err := readEvents(log.Name())
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: %s: %w", s.name, name, err)
@@ -345,6 +354,10 @@ type Resource struct {
 	// Inputs are the resource's inputs as state records them (secrets as
 	// the engine's secret envelopes, never in the clear).
 	Inputs map[string]any
+	// PendingReplacement marks a delete-before-replace resource whose old
+	// object is deleted and whose replacement is not created yet (an
+	// interrupted replace): the next up creates it.
+	PendingReplacement bool
 }
 
 // Name is the resource's logical name.
@@ -379,7 +392,7 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	}
 	out := make([]Resource, 0, len(state.Resources))
 	for _, r := range state.Resources {
-		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs})
+		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs, PendingReplacement: r.PendingReplacement})
 	}
 	return out, nil
 }
@@ -440,7 +453,14 @@ func (s *Stack) Protect(ctx context.Context, urns []resource.URN) error {
 
 // setProtect sets the protect flag of urns (nil: every resource) and saves
 // the checkpoint through the backend, as `pulumi state` does.
+// Clearing flags is not started after an interrupt; once started, and
+// setting them always, the edit runs to its end (an interrupt leaves no
+// half-written state and never leaves holders unprotected).
 func (s *Stack) setProtect(ctx context.Context, urns []resource.URN, protect bool) error {
+	if err := ctx.Err(); err != nil && !protect {
+		return fmt.Errorf("stack %q: unprotect not started: %w", s.name, err)
+	}
+	ctx = engineContext(ctx)
 	st, err := s.existing(ctx)
 	if err != nil || st == nil {
 		return err

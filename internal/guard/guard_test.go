@@ -192,3 +192,35 @@ func TestAdoptTakesEveryLiveObjectButNoOneElses(t *testing.T) {
 	assert.Contains(t, refused[0].Problem+refused[1].Problem, `domain "milner-dev-cp-2" is shut off`)
 	assert.Contains(t, refused[0].Problem+refused[1].Problem, "belongs to milner/staging")
 }
+
+// TestStaleIdentityIsRefused: a live domain or volume of the declared name
+// whose id is not the state's (a state older than the host) is a finding;
+// equal ids, an absent live object and an object absent from state are not.
+func TestStaleIdentityIsRefused(t *testing.T) {
+	declared := []Declared{
+		{Type: TypeDomain, Logical: "c-cp-1", Name: "c-cp-1", Node: "cp-1"},
+		{Type: TypeDomain, Logical: "c-w-1", Name: "c-w-1", Node: "w-1"},
+		{Type: TypeVolume, Logical: "c-cp-1-data", Name: "c-cp-1-data.qcow2", Pool: "c"},
+		{Type: TypeDomain, Logical: "c-w-2", Name: "c-w-2", Node: "w-2"},
+	}
+	state := map[string]string{
+		TypeDomain + "c-cp-1":      "11111111-1111-1111-1111-111111111111",
+		TypeDomain + "c-w-1":       "22222222-2222-2222-2222-222222222222",
+		TypeVolume + "c-cp-1-data": "/p/c-cp-1-data.qcow2",
+	}
+	live := []Object{
+		{Type: TypeDomain, Name: "c-cp-1", ID: "99999999-9999-9999-9999-999999999999"},
+		{Type: TypeDomain, Name: "c-w-1", ID: "22222222-2222-2222-2222-222222222222"},
+		{Type: TypeVolume, Name: "c-cp-1-data.qcow2", Pool: "c", ID: "/p/c-cp-1-data.qcow2.new"},
+		{Type: TypeDomain, Name: "c-w-2", ID: "33333333-3333-3333-3333-333333333333"},
+	}
+	got := Stale("dev", declared, func(typ, logical string) string { return state[typ+logical] }, live)
+	if len(got) != 2 {
+		t.Fatalf("want 2 findings (cp-1's domain, its data volume), got %d: %v", len(got), got)
+	}
+	for i, want := range []string{`"c-cp-1" (c-cp-1) as 11111111`, `"c-cp-1-data.qcow2" (c-cp-1-data) as /p/c-cp-1-data.qcow2`} {
+		if !strings.Contains(got[i].Problem, want) || !strings.Contains(got[i].Fix, "--backup latest") {
+			t.Errorf("finding %d: %v; want it to name %s and the restore fix", i, got[i], want)
+		}
+	}
+}

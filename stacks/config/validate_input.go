@@ -69,6 +69,7 @@ func (c *Config) validateInput(p *problems) {
 		p.addf(Key("network")+".vipRange", "contains the gateway %s", c.Network.GatewayAddr)
 	}
 	c.checkReleases(p)
+	c.validateHostile(p)
 	cps := 0
 	for _, n := range c.Nodes {
 		if n.Role == RoleControlPlane {

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+)
+
+// interrupt is the process's handling of SIGINT and SIGTERM, one level per
+// signal, as the Pulumi CLI's (pkg/v3 backend.CancellationScopes):
+//   - the first cancels the command's context: an engine operation is asked
+//     to cancel gracefully (engine.Stack runs it so that the steps in flight
+//     finish, the state is saved and the backend's lock row is deleted),
+//     work between operations (guards, prompts) stops, Milner's lock is
+//     released by the deferred unlock, and milner exits exitInterrupted;
+//   - the second closes terminate: the engine terminates.
+type interrupt struct {
+	ctx       context.Context
+	terminate chan struct{}
+	stop      func()
+
+	mu  sync.Mutex
+	got int
+}
+
+// watchInterrupts starts the handling; stop ends it.
+func watchInterrupts(parent context.Context, stderr io.Writer) *interrupt {
+	ctx, cancel := context.WithCancel(parent)
+	in := &interrupt{ctx: ctx, terminate: make(chan struct{})}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	var once sync.Once
+	in.stop = func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			cancel()
+		})
+	}
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				in.mu.Lock()
+				in.got++
+				n := in.got
+				in.mu.Unlock()
+				switch n {
+				case 1:
+					_, _ = fmt.Fprintf(stderr, "milner: %v: cancelling gracefully (the steps in flight finish, the state is saved, every lock is released); send it again to terminate\n", sig)
+					cancel()
+				case 2:
+					_, _ = fmt.Fprintf(stderr, "milner: %v again: terminating\n", sig)
+					close(in.terminate)
+				}
+			}
+		}
+	}()
+	return in
+}
+
+// interrupted reports whether a signal was received.
+func (in *interrupt) interrupted() bool {
+	if in == nil {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.got > 0
+}
+
+// terminateOf is the channel closed on the second signal (nil outside run).
+func terminateOf(ctx context.Context) <-chan struct{} {
+	if in, ok := ctx.Value(interruptKey{}).(*interrupt); ok {
+		return in.terminate
+	}
+	return nil
+}
+
+type interruptKey struct{}

@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"gocloud.dev/blob"
+)
+
+// Holder is one lock held on the stack, and who holds it.
+type Holder struct {
+	// Lock is "backend" (the DIY backend's update lock, which `pulumi` takes
+	// too) or "milner" (Milner's own operation lock, lock.go).
+	Lock string `json:"lock"`
+	// Where is the lock's object: a backend key, a file, an advisory lock.
+	Where string `json:"where"`
+	// Who is user@host, and PID the process (on that host).
+	Who string `json:"who,omitempty"`
+	PID int    `json:"pid,omitempty"`
+	// Since is when it was taken.
+	Since time.Time `json:"since,omitzero"`
+	// Command is the milner command holding it ("" for the backend's lock).
+	Command string `json:"command,omitempty"`
+	// session is the PostgreSQL backend pid of an advisory lock's session.
+	session int
+}
+
+// holderRecord is what Milner writes about itself into its lock.
+type holderRecord struct {
+	Who     string    `json:"who"`
+	PID     int       `json:"pid"`
+	Since   time.Time `json:"since"`
+	Command string    `json:"command"`
+}
+
+// self describes this process as a lock holder.
+func (s *Stack) self() holderRecord {
+	who := "unknown"
+	if u, err := user.Current(); err == nil {
+		who = u.Username
+	}
+	if h, err := os.Hostname(); err == nil {
+		who += "@" + h
+	}
+	return holderRecord{Who: who, PID: os.Getpid(), Since: time.Now().UTC(), Command: s.command}
+}
+
+// Locks lists the locks held on the stack: the backend's update locks
+// (pkg/v3 backend/diy/lock.go writes pid, user, host and time into each)
+// and Milner's own, with the holder it recorded.
+func (s *Stack) Locks(ctx context.Context) ([]Holder, error) {
+	out, err := s.backendLocks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.milnerHolder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if m != nil {
+		out = append(out, *m)
+	}
+	return out, nil
+}
+
+// backendLocks reads the DIY backend's lock objects of this stack.
+func (s *Stack) backendLocks(ctx context.Context) ([]Holder, error) {
+	b, err := s.openBucket(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: locks: %w", s.name, err)
+	}
+	defer func() { _ = b.Close() }()
+	suffix := "/" + s.project.Name.String() + "/" + s.name + "/"
+	var out []Holder
+	it := b.List(&blob.ListOptions{Prefix: ".pulumi/locks/"})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stack %q: locks: %w", s.name, err)
+		}
+		if !strings.HasSuffix(path.Dir(obj.Key)+"/", suffix) || path.Ext(obj.Key) != ".json" {
+			continue
+		}
+		h := Holder{Lock: "backend", Where: obj.Key}
+		if raw, err := b.ReadAll(ctx, obj.Key); err == nil {
+			var c struct {
+				Pid       int       `json:"pid"`
+				Username  string    `json:"username"`
+				Hostname  string    `json:"hostname"`
+				Timestamp time.Time `json:"timestamp"`
+			}
+			if json.Unmarshal(raw, &c) == nil {
+				h.Who, h.PID, h.Since = c.Username+"@"+c.Hostname, c.Pid, c.Timestamp
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// milnerHolder returns Milner's lock's holder, or nil when it is free.
+func (s *Stack) milnerHolder(ctx context.Context) (*Holder, error) {
+	switch {
+	case strings.HasPrefix(s.url, "file://"):
+		p, err := s.flockPath()
+		if err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = f.Close() }()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+			return nil, nil // free: closing the file releases the probe
+		}
+		h := &Holder{Lock: "milner", Where: p}
+		var rec holderRecord
+		if raw, err := io.ReadAll(f); err == nil && json.Unmarshal(raw, &rec) == nil {
+			h.Who, h.PID, h.Since, h.Command = rec.Who, rec.PID, rec.Since, rec.Command
+		}
+		return h, nil
+	case strings.HasPrefix(s.url, "postgres://"):
+		db, err := sql.Open("postgres", s.lockDSN(""))
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = db.Close() }()
+		key := s.advisoryKey()
+		// An advisory lock on a bigint key is (classid, objid) = its high and
+		// low 32 bits, objsubid 1 (PostgreSQL docs, pg_locks).
+		row := db.QueryRowContext(ctx, `SELECT l.pid, coalesce(a.application_name, ''), coalesce(a.backend_start, now())
+			FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = $1 AND l.objid = $2`,
+			int64(uint32(uint64(key)>>32)), int64(uint32(key)))
+		h := &Holder{Lock: "milner", Where: fmt.Sprintf("PostgreSQL advisory lock %q", s.lockKey())}
+		var app string
+		switch err := row.Scan(&h.session, &app, &h.Since); {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("stack %q: locks: %w", s.name, err)
+		}
+		// "milner <pid> <user@host> <command>", as advisoryLock names it.
+		if f := strings.SplitN(app, " ", 4); len(f) >= 3 && f[0] == "milner" {
+			h.PID, _ = strconv.Atoi(f[1])
+			h.Who = f[2]
+			if len(f) == 4 {
+				h.Command = f[3]
+			}
+		} else {
+			h.Who = app
+		}
+		return h, nil
+	}
+	return nil, nil
+}
+
+// ClearStaleLocks removes the backend's update locks of the stack (as
+// `pulumi cancel` does, pkg/v3 diy CancelCurrentUpdate) and, on
+// PostgreSQL, ends the session that holds a stale Milner advisory lock
+// (pg_terminate_backend). The caller holds Milner's lock when it can be
+// taken; it returns what it cleared.
+func (s *Stack) ClearStaleLocks(ctx context.Context, stale []Holder) error {
+	ctx = engineContext(ctx)
+	for _, h := range stale {
+		switch {
+		case h.Lock == "backend":
+			ref, err := s.backend.ParseStackReference(s.name)
+			if err != nil {
+				return err
+			}
+			if err := s.backend.CancelCurrentUpdate(ctx, ref); err != nil {
+				return fmt.Errorf("stack %q: clear the backend's lock: %w", s.name, err)
+			}
+		case h.Lock == "milner" && h.session != 0:
+			db, err := sql.Open("postgres", s.lockDSN(""))
+			if err != nil {
+				return err
+			}
+			var ok bool
+			err = db.QueryRowContext(ctx, "SELECT pg_terminate_backend($1)", h.session).Scan(&ok)
+			_ = db.Close()
+			if err != nil || !ok {
+				return fmt.Errorf("stack %q: end the PostgreSQL session %d that holds Milner's lock: %v (a superuser or the session's own role may)", s.name, h.session, err)
+			}
+		}
+	}
+	return nil
+}
+
+// flockPath is the file of Milner's lock on a file backend.
+func (s *Stack) flockPath() (string, error) {
+	dir, err := fileStateDir(s.url)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, ".pulumi", "locks", "milner", s.name+".flock"), nil
+}

@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	pkgengine "github.com/pulumi/pulumi/pkg/v3/engine"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestWeakPassphraseRefused: a stack that can hold secrets refuses an
+// empty passphrase, the public one and a passphrase file others can read,
+// wherever they come from; a stack that cannot keeps the public default.
+func TestWeakPassphraseRefused(t *testing.T) {
+	require.NoError(t, os.Unsetenv(PassphraseEnv))
+	t.Setenv(PassphraseFileEnv, "")
+	talos := &workspace.ProjectStack{Config: config.Map{}}
+	substrateOnly := &workspace.ProjectStack{Config: config.Map{config.MustMakeKey("milner", "stopAfter"): config.NewValue("substrate")}}
+
+	_, err := passphrase(Options{Stack: "dev", Passphrase: NoSecretsPassphrase}, talos)
+	assert.ErrorContains(t, err, "public")
+
+	t.Setenv(PassphraseEnv, "")
+	_, err = passphrase(Options{Stack: "dev"}, talos)
+	assert.ErrorContains(t, err, "empty")
+	t.Setenv(PassphraseEnv, NoSecretsPassphrase)
+	_, err = passphrase(Options{Stack: "dev"}, talos)
+	assert.ErrorContains(t, err, PassphraseEnv)
+	p, err := passphrase(Options{Stack: "local"}, substrateOnly)
+	require.NoError(t, err, "a stack that holds no secret may use the public passphrase")
+	assert.Equal(t, NoSecretsPassphrase, p)
+	require.NoError(t, os.Unsetenv(PassphraseEnv))
+
+	file := filepath.Join(t.TempDir(), "pass")
+	require.NoError(t, os.WriteFile(file, []byte("a-real-one\n"), 0o644))
+	t.Setenv(PassphraseFileEnv, file)
+	_, err = passphrase(Options{Stack: "dev"}, talos)
+	assert.ErrorContains(t, err, "chmod 600 "+file)
+	require.NoError(t, os.Chmod(file, 0o600))
+	p, err = passphrase(Options{Stack: "dev"}, talos)
+	require.NoError(t, err)
+	assert.Equal(t, "a-real-one", p)
+	require.NoError(t, os.WriteFile(file, []byte("\n"), 0o600))
+	_, err = passphrase(Options{Stack: "dev"}, talos)
+	assert.ErrorContains(t, err, "empty")
+}
+
+// TestRedact: a backend URL's credentials never reach what Milner prints.
+func TestRedact(t *testing.T) {
+	for raw, want := range map[string]string{
+		"postgres://milner:s3cr%40t@db:5432/state?sslmode=disable&table=t": "postgres://milner:xxxxx@db:5432/state?sslmode=disable&table=t",
+		"postgres://db/state?password=hunter2&table=t":                     "postgres://db/state?password=xxxxx&table=t",
+		"file:///var/lib/milner":                                           "file:///var/lib/milner",
+		"s3://bucket?region=x&secret_access_key=abc":                       "s3://bucket?region=x&secret_access_key=xxxxx",
+	} {
+		assert.Equal(t, want, redactURL(raw), raw)
+	}
+	remember("postgres://milner:s3cr%40t@db/state?sslpassword=k3y")
+	msg := Redact(`dial postgres://milner:s3cr%40t@db/state: password "s3cr@t" rejected; k3y`)
+	assert.NotContains(t, msg, "s3cr")
+	assert.NotContains(t, msg, "k3y")
+}
+
+// TestScopeCancelsThenTerminates: the caller's context cancelled asks the
+// engine to cancel (not terminate), Terminate closed terminates, and the
+// context the backend runs on is cancelled by neither.
+func TestScopeCancelsThenTerminates(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	term := make(chan struct{})
+	base := engineContext(ctx)
+	events := make(chan pkgengine.Event, 4)
+	sc := scopes{graceful: ctx, terminate: term}.NewScope(base, events, false)
+	c := sc.Context()
+	assert.NoError(t, c.CancelErr())
+	cancel()
+	waitFor(t, c.Canceled())
+	assert.NoError(t, c.TerminateErr(), "the first interrupt does not terminate")
+	assert.NoError(t, base.Err(), "the backend's context outlives the interrupt")
+	close(term)
+	waitFor(t, c.Terminated())
+	sc.Close()
+	assert.NoError(t, base.Err())
+	assert.Len(t, events, 2, "the engine's log says both")
+}
+
+func waitFor(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal(errors.New("not signalled within 5 s"))
+	}
+}
