@@ -59,10 +59,7 @@ func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput
 		}
 		a, err := helmapp.New(ctx, app.Name, &helmapp.Args{
 			ReleaseName:    app.ReleaseName,
-			Repo:           app.Chart.Repo,
-			Chart:          app.Chart.Name,
-			Version:        app.Chart.Version,
-			Path:           app.Chart.Path,
+			Chart:          cfg.chart(app.Chart),
 			Namespace:      app.Namespace,
 			PodSecurity:    app.PodSecurity,
 			Secrets:        secrets,

@@ -49,10 +49,7 @@ func deployStorage(ctx *pulumi.Context, cfg *Config, k8s *kubernetes.Provider) (
 	}
 	app, err := helmapp.New(ctx, StorageAppName, &helmapp.Args{
 		ReleaseName: StorageAppName,
-		Repo:        s.Chart.Repo,
-		Chart:       s.Chart.Name,
-		Version:     s.Chart.Version,
-		Path:        s.Chart.Path,
+		Chart:       cfg.chart(s.Chart),
 		Namespace:   s.Namespace,
 		// The provisioner's helper pods mount host paths, which only the
 		// privileged level admits (Talos' local storage guide labels the

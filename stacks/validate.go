@@ -74,6 +74,7 @@ func (c *Config) validate(p *problems) {
 	c.validateStartAt(p)
 	c.validateApps(p)
 	c.validateAppsLayer(p)
+	c.validateChartMirrors(p)
 	c.validateInput(p)
 	if !slices.Contains(Layers, c.StopAfter) {
 		p.addf(key("stopAfter"), "unknown layer %q (want one of %v)", c.StopAfter, Layers)

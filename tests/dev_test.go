@@ -23,6 +23,7 @@ import (
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/components/workloads"
 	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
 )
 
@@ -47,14 +48,18 @@ const (
 	tPriorityClass = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 )
 
+// devTLS is the dev stack's Vault listener certificate (release and
+// namespace "vault"), key and CA: Load checks them as Vault will use them.
+var devTLS = testpki.Valid(stacks.VaultTLSNames("vault", "vault")...)
+
 // devSecrets are the secret keys the dev stack needs, with test values.
 var devSecrets = map[string]string{
 	"milner:woodpeckerAgentSecret": "test-agent-secret",
 	"milner:woodpeckerForgeClient": "test-forge-client",
 	"milner:woodpeckerForgeSecret": "test-forge-secret",
-	"milner:vaultTlsCert":          "test-cert",
-	"milner:vaultTlsKey":           "test-key",
-	"milner:vaultTlsCa":            "test-ca",
+	"milner:vaultTlsCert":          devTLS.Cert,
+	"milner:vaultTlsKey":           devTLS.Key,
+	"milner:vaultTlsCa":            devTLS.CA,
 }
 
 // stackConfig reads a committed stack file plus the given secrets.
@@ -318,7 +323,7 @@ func TestDevHelmReleases(t *testing.T) {
 		retain             bool
 	}{
 		"vault-release":                  {"vault", "0.29.1", "vault", true},
-		"local-path-provisioner-release": {"local-path-provisioner", "0.0.33", "local-path-storage", false},
+		"local-path-provisioner-release": {"oci://ghcr.io/rancher/local-path-provisioner/charts/local-path-provisioner", "0.0.33", "local-path-storage", false},
 		"woodpecker-release":             {"oci://ghcr.io/woodpecker-ci/helm/woodpecker", "3.2.0", "woodpecker", false},
 	} {
 		r, ok := rec.ByName(tRelease, name)

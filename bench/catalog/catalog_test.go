@@ -172,7 +172,7 @@ func mockSteps(t *testing.T, ch change) []step {
 		// Vault's TLS material: secret keys, placeholders under mocks.
 		tls := []string{"milner:vaultTlsCert", "milner:vaultTlsKey", "milner:vaultTlsCa"}
 		for _, k := range tls {
-			cfg[k] = "placeholder"
+			cfg[k] = stacks.PlaceholderSecret
 		}
 		rec, err := mockrun.Run(stacks.Program, "catalog", cfg, tls...)
 		if err != nil {
