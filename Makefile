@@ -49,7 +49,7 @@ integration: deps tools tools-kubeapi
 	go test -tags integration -count=1 -p 1 -timeout 60m -v ./tests/integration/ ./tests/kubeapi/
 
 # nix cannot fetch nixpkgs here, so the flake is parsed, not evaluated
-# (README, "verified where").
+# (docs/verification.md).
 flake-check: deps
 	nix-instantiate --parse flake.nix >/dev/null
 

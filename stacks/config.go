@@ -134,7 +134,7 @@ type ProxmoxConfig struct {
 	// Endpoint is the Proxmox VE API URL, e.g. https://pve.lan:8006/.
 	Endpoint string `json:"endpoint"`
 	// Insecure skips TLS verification of the API. Off by default: trust a
-	// self-signed PVE CA instead (README "TLS"). Needs InsecureAcknowledged.
+	// self-signed PVE CA instead (docs/proxmox.md "TLS"). Needs InsecureAcknowledged.
 	Insecure bool `json:"insecure,omitempty"`
 	// InsecureAcknowledged must be true for Insecure: the API token then goes
 	// to whoever answers on the network. Every run warns while it is set.
@@ -252,7 +252,7 @@ type NodeConfig struct {
 	AdoptID string `json:"adoptId,omitempty"`
 	// ProxmoxNode is the Proxmox host (PVE node) the node's VM and its disk
 	// holder run on (proxmox only); defaults to substrate.proxmox.nodeName.
-	// Changing it is a planned move, never a config edit (README "Move a
+	// Changing it is a planned move, never a config edit (docs/proxmox.md "Move a
 	// node to another host").
 	ProxmoxNode string `json:"proxmoxNode,omitempty"`
 	// HolderAdoptID is the VM id of an existing disk holder to import

@@ -19,7 +19,7 @@ func (c *Config) validateProxmoxPlacement(p *problems) {
 	switch {
 	case px.Insecure && !px.InsecureAcknowledged:
 		p.addf(path+".insecure", "skips TLS verification, so the API token (VM.*, Datastore.*, Sys.Modify) goes to whoever answers on the network; "+
-			"trust the host's CA instead (README \"TLS\"), or set %s.insecureAcknowledged: true to accept it", path)
+			"trust the host's CA instead (docs/proxmox.md \"TLS\"), or set %s.insecureAcknowledged: true to accept it", path)
 	case px.Insecure:
 		p.warnf(path+".insecure", "TLS verification of %s is OFF (insecureAcknowledged): the API token goes to whoever answers on the network", px.Endpoint)
 	}

@@ -30,8 +30,8 @@ replaces and deletes nothing. The next 'milner up' imports the VM.
 With --all (libvirt) it records every live object of the stack that its
 state lacks: each domain as its node's adoptId, the pool, network and
 volumes under milner:substrate.libvirt.adopt by logical name. That is how a
-stack whose state was lost takes its machines and disks back (README
-"Recover from lost state"). Another stack's objects (owner tag, pool path)
+stack whose state was lost takes its machines and disks back
+(docs/runbooks/recover.md). Another stack's objects (owner tag, pool path)
 and shut-off domains are refused, never adopted.`,
 		Example: `  milner adopt --stack dev --node cp-2 --id "$(virsh domuuid milner-dev-cp-2)"
   milner adopt --stack dev --all
@@ -60,7 +60,7 @@ and shut-off domains are refused, never adopted.`,
 				}
 				var sub stacks.SubstrateConfig
 				if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
-					return refused("adopt --all reads a libvirt host; on Proxmox adopt each node with --node/--id and --holder (README \"Adopt the existing cluster\")")
+					return refused("adopt --all reads a libvirt host; on Proxmox adopt each node with --node/--id and --holder (docs/runbooks/adopt.md)")
 				}
 				v, err := viewLibvirt(ctx, st, cfg, sub.Libvirt)
 				if err != nil {

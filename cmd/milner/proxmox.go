@@ -112,7 +112,7 @@ func preflightProxmox(ctx context.Context, c *pve.Client, cfg *stacks.Config, de
 	for _, m := range missing {
 		fmt.Fprintf(os.Stderr, "  - %s on %s (%s)\n", m.Priv, m.Path, m.Why)
 	}
-	return refused("grant the missing privileges to the token (README \"Token privileges\"); nothing was changed")
+	return refused("grant the missing privileges to the token (docs/proxmox.md \"Token privileges\"); nothing was changed")
 }
 
 // unprotectProxmoxHolders clears PVE's protection flag of the disk holders

@@ -90,7 +90,7 @@ func secretsImportCmd() *cobra.Command {
 imports it as <cluster>-secrets (protected) with the pinned Pulumi CLI's
 'pulumi import', in the project directory and the user's backend and
 passphrase; the clear file is removed whatever happens. Run it before
-adopting the nodes; README "Recover from lost state".`,
+adopting the nodes; docs/runbooks/recover.md.`,
 		Example: `  milner secrets import --stack dev --in milner-dev-secrets.age --identity ~/milner-dev.key`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -62,7 +62,7 @@ func stateRestoreCmd() *cobra.Command {
 stack lock and the backend's own import. It changes no infrastructure. The
 state it replaces is kept as a new backup first, so a restore can be undone
 the same way. Afterwards 'milner preview' shows how reality differs from
-the restored state; README "Restore a state backup".`,
+the restored state; docs/runbooks/state.md.`,
 		Example: `  milner state backups --stack dev
   milner state restore --stack dev --backup 1764561234567890123`,
 		Args: cobra.NoArgs,

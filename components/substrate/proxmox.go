@@ -250,7 +250,7 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	// "migrate": a host change is then a replace (bpg docs/guides/
 	// multi-node.md: "By default, changing a guest's node_name forces
 	// Terraform to destroy and recreate it"), which Protect and the gate
-	// refuse, so a move happens only as the planned procedure (README).
+	// refuse, so a move happens only as the planned procedure (docs/proxmox.md).
 	holderOpts := append(child, pulumi.Protect(true), pulumi.IgnoreChanges(ProxmoxHolderIgnoredChanges))
 	if spec.HolderAdoptID != "" {
 		// Config validation holds holderAdoptId to vmId + HolderVMIDOffset.
@@ -286,7 +286,7 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	}
 	// The node VM attaches the holder's disks by their path, in order: the
 	// OS disk as <bus>0, the data disk as <bus>1. Never resized or moved
-	// through the node VM (resize the holder, see the README).
+	// through the node VM (resize the holder, see docs/proxmox.md).
 	bus := args.DiskInterface
 	var disks vm.VirtualMachineDiskArray
 	for i := range 2 {

@@ -39,7 +39,7 @@ func CheckSecretsBundle(steps []Step, liveNodes []string, stack string) []Refusa
 	for _, c := range creates {
 		out = append(out, Refusal{c,
 			fmt.Sprintf("a new cluster secrets bundle (a new CA) would be created while nodes exist: %s; they trust only the bundle they were configured with, so the cluster would become unmanageable", strings.Join(existing, ", ")),
-			fmt.Sprintf("import the exported bundle first: `milner secrets import --stack %s --in <bundle.age> --identity <key.txt>`; or restore the state (README: Recover from lost state)", stack)})
+			fmt.Sprintf("import the exported bundle first: `milner secrets import --stack %s --in <bundle.age> --identity <key.txt>`; or restore the state (docs/runbooks/recover.md)", stack)})
 	}
 	return out
 }

@@ -201,7 +201,7 @@ func withEmptyState(stack string, stateHasSubstrate bool, orphans []Finding, ado
 	if len(orphans) == 0 || stateHasSubstrate {
 		return orphans
 	}
-	fix := "restore the stack's state from a backup of its backend (README \"Recover from lost state\"), then run the up again"
+	fix := "restore the stack's state from a backup of its backend (docs/runbooks/recover.md), then run the up again"
 	if len(adopt) > 0 {
 		fix += "; or adopt the " + what + ": " + strings.Join(adopt, " && ")
 	}

@@ -135,7 +135,7 @@ func CheckProxmox(stack string, declared []DeclaredVM, inState func(logical stri
 		case v.VMID != d.VMID:
 			f.Fix = fmt.Sprintf("the stack wants VM id %d for %q; give nodes[%s].vmId the live id %d (its holder is then %d), or rename or remove the live VM by hand", d.VMID, d.Name, d.Node, v.VMID, v.VMID+1000)
 		case v.Node != d.Host:
-			f.Fix = fmt.Sprintf("the VM runs on %s: set nodes[%s].proxmoxNode to %s (moving it is the planned procedure of README \"Move a node to another host\"), then run the up again", v.Node, d.Node, v.Node)
+			f.Fix = fmt.Sprintf("the VM runs on %s: set nodes[%s].proxmoxNode to %s (moving it is the planned procedure of docs/proxmox.md \"Move a node to another host\"), then run the up again", v.Node, d.Node, v.Node)
 		case d.Holder:
 			cmd := fmt.Sprintf("milner adopt --stack %s --node %s --holder --id %d", stack, d.Node, d.VMID)
 			adopt = append(adopt, cmd)

@@ -3,7 +3,7 @@
 // privilege preflight, and clearing holder protection in a confirmed
 // teardown). TLS is verified against the system roots, as the bpg provider
 // verifies it, so a self-signed PVE CA is trusted the same way for both
-// (SSL_CERT_FILE / SSL_CERT_DIR, README "TLS").
+// (SSL_CERT_FILE / SSL_CERT_DIR, docs/proxmox.md "TLS").
 package pve
 
 import (

@@ -121,7 +121,7 @@ func (c *Client) UnsealWith(ctx context.Context, next func(SealStatus) (string, 
 		return s, err
 	}
 	if !s.Initialized {
-		return s, errors.New("vault is not initialized: run `vault operator init` first (README, Vault runbook)")
+		return s, errors.New("vault is not initialized: run `vault operator init` first (docs/runbooks/vault.md)")
 	}
 	for s.Sealed {
 		share, err := next(s)
