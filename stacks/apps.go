@@ -2,14 +2,16 @@ package stacks
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
 	"github.com/milner/milner/components/helmapp"
 	"github.com/milner/milner/components/workloads"
+	"github.com/milner/milner/stacks/config"
 )
 
 // AppsLayer is everything the apps layer declares.
@@ -25,7 +27,7 @@ type AppsLayer struct {
 // deployApps creates the cluster's Kubernetes provider, the storage layer,
 // one HelmApp per configured app (after the storage), and the workloads'
 // reservation.
-func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput) (*AppsLayer, error) {
+func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.StringOutput) (*AppsLayer, error) {
 	name := cfg.Cluster.Name
 	// An explicit provider, never the ambient kubeconfig. The cluster
 	// identifier is fixed so that a rotated kubeconfig updates the provider
@@ -52,14 +54,14 @@ func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput
 		afterStorage = []pulumi.Resource{layer.Storage.App.Release, layer.Storage.Class}
 	}
 	for i, app := range cfg.Apps {
-		ap := fmt.Sprintf("%s[%d]", key("apps"), i)
+		ap := fmt.Sprintf("%s[%d]", config.Key("apps"), i)
 		values, secrets, err := appValues(ctx, cfg, app, storageClass)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ap, err)
 		}
 		a, err := helmapp.New(ctx, app.Name, &helmapp.Args{
 			ReleaseName:    app.ReleaseName,
-			Chart:          cfg.chart(app.Chart),
+			Chart:          chartOf(cfg, app.Chart),
 			Namespace:      app.Namespace,
 			PodSecurity:    app.PodSecurity,
 			Secrets:        secrets,
@@ -99,7 +101,7 @@ func deployApps(ctx *pulumi.Context, cfg *Config, kubeconfig pulumi.StringOutput
 // the hardened profile's values (Vault, Woodpecker) with the stack's values
 // merged over them (validation refused values the profile owns), then each
 // secret value read from its secret config key at its dotted path.
-func appValues(ctx *pulumi.Context, cfg *Config, app AppConfig, storageClass string) (pulumi.Map, []helmapp.Secret, error) {
+func appValues(ctx *pulumi.Context, cfg *config.Config, app config.AppConfig, storageClass string) (pulumi.Map, []helmapp.Secret, error) {
 	base := map[string]any{}
 	var secrets []helmapp.Secret
 	switch {
@@ -110,9 +112,9 @@ func appValues(ctx *pulumi.Context, cfg *Config, app AppConfig, storageClass str
 	}
 	merge(base, app.Values)
 	values, _ := toInput(base).(pulumi.Map)
-	for _, path := range sortedKeys(app.SecretValues) {
-		secret := config.GetSecret(ctx, key(app.SecretValues[path]))
-		if err := setPath(values, strings.Split(path, "."), secret); err != nil {
+	for _, path := range slices.Sorted(maps.Keys(app.SecretValues)) {
+		value := secret(ctx, app.SecretValues[path])
+		if err := setPath(values, strings.Split(path, "."), value); err != nil {
 			return nil, nil, fmt.Errorf("secretValues[%s]: %w", path, err)
 		}
 	}
@@ -169,4 +171,10 @@ func setPath(m pulumi.Map, path []string, value pulumi.Input) error {
 	}
 	m[path[len(path)-1]] = value
 	return nil
+}
+
+// chartOf is a chart pin as a HelmApp takes it: the published coordinates,
+// and the source they are fetched from through milner:chartMirrors.
+func chartOf(c *config.Config, ch config.ChartConfig) helmapp.Chart {
+	return helmapp.Chart{Repo: ch.Repo, Name: ch.Name, Version: ch.Version, Path: ch.Path, FetchRepo: c.ChartMirrors.Fetch(ch.Repo)}
 }

@@ -19,14 +19,15 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/stacks/config"
 )
 
 // plannedNodes returns what a Proxmox substrate will report of every node,
 // from config alone: the guest's disk devices follow the configured bus.
-func plannedNodes(cfg *Config) []substrate.Node {
+func plannedNodes(cfg *config.Config) []substrate.Node {
 	install, data := cfg.Substrate.Proxmox.DiskInterface.Devices()
 	out := make([]substrate.Node, 0, len(cfg.Nodes))
-	for _, s := range cfg.NodeSpecs() {
+	for _, s := range nodeSpecs(cfg) {
 		out = append(out, substrate.Node{Name: s.Name, Role: s.Role, Address: s.Address, InstallDisk: install, DataDisk: data})
 	}
 	return out
@@ -46,7 +47,7 @@ func plannedNodes(cfg *Config) []substrate.Node {
 // feeding every plan). tests/prod_nocloud_test.go checks the equality with
 // Talos' own machinery. A node without extra patches boots its rendered
 // config as is.
-func firstBootConfigs(ctx *pulumi.Context, cfg *Config, tc *talosConfigs) map[string]pulumi.StringInput {
+func firstBootConfigs(ctx *pulumi.Context, cfg *config.Config, tc *talosConfigs) map[string]pulumi.StringInput {
 	out := make(map[string]pulumi.StringInput, len(tc.configs))
 	for _, rc := range tc.configs {
 		extra := tc.extra[rc.Node.Name]
@@ -62,7 +63,7 @@ func firstBootConfigs(ctx *pulumi.Context, cfg *Config, tc *talosConfigs) map[st
 // checkPlannedNodes reports a substrate whose nodes differ from those the
 // first configs were rendered for (plannedNodes): those configs would name
 // the wrong disks or addresses.
-func checkPlannedNodes(cfg *Config, got []substrate.Node) error {
+func checkPlannedNodes(cfg *config.Config, got []substrate.Node) error {
 	want := plannedNodes(cfg)
 	if len(got) != len(want) {
 		return fmt.Errorf("first machine configs: rendered for %d nodes, the substrate made %d", len(want), len(got))

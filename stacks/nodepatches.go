@@ -2,6 +2,8 @@ package stacks
 
 import (
 	"encoding/json"
+
+	"github.com/milner/milner/stacks/config"
 )
 
 // extraPatches returns, per node name, the Talos patches the apps layer
@@ -10,7 +12,7 @@ import (
 // worker (else no app pod could run), and the labels and taint of the
 // workloads' dedicated nodes. They are derived from config alone, so
 // moving milner:stopAfter between talos and apps changes no machine config.
-func (c *Config) extraPatches() (map[string][]string, error) {
+func extraPatches(c *config.Config) (map[string][]string, error) {
 	out := map[string][]string{}
 	var all []string
 	if c.Storage.On() {
@@ -30,8 +32,8 @@ func (c *Config) extraPatches() (map[string][]string, error) {
 		// reference, v1alpha1 MachineConfig): Talos applies both to its
 		// Node object. A taint value is "<value>:<effect>".
 		b, err := json.Marshal(map[string]any{"machine": map[string]any{
-			"nodeLabels": map[string]string{DedicatedKey: w.Namespace},
-			"nodeTaints": map[string]string{DedicatedKey: w.Namespace + ":NoSchedule"},
+			"nodeLabels": map[string]string{config.DedicatedKey: w.Namespace},
+			"nodeTaints": map[string]string{config.DedicatedKey: w.Namespace + ":NoSchedule"},
 		}})
 		if err != nil {
 			return nil, err

@@ -21,11 +21,12 @@ import (
 	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+	pulumiconfig "github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Program is the Milner program. main runs it with pulumi.Run; tests, the
@@ -50,7 +51,7 @@ func NewProgram(opts *RunOptions) pulumi.RunFunc {
 
 // run loads the config, declares every layer and exports the outputs.
 func run(ctx *pulumi.Context, opts RunOptions) error {
-	cfg, err := Load(ctx)
+	cfg, err := config.Load(ctx)
 	if err != nil {
 		return err
 	}
@@ -96,18 +97,18 @@ type TalosLayer struct {
 }
 
 // Deploy declares every layer of cfg, up to cfg.StopAfter.
-func Deploy(ctx *pulumi.Context, cfg *Config) (*Cluster, error) {
+func Deploy(ctx *pulumi.Context, cfg *config.Config) (*Cluster, error) {
 	return DeployWith(ctx, cfg, RunOptions{})
 }
 
 // DeployWith is Deploy with per-run options.
-func DeployWith(ctx *pulumi.Context, cfg *Config, opts RunOptions) (*Cluster, error) {
+func DeployWith(ctx *pulumi.Context, cfg *config.Config, opts RunOptions) (*Cluster, error) {
 	c := &Cluster{}
 	var err error
-	if cfg.StartAt == LayerApps {
+	if cfg.StartAt == config.LayerApps {
 		// An existing cluster: its kubeconfig is a secret key (Load has
 		// checked it is set), and it stays a secret Output.
-		if c.Apps, err = deployApps(ctx, cfg, config.GetSecret(ctx, key(KubeconfigKey))); err != nil {
+		if c.Apps, err = deployApps(ctx, cfg, secret(ctx, config.KubeconfigKey)); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -117,7 +118,7 @@ func DeployWith(ctx *pulumi.Context, cfg *Config, opts RunOptions) (*Cluster, er
 	// a libvirt stack makes them after, as it always has.
 	var tc *talosConfigs
 	var userData map[string]pulumi.StringInput
-	if cfg.Substrate.Kind == substrate.KindProxmox && cfg.StopAfter.Includes(LayerTalos) {
+	if cfg.Substrate.Kind == config.KindProxmox && cfg.StopAfter.Includes(config.LayerTalos) {
 		if tc, err = newTalosConfigs(ctx, cfg, talosNodes(cfg, plannedNodes(cfg))); err != nil {
 			return nil, err
 		}
@@ -126,7 +127,7 @@ func DeployWith(ctx *pulumi.Context, cfg *Config, opts RunOptions) (*Cluster, er
 	if c.Substrate, err = newSubstrate(ctx, cfg, userData); err != nil {
 		return nil, err
 	}
-	if !cfg.StopAfter.Includes(LayerTalos) {
+	if !cfg.StopAfter.Includes(config.LayerTalos) {
 		return c, nil
 	}
 	if tc == nil {
@@ -139,7 +140,7 @@ func DeployWith(ctx *pulumi.Context, cfg *Config, opts RunOptions) (*Cluster, er
 	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate.Nodes(), tc, opts); err != nil {
 		return nil, err
 	}
-	if !cfg.StopAfter.Includes(LayerApps) {
+	if !cfg.StopAfter.Includes(config.LayerApps) {
 		return c, nil
 	}
 	if c.Apps, err = deployApps(ctx, cfg, c.Talos.HealthyKubeconfig); err != nil {
@@ -150,11 +151,11 @@ func DeployWith(ctx *pulumi.Context, cfg *Config, opts RunOptions) (*Cluster, er
 
 // newSubstrate creates the configured substrate implementation. userData,
 // by node name, is each node's first machine config (Proxmox only).
-func newSubstrate(ctx *pulumi.Context, cfg *Config, userData map[string]pulumi.StringInput) (substrate.Substrate, error) {
+func newSubstrate(ctx *pulumi.Context, cfg *config.Config, userData map[string]pulumi.StringInput) (substrate.Substrate, error) {
 	name := cfg.Cluster.Name
 	net := cfg.Network
 	switch cfg.Substrate.Kind {
-	case substrate.KindLibvirt:
+	case config.KindLibvirt:
 		lv := cfg.Substrate.Libvirt
 		args := &substrate.LibvirtArgs{
 			URI:         lv.URI,
@@ -164,20 +165,20 @@ func newSubstrate(ctx *pulumi.Context, cfg *Config, userData map[string]pulumi.S
 			BootImage:   lv.BootImage,
 			NetworkMode: net.Mode,
 			CIDR:        net.Prefix,
-			Nodes:       cfg.NodeSpecs(),
+			Nodes:       nodeSpecs(cfg),
 			Adopt:       lv.Adopt,
 		}
 		if r := net.DHCPRange; r != nil {
 			args.DHCPStart, args.DHCPEnd = r.From, r.To
 		}
 		return substrate.NewLibvirt(ctx, name, args)
-	case substrate.KindProxmox:
+	case config.KindProxmox:
 		px := cfg.Substrate.Proxmox
 		return substrate.NewProxmox(ctx, name, &substrate.ProxmoxArgs{
 			Endpoint: px.Endpoint,
 			Insecure: px.Insecure,
 			// Load has checked the token is set; it stays an Output, secret.
-			APIToken:       config.GetSecret(ctx, key(ProxmoxTokenKey)),
+			APIToken:       secret(ctx, config.ProxmoxTokenKey),
 			NodeName:       px.NodeName,
 			OSDatastore:    px.OSDatastore,
 			DataDatastore:  px.DataDatastore,
@@ -189,7 +190,7 @@ func newSubstrate(ctx *pulumi.Context, cfg *Config, userData map[string]pulumi.S
 			Prefix:         net.Prefix,
 			Gateway:        net.GatewayAddr,
 			Nameservers:    net.NameserverAddrs,
-			Nodes:          cfg.NodeSpecs(),
+			Nodes:          nodeSpecs(cfg),
 			// Each node's first machine config, on its nocloud drive.
 			UserData:          userData,
 			SnippetsDatastore: px.SnippetsDatastore,
@@ -202,13 +203,13 @@ func newSubstrate(ctx *pulumi.Context, cfg *Config, userData map[string]pulumi.S
 
 // proxmoxSSH is the provider's SSH access: the agent, or the secret key
 // (Load has checked exactly one is set), which stays an Output, secret.
-func proxmoxSSH(ctx *pulumi.Context, s *ProxmoxSSHConfig) *substrate.ProxmoxSSH {
+func proxmoxSSH(ctx *pulumi.Context, s *config.ProxmoxSSHConfig) *substrate.ProxmoxSSH {
 	if s == nil {
 		return nil
 	}
 	out := &substrate.ProxmoxSSH{Username: s.Username, Agent: s.Agent}
 	if !s.Agent {
-		out.PrivateKey = config.GetSecret(ctx, key(ProxmoxSSHKeyKey))
+		out.PrivateKey = secret(ctx, config.ProxmoxSSHKeyKey)
 	}
 	return out
 }
@@ -232,4 +233,27 @@ func (c *Cluster) Export(ctx *pulumi.Context) {
 		ctx.Export("kubeconfig", c.Talos.Kubeconfig)
 		ctx.Export("talosconfig", c.Talos.Talosconfig)
 	}
+}
+
+// NodeSpecs returns the nodes as substrate specs, in config order.
+func nodeSpecs(c *config.Config) []substrate.NodeSpec {
+	specs := make([]substrate.NodeSpec, 0, len(c.Nodes))
+	for _, n := range c.Nodes {
+		specs = append(specs, substrate.NodeSpec{
+			Name: n.Name, Role: n.Role, VCPU: n.VCPU, MemoryMiB: n.MemoryMiB,
+			OSDiskGiB: n.OSDiskGiB, DataDiskGiB: n.DataDiskGiB,
+			Address: n.Addr, MAC: n.MAC, VMID: n.VMID, AdoptID: n.AdoptID,
+			Host: n.ProxmoxNode, HolderAdoptID: n.HolderAdoptID,
+		})
+	}
+	return specs
+}
+
+// A *pulumi.Context is a config source: the program loads its stack with it.
+var _ config.ConfigSource = (*pulumi.Context)(nil)
+
+// secret reads the secret milner:<k> as an Output; config.Load has checked
+// that it is set, and set as a secret, wherever the stack needs it.
+func secret(ctx *pulumi.Context, k string) pulumi.StringOutput {
+	return pulumiconfig.GetSecret(ctx, config.Key(k))
 }

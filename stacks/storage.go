@@ -10,7 +10,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/helmapp"
-	"github.com/milner/milner/components/podsecurity"
+	"github.com/milner/milner/stacks/config"
 )
 
 // LocalPathProvisioner is the provisioner name the chart's provisioner
@@ -36,7 +36,7 @@ type Storage struct {
 // StorageClass. The class is a program object, not the chart's
 // (storageClass.create is false): its reclaim policy and default flag are
 // typed config, and it exists whether or not a chart can be fetched.
-func deployStorage(ctx *pulumi.Context, cfg *Config, k8s *kubernetes.Provider) (*Storage, error) {
+func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Provider) (*Storage, error) {
 	s := cfg.Storage
 	// Keys checked against the chart's values.yaml and README (chart 0.0.33):
 	// storageClass.create, storageClass.provisionerName, nodePathMap.
@@ -47,14 +47,14 @@ func deployStorage(ctx *pulumi.Context, cfg *Config, k8s *kubernetes.Provider) (
 			"paths": []any{s.Path},
 		}},
 	}
-	app, err := helmapp.New(ctx, StorageAppName, &helmapp.Args{
-		ReleaseName: StorageAppName,
-		Chart:       cfg.chart(s.Chart),
+	app, err := helmapp.New(ctx, config.StorageAppName, &helmapp.Args{
+		ReleaseName: config.StorageAppName,
+		Chart:       chartOf(cfg, s.Chart),
 		Namespace:   s.Namespace,
 		// The provisioner's helper pods mount host paths, which only the
 		// privileged level admits (Talos' local storage guide labels the
 		// namespace so).
-		PodSecurity: podsecurity.Privileged,
+		PodSecurity: config.Privileged,
 		Values:      toInput(values).(pulumi.Map),
 		Provider:    k8s,
 		SkipAwait:   !cfg.WaitForApps,
@@ -62,7 +62,7 @@ func deployStorage(ctx *pulumi.Context, cfg *Config, k8s *kubernetes.Provider) (
 	if err != nil {
 		return nil, err
 	}
-	class, err := storagev1.NewStorageClass(ctx, StorageAppName+"-class", &storagev1.StorageClassArgs{
+	class, err := storagev1.NewStorageClass(ctx, config.StorageAppName+"-class", &storagev1.StorageClassArgs{
 		Metadata: &metav1.ObjectMetaArgs{
 			Name:        pulumi.String(s.StorageClass),
 			Annotations: pulumi.StringMap{DefaultClassAnnotation: pulumi.String("true")},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
+	"github.com/milner/milner/stacks/config"
 )
 
 // SecretOutputs are the outputs of the cluster secrets bundle the engine must
@@ -43,7 +44,7 @@ type RenderedConfig struct {
 }
 
 // talosNodes turns the substrate's node facts into TalosNode's, in config order.
-func talosNodes(cfg *Config, nodes []substrate.Node) []talosnode.Node {
+func talosNodes(cfg *config.Config, nodes []substrate.Node) []talosnode.Node {
 	out := make([]talosnode.Node, 0, len(nodes))
 	for i, n := range nodes {
 		out = append(out, talosnode.Node{
@@ -61,7 +62,7 @@ func talosNodes(cfg *Config, nodes []substrate.Node) []talosnode.Node {
 // newSecrets creates the cluster's one secrets bundle. A new bundle is a new
 // cluster, so it is protected; its format follows the config contract at
 // creation, and a later contract value must not touch it.
-func newSecrets(ctx *pulumi.Context, cfg *Config) (*machine.Secrets, error) {
+func newSecrets(ctx *pulumi.Context, cfg *config.Config) (*machine.Secrets, error) {
 	name := cfg.Cluster.Name
 	secrets, err := machine.NewSecrets(ctx, name+"-secrets", &machine.SecretsArgs{
 		TalosVersion: pulumi.String(cfg.Cluster.ConfigContract),
@@ -81,7 +82,7 @@ func newSecrets(ctx *pulumi.Context, cfg *Config) (*machine.Secrets, error) {
 // talos_version: "keep it fixed at the version the cluster was created
 // with"), and each node's own patch is applied through the generator's
 // configPatches.
-func RenderNodeConfigs(ctx *pulumi.Context, cfg *Config, secrets *machine.Secrets, nodes []talosnode.Node) ([]RenderedConfig, error) {
+func RenderNodeConfigs(ctx *pulumi.Context, cfg *config.Config, secrets *machine.Secrets, nodes []talosnode.Node) ([]RenderedConfig, error) {
 	pa := PatchArgs(cfg)
 	out := make([]RenderedConfig, 0, len(nodes))
 	for _, n := range nodes {
@@ -100,7 +101,7 @@ func RenderNodeConfigs(ctx *pulumi.Context, cfg *Config, secrets *machine.Secret
 
 // renderConfig renders one machine configuration of role with patches
 // applied in order, as a secret (it holds the cluster's keys).
-func renderConfig(ctx *pulumi.Context, cfg *Config, secrets *machine.Secrets, role talosnode.Role, patches ...string) pulumi.StringOutput {
+func renderConfig(ctx *pulumi.Context, cfg *config.Config, secrets *machine.Secrets, role talosnode.Role, patches ...string) pulumi.StringOutput {
 	rendered := machine.GetConfigurationOutput(ctx, machine.GetConfigurationOutputArgs{
 		ClusterName:       pulumi.String(cfg.Cluster.Name),
 		ClusterEndpoint:   pulumi.String(cfg.Endpoint()),
@@ -116,7 +117,7 @@ func renderConfig(ctx *pulumi.Context, cfg *Config, secrets *machine.Secrets, ro
 }
 
 // PatchArgs are the cluster-wide values of every node's own patch.
-func PatchArgs(cfg *Config) talosnode.PatchArgs {
+func PatchArgs(cfg *config.Config) talosnode.PatchArgs {
 	return talosnode.PatchArgs{
 		VIP:                            cfg.Cluster.VIPAddr,
 		Prefix:                         cfg.Network.Prefix,
@@ -124,6 +125,7 @@ func PatchArgs(cfg *Config) talosnode.PatchArgs {
 		Nameservers:                    cfg.Network.NameserverAddrs,
 		InstallImage:                   cfg.Cluster.InstallImage,
 		AllowSchedulingOnControlPlanes: *cfg.Cluster.AllowSchedulingOnControlPlanes,
+		DataMountpoint:                 config.DataMountpoint,
 	}
 }
 
@@ -139,7 +141,7 @@ type talosConfigs struct {
 
 // newTalosConfigs creates the cluster secrets once and renders every node's
 // configuration.
-func newTalosConfigs(ctx *pulumi.Context, cfg *Config, nodes []talosnode.Node) (*talosConfigs, error) {
+func newTalosConfigs(ctx *pulumi.Context, cfg *config.Config, nodes []talosnode.Node) (*talosConfigs, error) {
 	secrets, err := newSecrets(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -150,7 +152,7 @@ func newTalosConfigs(ctx *pulumi.Context, cfg *Config, nodes []talosnode.Node) (
 	}
 	// The other layers' node patches: the storage layer's kubelet mount,
 	// the workloads' labels and taints on dedicated nodes.
-	extra, err := cfg.extraPatches()
+	extra, err := extraPatches(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("talos %q: %w", cfg.Cluster.Name, err)
 	}
@@ -160,7 +162,7 @@ func newTalosConfigs(ctx *pulumi.Context, cfg *Config, nodes []talosnode.Node) (
 // deployTalos applies every node's configuration (control planes one at a
 // time), bootstraps the cluster once, and gates the kubeconfig on the
 // cluster health check.
-func deployTalos(ctx *pulumi.Context, cfg *Config, machines []substrate.Node, tc *talosConfigs, opts RunOptions) (*TalosLayer, error) {
+func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.Node, tc *talosConfigs, opts RunOptions) (*TalosLayer, error) {
 	name := cfg.Cluster.Name
 	secrets, configs, extra := tc.secrets, tc.configs, tc.extra
 	clientCfg := secrets.ClientConfiguration

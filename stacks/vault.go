@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
 	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/stacks/config"
 )
 
 // VaultTLSSuffix names Vault's TLS Secret: "<release>-tls" (type
@@ -16,32 +16,6 @@ const VaultTLSSuffix = "tls"
 
 // VaultTLSDir is where the TLS Secret is mounted in the Vault pods.
 const VaultTLSDir = "/vault/userconfig/tls"
-
-// vaultFullname is the chart's fullname of a release (vault-helm
-// _helpers.tpl "vault.fullname": the release name when it contains the
-// chart name, else <release>-vault): the StatefulSet, and the headless
-// service "<fullname>-internal" the raft peers find each other through.
-func vaultFullname(release string) string {
-	if strings.Contains(release, VaultChart) {
-		return release
-	}
-	return release + "-" + VaultChart
-}
-
-// VaultTLSNames are the names Vault's certificate must cover: the service
-// clients use, every raft peer through the headless service, and the
-// loopback address the chart's own probes and `vault` CLI in the pod use
-// (VAULT_ADDR is https://127.0.0.1:8200 with TLS on).
-func VaultTLSNames(release, namespace string) []string {
-	full := vaultFullname(release)
-	return []string{
-		fmt.Sprintf("%s.%s.svc", full, namespace),
-		fmt.Sprintf("%s.%s.svc.cluster.local", full, namespace),
-		fmt.Sprintf("*.%s-internal", full),
-		fmt.Sprintf("*.%s-internal.%s.svc.cluster.local", full, namespace),
-		"127.0.0.1",
-	}
-}
 
 // vaultProfile returns the hardened Vault's chart values and its TLS
 // Secret. Every key was checked against vault-helm's values.yaml (chart
@@ -55,9 +29,9 @@ func VaultTLSNames(release, namespace string) []string {
 // updated in place, the kubelet refreshes the mounted files, and Vault
 // re-reads tls_cert_file/tls_key_file on SIGHUP (Vault's tcp listener
 // docs mark both "reloads-on-SIGHUP"); no pod or release is recreated.
-func vaultProfile(ctx *pulumi.Context, app AppConfig, storageClass string) (map[string]any, []helmapp.Secret) {
+func vaultProfile(ctx *pulumi.Context, app config.AppConfig, storageClass string) (map[string]any, []helmapp.Secret) {
 	v := app.Vault
-	full := vaultFullname(app.ReleaseName)
+	full := config.VaultFullname(app.ReleaseName)
 	var joins strings.Builder
 	for i := 0; i < v.Replicas; i++ {
 		fmt.Fprintf(&joins, `
@@ -117,9 +91,9 @@ service_registration "kubernetes" {}
 		Suffix: VaultTLSSuffix,
 		Type:   "kubernetes.io/tls",
 		Data: pulumi.StringMap{
-			"tls.crt": config.GetSecret(ctx, key(VaultTLSCertKey)),
-			"tls.key": config.GetSecret(ctx, key(VaultTLSKeyKey)),
-			"ca.crt":  config.GetSecret(ctx, key(VaultTLSCAKey)),
+			"tls.crt": secret(ctx, config.VaultTLSCertKey),
+			"tls.key": secret(ctx, config.VaultTLSKeyKey),
+			"ca.crt":  secret(ctx, config.VaultTLSCAKey),
 		},
 	}
 	return values, []helmapp.Secret{tls}

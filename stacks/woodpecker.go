@@ -4,9 +4,9 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
 	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Woodpecker's Secrets: the server's ("<release>-server-env": the agent
@@ -25,10 +25,10 @@ const (
 // agent.extraSecretNamesForEnvFrom, agent.env, agent.persistence.storageClass.
 // Environment names are Woodpecker 3's forge settings
 // (WOODPECKER_<FORGE>, _URL, _CLIENT, _SECRET).
-func woodpeckerProfile(ctx *pulumi.Context, app AppConfig, storageClass string) (map[string]any, []helmapp.Secret) {
+func woodpeckerProfile(ctx *pulumi.Context, app config.AppConfig, storageClass string) (map[string]any, []helmapp.Secret) {
 	w := app.Woodpecker
 	forge := "WOODPECKER_" + strings.ToUpper(string(w.Forge.Kind))
-	agentSecret := config.GetSecret(ctx, key(WoodpeckerAgentSecretKey))
+	agentSecret := secret(ctx, config.WoodpeckerAgentSecretKey)
 	server := map[string]any{
 		// The chart would otherwise generate its own agent secret.
 		"createAgentSecret":          false,
@@ -59,8 +59,8 @@ func woodpeckerProfile(ctx *pulumi.Context, app AppConfig, storageClass string) 
 	secrets := []helmapp.Secret{
 		{Suffix: WoodpeckerServerSecret, Type: "Opaque", Data: pulumi.StringMap{
 			"WOODPECKER_AGENT_SECRET": agentSecret,
-			forge + "_CLIENT":         config.GetSecret(ctx, key(WoodpeckerForgeClientKey)),
-			forge + "_SECRET":         config.GetSecret(ctx, key(WoodpeckerForgeSecretKey)),
+			forge + "_CLIENT":         secret(ctx, config.WoodpeckerForgeClientKey),
+			forge + "_SECRET":         secret(ctx, config.WoodpeckerForgeSecretKey),
 		}},
 		{Suffix: WoodpeckerAgentSecret, Type: "Opaque", Data: pulumi.StringMap{
 			"WOODPECKER_AGENT_SECRET": agentSecret,

@@ -25,6 +25,7 @@ import (
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Type tokens the tests refer to.
@@ -50,7 +51,7 @@ const (
 
 // devTLS is the dev stack's Vault listener certificate (release and
 // namespace "vault"), key and CA: Load checks them as Vault will use them.
-var devTLS = testpki.Valid(stacks.VaultTLSNames("vault", "vault")...)
+var devTLS = testpki.Valid(config.VaultTLSNames("vault", "vault")...)
 
 // devSecrets are the secret keys the dev stack needs, with test values.
 var devSecrets = map[string]string{
@@ -270,7 +271,7 @@ func awaitSecret(t *testing.T, o pulumi.Output) (any, bool) {
 func TestDevSecretsAreSecret(t *testing.T) {
 	var cluster *stacks.Cluster
 	rec, err := mockrun.Run(func(ctx *pulumi.Context) error {
-		cfg, err := stacks.Load(ctx)
+		cfg, err := config.Load(ctx)
 		if err != nil {
 			return err
 		}

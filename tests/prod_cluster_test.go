@@ -25,9 +25,10 @@ import (
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/internal/pve"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
-// pxcSource serves raw config to stacks.Load, with the prod secrets secret.
+// pxcSource serves raw config to config.Load, with the prod secrets secret.
 type pxcSource map[string]string
 
 func (s pxcSource) GetConfig(k string) (string, bool) { v, ok := s[k]; return v, ok }
@@ -110,7 +111,7 @@ func TestProdControlPlanesSpreadOverHosts(t *testing.T) {
 
 	allowed := pxcEditProxmox(t, shared, func(px map[string]any) { px["allowControlPlanesOnOneHost"] = true })
 	require.NoError(t, pxcRun(allowed))
-	cfg, err := stacks.Load(pxcSource(allowed))
+	cfg, err := config.Load(pxcSource(allowed))
 	require.NoError(t, err)
 	assert.Contains(t, strings.Join(cfg.Warnings, "\n"), `milner:nodes[2].proxmoxNode: control plane on host "pve-1" with nodes[0] (allowControlPlanesOnOneHost)`)
 
@@ -171,7 +172,7 @@ func TestProdTLSVerifiedByDefault(t *testing.T) {
 	assert.Contains(t, err.Error(), "milner:substrate.proxmox.insecure: skips TLS verification")
 
 	acked := pxcEditProxmox(t, insecure, func(px map[string]any) { px["insecureAcknowledged"] = true })
-	cfg, err := stacks.Load(pxcSource(acked))
+	cfg, err := config.Load(pxcSource(acked))
 	require.NoError(t, err)
 	assert.Contains(t, strings.Join(cfg.Warnings, "\n"), "milner:substrate.proxmox.insecure: TLS verification of https://pve-1.home.arpa:8006/ is OFF")
 

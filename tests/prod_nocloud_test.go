@@ -20,6 +20,7 @@ import (
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // pncTRender is the machine-configuration data source's token.
@@ -235,8 +236,8 @@ func TestProdProviderSSH(t *testing.T) {
 	cfg := pxcEditProxmox(t, stackConfig(t, "prod", prodSecrets), func(px map[string]any) {
 		px["ssh"].(map[string]any)["agent"] = false
 	})
-	cfg["milner:"+stacks.ProxmoxSSHKeyKey] = key
-	keyed, err := mockrun.Run(stacks.Program, "prod", cfg, append(slices.Collect(maps.Keys(prodSecrets)), "milner:"+stacks.ProxmoxSSHKeyKey)...)
+	cfg["milner:"+config.ProxmoxSSHKeyKey] = key
+	keyed, err := mockrun.Run(stacks.Program, "prod", cfg, append(slices.Collect(maps.Keys(prodSecrets)), "milner:"+config.ProxmoxSSHKeyKey)...)
 	require.NoError(t, err)
 	p := keyed.ByType(prodTProvider)[0].Inputs["ssh"]
 	// The provider's inputs hold the key as a secret (or the whole block

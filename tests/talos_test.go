@@ -24,6 +24,7 @@ import (
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 const (
@@ -164,7 +165,7 @@ func TestConfigContractFeedsTheGenerator(t *testing.T) {
 // Every committed stack file carries its contract.
 func TestCommittedStacksDeclareTheirContract(t *testing.T) {
 	for _, stack := range []string{"dev", "local", "prod"} {
-		var cl stacks.ClusterConfig
+		var cl config.ClusterConfig
 		require.NoError(t, json.Unmarshal([]byte(stackConfig(t, stack, nil)["milner:cluster"]), &cl))
 		assert.Equal(t, "v1.9", cl.ConfigContract, stack)
 	}

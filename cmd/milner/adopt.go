@@ -12,7 +12,7 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/stackfile"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 func adoptCmd() *cobra.Command {
@@ -58,7 +58,7 @@ and shut-off domains are refused, never adopted.`,
 				if err != nil {
 					return err
 				}
-				var sub stacks.SubstrateConfig
+				var sub config.SubstrateConfig
 				if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
 					return refused("adopt --all reads a libvirt host; on Proxmox adopt each node with --node/--id and --holder (docs/runbooks/adopt.md)")
 				}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // verifyBootImage checks a local boot image against its pinned digest when
@@ -14,7 +14,7 @@ import (
 // its source is ignored afterwards). A remote image is downloaded by the
 // provider itself and cannot be checked here.
 func verifyBootImage(cfg map[string]string, report gate.Report) error {
-	var sub stacks.SubstrateConfig
+	var sub config.SubstrateConfig
 	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Libvirt == nil {
 		return nil
 	}

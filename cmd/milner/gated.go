@@ -13,7 +13,7 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/upgrade"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // gatedFlags are the flags of preview and up.
@@ -48,7 +48,7 @@ type gated struct {
 	// VersionsNote says why the nodes' versions are not known ("" when they are).
 	VersionsNote string `json:"versionsNote,omitempty"`
 	// Mirrored are the charts fetched through milner:chartMirrors.
-	Mirrored []stacks.MirroredChart `json:"mirrored,omitempty"`
+	Mirrored []config.MirroredChart `json:"mirrored,omitempty"`
 }
 
 // previewGated is what preview and up share: the guard, a preview with a
@@ -78,7 +78,7 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 		return nil, nil, err
 	}
 	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cluster),
-		Mirrored: stacks.Mirrored(stackSource{st, cfg})}
+		Mirrored: config.Mirrored(stackSource{st, cfg})}
 	g.Refusals = gate.Check(g.Report, f.replace)
 	bundle, err := secretsBundleRefusals(st, cfg, res.Steps)
 	if err != nil {
@@ -152,9 +152,14 @@ func replaceTargets(resources []engine.Resource, cluster string, nodes []string)
 // substrate objects: empty state while the machines live, or orphans. It
 // reads the libvirt host or the Proxmox API named by the stack's config.
 func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string) error {
-	var sub stacks.SubstrateConfig
-	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil {
-		return nil
+	raw, ok := cfg["milner:substrate"]
+	if !ok {
+		return nil // an existing cluster (startAt: apps) declares no machines
+	}
+	var sub config.SubstrateConfig
+	if err := json.Unmarshal([]byte(raw), &sub); err != nil {
+		// Never a skipped guard: a config the guard cannot read is refused.
+		return refused("milner:substrate: %v; nothing was changed", err)
 	}
 	if sub.Kind == "proxmox" {
 		return guardProxmox(ctx, st, cfg)
@@ -190,8 +195,8 @@ type libvirtView struct {
 	live     []guard.Object
 }
 
-func viewLibvirt(ctx context.Context, st *engine.Stack, cfg map[string]string, lv *stacks.LibvirtConfig) (*libvirtView, error) {
-	uri := stacks.DefaultLibvirtURI
+func viewLibvirt(ctx context.Context, st *engine.Stack, cfg map[string]string, lv *config.LibvirtConfig) (*libvirtView, error) {
+	uri := config.DefaultLibvirtURI
 	if lv != nil && lv.URI != "" {
 		uri = lv.URI
 	}

@@ -91,3 +91,14 @@ func TestKubeconfigMergeAndRemove(t *testing.T) {
 	_, err = readClientFile(link)
 	assert.ErrorContains(t, err, "symlink")
 }
+
+// TestGuardRefusesUnreadableSubstrate: a substrate config the guard cannot
+// decode is refused, never a skipped guard; a stack without one (an
+// existing cluster) has nothing to guard.
+func TestGuardRefusesUnreadableSubstrate(t *testing.T) {
+	var r *refusal
+	err := guardSubstrate(t.Context(), nil, map[string]string{"milner:substrate": `{"kind": 3}`})
+	require.ErrorAs(t, err, &r)
+	assert.Contains(t, err.Error(), "milner:substrate")
+	require.NoError(t, guardSubstrate(t.Context(), nil, map[string]string{}))
+}

@@ -10,11 +10,11 @@ import (
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/pve"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // stackSource serves a stack's raw config and its decrypted secrets to
-// stacks.Load, as the program would see them.
+// config.Load, as the program would see them.
 type stackSource struct {
 	st  *engine.Stack
 	cfg map[string]string
@@ -35,8 +35,8 @@ func (s stackSource) IsConfigSecret(key string) bool {
 
 // proxmoxClient loads the stack's config and returns a PVE API client with
 // its endpoint, token and TLS setting; nil, nil for a non-Proxmox stack.
-func proxmoxClient(st *engine.Stack, raw map[string]string) (*pve.Client, *stacks.Config, error) {
-	cfg, err := stacks.Load(stackSource{st, raw})
+func proxmoxClient(st *engine.Stack, raw map[string]string) (*pve.Client, *config.Config, error) {
+	cfg, err := config.Load(stackSource{st, raw})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -47,7 +47,7 @@ func proxmoxClient(st *engine.Stack, raw map[string]string) (*pve.Client, *stack
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(os.Stderr, "milner: warning: %s\n", w)
 	}
-	token, _ := st.Secret(stacks.Namespace + ":" + stacks.ProxmoxTokenKey)
+	token, _ := st.Secret(config.Namespace + ":" + config.ProxmoxTokenKey)
 	c, err := pve.New(px.Endpoint, token, px.Insecure, nil)
 	return c, cfg, err
 }
@@ -94,7 +94,7 @@ func guardProxmox(ctx context.Context, st *engine.Stack, raw map[string]string) 
 
 // preflightProxmox reads the token's effective privileges and names every
 // one the program needs but lacks.
-func preflightProxmox(ctx context.Context, c *pve.Client, cfg *stacks.Config, declared []guard.DeclaredVM) error {
+func preflightProxmox(ctx context.Context, c *pve.Client, cfg *config.Config, declared []guard.DeclaredVM) error {
 	px := cfg.Substrate.Proxmox
 	plan := pve.Plan{DiskDatastores: []string{px.OSDatastore, px.DataDatastore}, ImageDatastore: px.ImageDatastore, Bridge: px.Bridge}
 	for _, d := range declared {

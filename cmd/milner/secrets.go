@@ -15,7 +15,7 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/secretsbundle"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // secretsCmd is `milner secrets export|import`: the cluster's Talos secrets
@@ -185,11 +185,11 @@ func secretsBundleRefusals(st *engine.Stack, cfg map[string]string, steps []gate
 // The Proxmox inventory needs its API; there the rule sees state and
 // imports only.
 func liveNodeVMs(stack string, cfg map[string]string) ([]string, error) {
-	var sub stacks.SubstrateConfig
+	var sub config.SubstrateConfig
 	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
 		return nil, nil
 	}
-	uri := stacks.DefaultLibvirtURI
+	uri := config.DefaultLibvirtURI
 	if sub.Libvirt != nil && sub.Libvirt.URI != "" {
 		uri = sub.Libvirt.URI
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 func upCmd() *cobra.Command {
@@ -102,7 +103,7 @@ func checkContract(ctx context.Context, st *engine.Stack, allow bool) error {
 	if err != nil {
 		return err
 	}
-	var cl stacks.ClusterConfig
+	var cl config.ClusterConfig
 	_ = json.Unmarshal([]byte(cfg["milner:cluster"]), &cl)
 	recorded := ""
 	for _, r := range resources {

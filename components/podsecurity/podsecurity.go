@@ -7,33 +7,17 @@
 package podsecurity
 
 import (
-	"slices"
-
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/milner/milner/stacks/config"
 )
-
-// Level is a Pod Security Standard.
-type Level string
-
-// The levels, least restricted first.
-const (
-	Privileged Level = "privileged"
-	Baseline   Level = "baseline"
-	Restricted Level = "restricted"
-)
-
-// Levels lists every level.
-var Levels = []Level{Privileged, Baseline, Restricted}
-
-// Valid reports whether l is a known level.
-func (l Level) Valid() bool { return slices.Contains(Levels, l) }
 
 // Modes are the admission modes a namespace label sets: the level is
 // enforced, and audited and warned at the same level.
 var Modes = []string{"enforce", "audit", "warn"}
 
 // Labels returns the namespace labels that apply level l in every mode.
-func Labels(l Level) pulumi.StringMap {
+func Labels(l config.PodSecurityLevel) pulumi.StringMap {
 	labels := pulumi.StringMap{}
 	for _, m := range Modes {
 		labels["pod-security.kubernetes.io/"+m] = pulumi.String(string(l))

@@ -10,6 +10,8 @@ import (
 
 	"github.com/pulumi/pulumi-libvirt/sdk/go/libvirt"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/milner/milner/stacks/config"
 )
 
 // LibvirtType is the type token of the libvirt substrate component. It is part
@@ -41,58 +43,12 @@ var LibvirtDomainNeverReadBack = []string{"networkInterfaces[0].addresses", "net
 // any domain diff is a replace (ReplaceOnChanges "*").
 var LibvirtDomainKeptAsCreated = []string{"description"}
 
-// LibvirtNetworkMode is how the cluster network reaches the outside.
-type LibvirtNetworkMode string
-
-// The libvirt network modes.
-const (
-	// NetworkNAT gives nodes outbound access through the host (a workstation).
-	NetworkNAT LibvirtNetworkMode = "nat"
-	// NetworkIsolated keeps all traffic between the host and the nodes (tests).
-	NetworkIsolated LibvirtNetworkMode = "isolated"
-)
-
-// LibvirtNetworkModes lists every known network mode, for validation messages.
-var LibvirtNetworkModes = []LibvirtNetworkMode{NetworkNAT, NetworkIsolated}
-
 // providerMode maps a network mode to terraform-provider-libvirt's name for it.
-func (m LibvirtNetworkMode) providerMode() string {
-	if m == NetworkIsolated {
+func providerMode(m config.NetworkMode) string {
+	if m == config.NetworkIsolated {
 		return "none"
 	}
 	return string(m)
-}
-
-// The libvirt CPU modes a domain may use. Talos 1.7+ halts on a CPU below
-// x86-64-v2 ("x86_64 microarchitecture level 2 or higher is required"), and
-// without a cpu element QEMU runs qemu64 (level 1). terraform-provider-libvirt
-// 0.8.3 sets only the cpu element's mode (resource_libvirt_domain.go:
-// domainDef.CPU = &libvirtxml.DomainCPU{Mode: ...}), never a named model, so
-// the choice is a mode:
-//   - host-passthrough: the host's CPU as it is; needs KVM (libvirt 9.0
-//     domcapabilities for virttype qemu: host-passthrough supported='no');
-//   - maximum: QEMU's "-cpu max", every feature the accelerator offers; under
-//     TCG (QEMU 7.2) that includes SSE4.2, POPCNT, SSSE3 and CMPXCHG16B, the
-//     x86-64-v2 set (domcapabilities for qemu: maximum supported='yes').
-//
-// Modes that can land below v2 (custom without a model is qemu64;
-// host-model's live XML becomes a custom model, which the provider's read
-// would diff) are refused by validation.
-const (
-	CPUHostPassthrough = "host-passthrough"
-	CPUMaximum         = "maximum"
-)
-
-// CPUModes lists the CPU modes validation accepts.
-var CPUModes = []string{CPUHostPassthrough, CPUMaximum}
-
-// DefaultCPUMode is the CPU mode for a domain type: host-passthrough under
-// KVM, maximum under TCG emulation (qemu), where passthrough is impossible.
-func DefaultCPUMode(domainType string) string {
-	if domainType == "qemu" {
-		return CPUMaximum
-	}
-	return CPUHostPassthrough
 }
 
 // LibvirtArgs configures a libvirt substrate.
@@ -101,14 +57,14 @@ type LibvirtArgs struct {
 	URI string
 	// DomainType is the libvirt domain type: "kvm", or "qemu" where there is no KVM.
 	DomainType string
-	// CPUMode is every domain's libvirt CPU mode (see CPUModes).
+	// CPUMode is every domain's libvirt CPU mode (see config.CPUModes).
 	CPUMode string
 	// PoolPath is the host directory of the storage pool.
 	PoolPath string
 	// BootImage is the path or URL of the Talos disk image that seeds new OS disks.
 	BootImage string
 	// NetworkMode is NAT for a workstation, isolated for tests.
-	NetworkMode LibvirtNetworkMode
+	NetworkMode config.NetworkMode
 	// CIDR is the node network; libvirt takes its first host address.
 	CIDR netip.Prefix
 	// DHCPStart and DHCPEnd bound the addresses handed to MACs without a
@@ -117,31 +73,10 @@ type LibvirtArgs struct {
 	// Nodes are the nodes to create, in config order.
 	Nodes []NodeSpec
 	// Adopt maps the logical name of an object other than a domain (see
-	// LibvirtAdoptable) to the id of the live object it takes over: a pool's
+	// config.LibvirtAdoptable) to the id of the live object it takes over: a pool's
 	// or network's UUID, a volume's key (its path). Domains are adopted by
 	// NodeSpec.AdoptID.
 	Adopt map[string]string
-}
-
-// Suffixes of the logical names of a libvirt substrate's objects after the
-// cluster name (the node name comes between for volumes): a state contract.
-const (
-	poolSuffix = "-pool"
-	netSuffix  = "-net"
-	bootSuffix = "-boot"
-	osSuffix   = "-os"
-	dataSuffix = "-data"
-)
-
-// LibvirtAdoptable lists, in creation order, the logical names of the
-// objects besides domains that LibvirtArgs.Adopt may name: the pool, the
-// network, the boot media, then each node's OS and data volumes.
-func LibvirtAdoptable(cluster string, nodes []string) []string {
-	names := []string{cluster + poolSuffix, cluster + netSuffix, cluster + bootSuffix}
-	for _, n := range nodes {
-		names = append(names, cluster+"-"+n+osSuffix, cluster+"-"+n+dataSuffix)
-	}
-	return names
 }
 
 // adopt returns the options that import the live object args.Adopt names
@@ -196,26 +131,26 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 
 	// Pool and network have no real in-place delta and carry every node:
 	// protected, so no plan can delete or replace them.
-	pool, err := libvirt.NewPool(ctx, name+poolSuffix, &libvirt.PoolArgs{
+	pool, err := libvirt.NewPool(ctx, name+config.PoolSuffix, &libvirt.PoolArgs{
 		Name: pulumi.String(name),
 		Type: pulumi.String("dir"),
 		Target: &libvirt.PoolTargetArgs{
 			Path: pulumi.String(args.PoolPath),
 		},
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+poolSuffix))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+config.PoolSuffix))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: pool: %w", name, err)
 	}
 	netArgs := &libvirt.NetworkArgs{
 		Name:      pulumi.String(name),
 		Bridge:    pulumi.String(BridgeName(name)),
-		Mode:      pulumi.String(args.NetworkMode.providerMode()),
+		Mode:      pulumi.String(providerMode(args.NetworkMode)),
 		Addresses: pulumi.StringArray{pulumi.String(args.CIDR.String())},
 		Autostart: pulumi.Bool(true),
 		Dhcp:      &libvirt.NetworkDhcpArgs{Enabled: pulumi.Bool(true)},
 		// An isolated network answers only its own names; a NAT network
 		// forwards the rest upstream so nodes can pull images.
-		Dns: &libvirt.NetworkDnsArgs{Enabled: pulumi.Bool(true), LocalOnly: pulumi.Bool(args.NetworkMode == NetworkIsolated)},
+		Dns: &libvirt.NetworkDnsArgs{Enabled: pulumi.Bool(true), LocalOnly: pulumi.Bool(args.NetworkMode == config.NetworkIsolated)},
 	}
 	if args.DHCPStart.IsValid() && args.DHCPEnd.IsValid() {
 		netArgs.Xml = &libvirt.NetworkXmlArgs{Xslt: pulumi.String(dhcpRangeXSLT(args.DHCPStart, args.DHCPEnd))}
@@ -224,20 +159,20 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 	// only from a <forward> element (an isolated network has none), and
 	// dns.enabled only when the XML says so explicitly
 	// (resource_libvirt_network.go resourceLibvirtNetworkRead).
-	network, err := libvirt.NewNetwork(ctx, name+netSuffix, netArgs,
-		slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+netSuffix, "xml", "mode", "dns"))...)
+	network, err := libvirt.NewNetwork(ctx, name+config.NetSuffix, netArgs,
+		slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+config.NetSuffix, "xml", "mode", "dns"))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: network: %w", name, err)
 	}
 	// The boot media only seeds new OS disks. Its source is ignored after
 	// creation so that a Talos version or image bump never replaces it (and
 	// through it every OS disk): running nodes upgrade in place through Talos.
-	boot, err := libvirt.NewVolume(ctx, name+bootSuffix, &libvirt.VolumeArgs{
+	boot, err := libvirt.NewVolume(ctx, name+config.BootSuffix, &libvirt.VolumeArgs{
 		Name:   pulumi.String(name + "-boot.qcow2"),
 		Pool:   pool.Name,
 		Source: pulumi.String(args.BootImage),
 		Format: pulumi.String("qcow2"),
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), pulumi.IgnoreChanges([]string{"source"})}, args.adopt(name+bootSuffix))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), pulumi.IgnoreChanges([]string{"source"})}, args.adopt(name+config.BootSuffix))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: boot media: %w", name, err)
 	}
@@ -268,23 +203,23 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 ) (Node, error) {
 	base := cluster + "-" + spec.Name
 	// Disks outlive the disposable domain: separate resources, protected.
-	os, err := libvirt.NewVolume(ctx, base+osSuffix, &libvirt.VolumeArgs{
+	os, err := libvirt.NewVolume(ctx, base+config.OSSuffix, &libvirt.VolumeArgs{
 		Name:         pulumi.String(base + "-os.qcow2"),
 		Pool:         pool.Name,
 		BaseVolumeId: boot.ID(),
 		Size:         pulumi.Int(spec.OSDiskGiB * gib),
 		Format:       pulumi.String("qcow2"),
 		// Read never sets base_volume_id (the backing file is not read back).
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+osSuffix, "baseVolumeId"))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+config.OSSuffix, "baseVolumeId"))...)
 	if err != nil {
 		return Node{}, fmt.Errorf("os volume: %w", err)
 	}
-	data, err := libvirt.NewVolume(ctx, base+dataSuffix, &libvirt.VolumeArgs{
+	data, err := libvirt.NewVolume(ctx, base+config.DataSuffix, &libvirt.VolumeArgs{
 		Name:   pulumi.String(base + "-data.qcow2"),
 		Pool:   pool.Name,
 		Size:   pulumi.Int(spec.DataDiskGiB * gib),
 		Format: pulumi.String("qcow2"),
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+dataSuffix))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+config.DataSuffix))...)
 	if err != nil {
 		return Node{}, fmt.Errorf("data volume: %w", err)
 	}
@@ -310,7 +245,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		Name:        pulumi.String(base),
 		Description: pulumi.String(OwnerTag(ctx.Project(), ctx.Stack())),
 		Type:        pulumi.String(args.DomainType),
-		// A CPU Talos boots on: x86-64-v2 at least (see CPUModes).
+		// A CPU Talos boots on: x86-64-v2 at least (see config.CPUModes).
 		Cpu:       &libvirt.DomainCpuArgs{Mode: pulumi.String(args.CPUMode)},
 		Vcpu:      pulumi.Int(spec.VCPU),
 		Memory:    pulumi.Int(spec.MemoryMiB),

@@ -13,7 +13,7 @@ package substrate
 //     "<cluster>-image-<talosVersion>": the default host's image carries that
 //     name as an alias). A new name downloads a new image; the old one is
 //     retained on the datastore.
-// The Proxmox VM ids (nodes[i].vmId for node VMs, vmId+HolderVMIDOffset for
+// The Proxmox VM ids (nodes[i].vmId for node VMs, vmId+config.HolderVMIDOffset for
 // holders) and VM names are the same kind of contract with the Proxmox host.
 
 import (
@@ -31,17 +31,13 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/storage"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/milner/milner/stacks/config"
 )
 
 // ProxmoxType is the type token of the Proxmox substrate component. It is
 // part of every child's URN: changing it orphans the whole substrate in state.
 const ProxmoxType = "milner:components:ProxmoxSubstrate"
-
-// HolderVMIDOffset is added to a node's VM id to give the VM id of its disk
-// holder (node 150 keeps its disks in VM 1150). Fixed ids make adoption and
-// recovery a lookup, not a search, and avoid Proxmox's next-id race when
-// several VMs are created at once.
-const HolderVMIDOffset = 1000
 
 // ProxmoxHolderIgnoredChanges lists the holder VM inputs ignored after
 // creation: the OS disk's source image only seeds a new disk, so a Talos
@@ -57,40 +53,6 @@ var ProxmoxHolderIgnoredChanges = []string{"disks[0].importFrom"}
 // snippets datastore, would replace every node VM. A VM created later (a
 // new node, a replace) takes the current id: the id is read on create.
 var ProxmoxNodeIgnoredChanges = []string{"initialization.userDataFileId"}
-
-// DiskInterface is the bus both disks of a node VM use.
-type DiskInterface string
-
-// The disk interfaces Proxmox supports for Talos nodes.
-const (
-	DiskVirtio DiskInterface = "virtio"
-	DiskSCSI   DiskInterface = "scsi"
-	DiskSATA   DiskInterface = "sata"
-)
-
-// DiskInterfaces lists every known DiskInterface, for validation messages.
-var DiskInterfaces = []DiskInterface{DiskVirtio, DiskSCSI, DiskSATA}
-
-// Valid reports whether d is a known disk interface.
-func (d DiskInterface) Valid() bool {
-	switch d {
-	case DiskVirtio, DiskSCSI, DiskSATA:
-		return true
-	default:
-		return false
-	}
-}
-
-// Devices returns the guest device names of the first (OS) and second
-// (data) disk of a node VM on the interface: virtio-blk disks are /dev/vdX,
-// SCSI and SATA are /dev/sdX. Known from config alone, so a node's machine
-// config can be rendered before its VM exists.
-func (d DiskInterface) Devices() (first, second string) {
-	if d == DiskVirtio {
-		return "/dev/vda", "/dev/vdb"
-	}
-	return "/dev/sda", "/dev/sdb"
-}
 
 // ProxmoxArgs configures a Proxmox VE substrate.
 type ProxmoxArgs struct {
@@ -112,7 +74,7 @@ type ProxmoxArgs struct {
 	// Bridge is the Linux bridge the node NICs attach to.
 	Bridge string
 	// DiskInterface is the bus of both disks of a node VM.
-	DiskInterface DiskInterface
+	DiskInterface config.DiskInterface
 	// ImageURL is the uncompressed Talos nocloud disk image to download.
 	ImageURL string
 	// TalosVersion names the image, so a version bump adds an image.
@@ -253,12 +215,12 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	// refuse, so a move happens only as the planned procedure (docs/proxmox.md).
 	holderOpts := append(child, pulumi.Protect(true), pulumi.IgnoreChanges(ProxmoxHolderIgnoredChanges))
 	if spec.HolderAdoptID != "" {
-		// Config validation holds holderAdoptId to vmId + HolderVMIDOffset.
-		holderOpts = append(holderOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, HolderVMID(spec.VMID)))))
+		// Config validation holds holderAdoptId to vmId + config.HolderVMIDOffset.
+		holderOpts = append(holderOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, config.HolderVMID(spec.VMID)))))
 	}
 	holder, err := vm.NewVirtualMachine(ctx, base+"-disks", &vm.VirtualMachineArgs{
 		NodeName:    pulumi.String(spec.Host),
-		VmId:        pulumi.Int(HolderVMID(spec.VMID)),
+		VmId:        pulumi.Int(config.HolderVMID(spec.VMID)),
 		Name:        pulumi.String(base + "-disks"),
 		Description: pulumi.String("Milner: holds the disks of " + base + ", which attaches them. Never start it."),
 		Started:     pulumi.Bool(false),
@@ -486,9 +448,6 @@ func imageFileName(cluster, talosVersion, url string) string {
 	sum := sha256.Sum256([]byte(url))
 	return fmt.Sprintf("%s-talos-%s-%s%s", cluster, talosVersion, hex.EncodeToString(sum[:4]), path.Ext(url))
 }
-
-// HolderVMID returns the VM id of the disk holder of the node with VM id vmID.
-func HolderVMID(vmID int) int { return vmID + HolderVMIDOffset }
 
 // ProxmoxImportID returns the id the provider imports a VM by: "<proxmox node>/<vm id>".
 func ProxmoxImportID(nodeName string, vmID int) string {

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/milner/milner/stacks/config"
 )
 
 // Substrate is what the rest of the program needs of a machine layer: the
@@ -20,46 +22,12 @@ type Substrate interface {
 	Nodes() []Node
 }
 
-// Kind names a substrate implementation in stack config (milner:substrate.kind).
-type Kind string
-
-// The substrate kinds.
-const (
-	KindLibvirt Kind = "libvirt"
-	KindProxmox Kind = "proxmox"
-)
-
-// Kinds lists every known Kind, for validation messages.
-var Kinds = []Kind{KindLibvirt, KindProxmox}
-
-// Role is a node's part in the cluster.
-type Role string
-
-// The node roles. Their values are the Talos machine types.
-const (
-	RoleControlPlane Role = "controlplane"
-	RoleWorker       Role = "worker"
-)
-
-// Roles lists every known Role, for validation messages.
-var Roles = []Role{RoleControlPlane, RoleWorker}
-
-// Valid reports whether r is a known role.
-func (r Role) Valid() bool {
-	switch r {
-	case RoleControlPlane, RoleWorker:
-		return true
-	default:
-		return false
-	}
-}
-
 // Node is what a substrate reports of one node it brought up.
 type Node struct {
 	// Name is the node's logical name from config; also its hostname.
 	Name string
 	// Role is the node's cluster role.
-	Role Role
+	Role config.Role
 	// Address is the node's static IPv4 address.
 	Address netip.Addr
 	// InstallDisk is the device Talos installs to, as the guest sees it.
@@ -84,7 +52,7 @@ type NodeSpec struct {
 	// Name is the node's logical name, used in every child resource name.
 	Name string
 	// Role is the node's cluster role.
-	Role Role
+	Role config.Role
 	// VCPU is the number of virtual CPUs.
 	VCPU int
 	// MemoryMiB is the VM's memory in MiB.

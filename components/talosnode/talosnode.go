@@ -27,9 +27,6 @@ const Type = "milner:components:TalosNode"
 // delta never reboots a node by surprise.
 const ApplyMode = "staged_if_needing_reboot"
 
-// DataMountpoint is where the node's persistent data disk is mounted.
-const DataMountpoint = "/var/mnt/data"
-
 // ApplySecretOutputs are the ConfigurationApply outputs the engine must store
 // encrypted: the machine configuration (input and applied) holds the
 // cluster's CA and service-account private keys, the client configuration
@@ -76,6 +73,8 @@ type PatchArgs struct {
 	InstallImage string
 	// AllowSchedulingOnControlPlanes lets workloads run on control planes.
 	AllowSchedulingOnControlPlanes bool
+	// DataMountpoint is where the node's persistent data disk is mounted.
+	DataMountpoint string
 }
 
 // Args configures one node's Talos machine configuration.
@@ -197,7 +196,7 @@ func Patch(node Node, args PatchArgs) (string, error) {
 			},
 			"disks": []any{map[string]any{
 				"device":     node.DataDisk,
-				"partitions": []any{map[string]any{"mountpoint": DataMountpoint}},
+				"partitions": []any{map[string]any{"mountpoint": args.DataMountpoint}},
 			}},
 		},
 	}

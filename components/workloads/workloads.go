@@ -16,6 +16,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/podsecurity"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Type is the type token of the Workloads component. It is part of every
@@ -28,7 +29,7 @@ type Args struct {
 	// Namespace is the namespace the workloads run in; the PriorityClass has the same name.
 	Namespace string
 	// PodSecurity is the Pod Security Standard the namespace enforces.
-	PodSecurity podsecurity.Level
+	PodSecurity config.PodSecurityLevel
 	// Quota is the ResourceQuota's spec.hard (e.g. requests.cpu, limits.memory, pods).
 	Quota map[string]string
 	// DefaultRequest is the LimitRange's per-container default request.

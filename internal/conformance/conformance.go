@@ -16,12 +16,13 @@ import (
 
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Evidence is what the rules read.
 type Evidence struct {
 	// Config is the stack's typed config.
-	Config *stacks.Config
+	Config *config.Config
 	// Regs are the registrations of one run of the program.
 	Regs []mockrun.Registration
 	// Invokes are the provider functions that run called.
@@ -39,7 +40,7 @@ type Evidence struct {
 // configured, and with the Talos version bumped. raw is the stack's raw
 // config (full keys); secretKeys are the keys to mark secret.
 func Collect(stack string, raw map[string]string, secretKeys []string) (*Evidence, error) {
-	cfg, err := stacks.Load(source{raw, secretKeys})
+	cfg, err := config.Load(source{raw, secretKeys})
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: %w", stack, err)
 	}
@@ -47,7 +48,7 @@ func Collect(stack string, raw map[string]string, secretKeys []string) (*Evidenc
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: run: %w", stack, err)
 	}
-	if cfg.StartAt == stacks.LayerApps {
+	if cfg.StartAt == config.LayerApps {
 		// An existing cluster: no Talos version to bump, no substrate to check.
 		return &Evidence{Config: cfg, Regs: rec.Registrations(), Invokes: rec.Invokes()}, nil
 	}
@@ -69,7 +70,7 @@ func Collect(stack string, raw map[string]string, secretKeys []string) (*Evidenc
 	}, nil
 }
 
-// source is raw config with its secret keys, as stacks.Load reads it.
+// source is raw config with its secret keys, as config.Load reads it.
 type source struct {
 	raw     map[string]string
 	secrets []string
@@ -92,7 +93,7 @@ func (s source) IsConfigSecret(k string) bool {
 // bumpTalos returns a copy of raw with milner:cluster.talosVersion raised to
 // the next patch release, and that version.
 func bumpTalos(raw map[string]string) (map[string]string, string, error) {
-	k := stacks.Namespace + ":cluster"
+	k := config.Namespace + ":cluster"
 	var cluster map[string]any
 	if err := json.Unmarshal([]byte(raw[k]), &cluster); err != nil {
 		return nil, "", fmt.Errorf("bump talosVersion: %s: %w", k, err)

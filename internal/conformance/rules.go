@@ -8,11 +8,11 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"golang.org/x/mod/semver"
 
-	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Rule is one layer rule of the seeds, checked on a stack's evidence.
@@ -20,25 +20,25 @@ type Rule struct {
 	// Name says what holds when the rule passes.
 	Name string
 	// Layer is the layer the rule is about; it applies only to stacks that declare it.
-	Layer stacks.Layer
+	Layer config.Layer
 	// Check returns every violation; none means the rule holds.
 	Check func(ev *Evidence) []string
 }
 
 // Rules are the layer rules, in the order a figure reports them.
 var Rules = []Rule{
-	{"persistent substrate is protected", stacks.LayerSubstrate, persistentProtected},
-	{"replace-on-change and delete-before-replace on every node VM, and only there", stacks.LayerSubstrate, replaceOnlyNodeVMs},
-	{"node disks are separate resources attached to the replaceable VM", stacks.LayerSubstrate, dataOutsideVM},
-	{"a Talos version bump changes no substrate input", stacks.LayerSubstrate, versionBumpSafe},
-	{"every substrate, node and app resource has a parent component", stacks.LayerSubstrate, parented},
-	{"Talos config is applied staged_if_needing_reboot", stacks.LayerTalos, applyModeStaged},
-	{"destroying a Talos config never resets the node", stacks.LayerTalos, noReset},
-	{"exactly one bootstrap, named after the cluster", stacks.LayerTalos, oneBootstrap},
-	{"every node config passes Talos' own validator (machinery v1.11.5) for the stack's platform", stacks.LayerTalos, talosValid},
-	{"cluster secrets are protected and secret", stacks.LayerTalos, secretsProtected},
-	{"releases have a fixed name and are atomic", stacks.LayerApps, releasesNamedAtomic},
-	{"chart versions are pinned", stacks.LayerApps, chartsPinned},
+	{"persistent substrate is protected", config.LayerSubstrate, persistentProtected},
+	{"replace-on-change and delete-before-replace on every node VM, and only there", config.LayerSubstrate, replaceOnlyNodeVMs},
+	{"node disks are separate resources attached to the replaceable VM", config.LayerSubstrate, dataOutsideVM},
+	{"a Talos version bump changes no substrate input", config.LayerSubstrate, versionBumpSafe},
+	{"every substrate, node and app resource has a parent component", config.LayerSubstrate, parented},
+	{"Talos config is applied staged_if_needing_reboot", config.LayerTalos, applyModeStaged},
+	{"destroying a Talos config never resets the node", config.LayerTalos, noReset},
+	{"exactly one bootstrap, named after the cluster", config.LayerTalos, oneBootstrap},
+	{"every node config passes Talos' own validator (machinery v1.11.5) for the stack's platform", config.LayerTalos, talosValid},
+	{"cluster secrets are protected and secret", config.LayerTalos, secretsProtected},
+	{"releases have a fixed name and are atomic", config.LayerApps, releasesNamedAtomic},
+	{"chart versions are pinned", config.LayerApps, chartsPinned},
 }
 
 // bootMediaTypes may be retained on delete instead of protected: one image
@@ -165,9 +165,9 @@ func replaceOnlyNodeVMs(ev *Evidence) []string {
 
 // diskResource is the suffix of the logical name of the resource that owns a
 // node's data disk, "<cluster>-<node><suffix>", per substrate kind.
-var diskResource = map[substrate.Kind]string{
-	substrate.KindLibvirt: "-data",           // the data volume (the OS volume is "-os")
-	substrate.KindProxmox: gate.HolderSuffix, // the holder VM owning OS and data disks
+var diskResource = map[config.Kind]string{
+	config.KindLibvirt: "-data",           // the data volume (the OS volume is "-os")
+	config.KindProxmox: gate.HolderSuffix, // the holder VM owning OS and data disks
 }
 
 // dataOutsideVM checks that every node's data disk lives in its own
@@ -224,11 +224,11 @@ func versionBumpSafe(ev *Evidence) []string {
 			out = append(out, fmt.Sprintf("%s: Talos %s changes %s", r.Name, ev.BumpedVersion, strings.Join(changed, ", ")))
 		}
 	}
-	if ev.Config.StopAfter.Includes(stacks.LayerTalos) {
+	if ev.Config.StopAfter.Includes(config.LayerTalos) {
 		// The bump keeps the config contract (it is fixed for the cluster's
 		// life) and reaches the nodes' install image, unless one is pinned.
 		cl := ev.Config.Cluster
-		pinned := cl.InstallImage != stacks.DefaultInstallImage(cl.TalosVersion)
+		pinned := cl.InstallImage != config.DefaultInstallImage(cl.TalosVersion)
 		for _, inv := range ev.BumpedInvokes {
 			if inv.Token != TokenGetConfiguration {
 				continue

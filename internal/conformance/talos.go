@@ -8,9 +8,9 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
-	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/talosconfig"
+	"github.com/milner/milner/stacks/config"
 )
 
 // TokenGetConfiguration is the talos provider's machine-config generator.
@@ -18,8 +18,8 @@ const TokenGetConfiguration = "talos:machine/getConfiguration:getConfiguration"
 
 // PlatformOf is the Talos platform a substrate kind boots: the libvirt boot
 // image is metal, the Proxmox one nocloud.
-func PlatformOf(k substrate.Kind) talosconfig.Platform {
-	if k == substrate.KindProxmox {
+func PlatformOf(k config.Kind) talosconfig.Platform {
+	if k == config.KindProxmox {
 		return talosconfig.Nocloud
 	}
 	return talosconfig.Metal

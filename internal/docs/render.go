@@ -7,8 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/milner/milner/components/substrate"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // File is the generated docs file, relative to the repo root.
@@ -57,7 +56,7 @@ func RenderStack(s *Stack) string {
 
 	b.WriteString("\n### Apps\n\n")
 	switch {
-	case !c.StopAfter.Includes(stacks.LayerApps):
+	case !c.StopAfter.Includes(config.LayerApps):
 		fmt.Fprintf(&b, "None declared: the stack stops after the %s layer.\n", c.StopAfter)
 	case len(c.Apps) == 0:
 		b.WriteString("None.\n")
@@ -77,7 +76,7 @@ func RenderStack(s *Stack) string {
 
 // diagram is a Mermaid flowchart of the stack's layers, in bring-up order:
 // substrate, Talos, the health gate, apps. Layers past stopAfter are left out.
-func diagram(c *stacks.Config) string {
+func diagram(c *config.Config) string {
 	var b strings.Builder
 	b.WriteString("```mermaid\nflowchart LR\n")
 	fmt.Fprintf(&b, "  subgraph substrate[\"substrate: %s\"]\n    direction TB\n", c.Substrate.Kind)
@@ -87,13 +86,13 @@ func diagram(c *stacks.Config) string {
 			id(n.Name), n.Name, id(n.Name), n.Name, nodeDisks(c.Substrate.Kind))
 	}
 	b.WriteString("  end\n")
-	if c.StopAfter.Includes(stacks.LayerTalos) {
+	if c.StopAfter.Includes(config.LayerTalos) {
 		fmt.Fprintf(&b, "  subgraph talos[\"Talos %s\"]\n    direction TB\n", c.Cluster.TalosVersion)
 		b.WriteString("    secrets[(\"cluster secrets (protected)\")]\n")
 		bootstrapped := false
 		for _, n := range c.Nodes {
 			label := fmt.Sprintf("%s %s config", n.Name, n.Role)
-			if !bootstrapped && n.Role == substrate.RoleControlPlane {
+			if !bootstrapped && n.Role == config.RoleControlPlane {
 				label += ", bootstraps etcd"
 				bootstrapped = true
 			}
@@ -103,7 +102,7 @@ func diagram(c *stacks.Config) string {
 		b.WriteString("  substrate --> talos\n")
 		b.WriteString("  talos --> health{\"cluster health gate\"}\n")
 	}
-	if c.StopAfter.Includes(stacks.LayerApps) {
+	if c.StopAfter.Includes(config.LayerApps) {
 		b.WriteString("  subgraph apps[\"apps (Helm)\"]\n    direction TB\n")
 		for _, a := range c.Apps {
 			fmt.Fprintf(&b, "    app_%s[\"%s %s in %s\"]\n", id(a.Name), a.Chart.Name, chartVersion(a.Chart), a.Namespace)
@@ -117,11 +116,11 @@ func diagram(c *stacks.Config) string {
 
 // sharedSubstrate names the substrate objects every node shares, with how
 // they are kept.
-func sharedSubstrate(k substrate.Kind) string {
+func sharedSubstrate(k config.Kind) string {
 	switch k {
-	case substrate.KindLibvirt:
+	case config.KindLibvirt:
 		return "storage pool, network, boot volume (protected)"
-	case substrate.KindProxmox:
+	case config.KindProxmox:
 		return "Talos boot image per host and version (retained on delete)"
 	default:
 		return string(k)
@@ -129,11 +128,11 @@ func sharedSubstrate(k substrate.Kind) string {
 }
 
 // nodeDisks names what keeps a node's disks outside its replaceable VM.
-func nodeDisks(k substrate.Kind) string {
+func nodeDisks(k config.Kind) string {
 	switch k {
-	case substrate.KindLibvirt:
+	case config.KindLibvirt:
 		return "OS and data volumes"
-	case substrate.KindProxmox:
+	case config.KindProxmox:
 		return "disk holder VM (OS and data disks)"
 	default:
 		return "disks"
@@ -176,7 +175,7 @@ func readmeSection(ss []*Stack) string {
 		for _, n := range c.Nodes {
 			nodes = append(nodes, n.Name)
 		}
-		if c.StopAfter.Includes(stacks.LayerApps) {
+		if c.StopAfter.Includes(config.LayerApps) {
 			for _, a := range c.Apps {
 				apps = append(apps, a.Name+" "+chartVersion(a.Chart))
 			}
@@ -256,7 +255,7 @@ func sortedFiles(m map[string]string) []string {
 
 // chartSource is where an app's chart comes from: its repository, or its
 // local directory (chart.path).
-func chartSource(ch stacks.ChartConfig) string {
+func chartSource(ch config.ChartConfig) string {
 	if ch.Path != "" {
 		return ch.Path
 	}
@@ -265,7 +264,7 @@ func chartSource(ch stacks.ChartConfig) string {
 
 // chartVersion is an app's chart version as the docs show it: a local
 // chart is versioned by its own Chart.yaml.
-func chartVersion(ch stacks.ChartConfig) string {
+func chartVersion(ch config.ChartConfig) string {
 	if ch.Path != "" {
 		return "local"
 	}

@@ -10,14 +10,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/stackfile"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Placeholder is the value every secret config key gets when a stack is
 // loaded without its passphrase. Nothing rendered ever shows a secret.
-const Placeholder = stacks.PlaceholderSecret
+const Placeholder = config.PlaceholderSecret
 
 // PlaceholderProxmoxToken is the placeholder of the Proxmox API token, in
 // the token's shape (validation checks it).
@@ -33,7 +32,7 @@ type Stack struct {
 	// SecretKeys are the full keys (milner:x) given Placeholder values.
 	SecretKeys []string
 	// Config is the typed, validated config.
-	Config *stacks.Config
+	Config *config.Config
 }
 
 // StackFiles returns the stack files committed in root, sorted by name.
@@ -52,7 +51,7 @@ func StackName(path string) string {
 }
 
 // source is raw config by full key with its secret keys: the ConfigSource
-// stacks.Load reads.
+// config.Load reads.
 type source struct {
 	raw     map[string]string
 	secrets []string
@@ -65,7 +64,7 @@ func (s source) GetConfig(key string) (string, bool) {
 
 func (s source) IsConfigSecret(key string) bool { return slices.Contains(s.secrets, key) }
 
-var _ stacks.ConfigSource = source{}
+var _ config.ConfigSource = source{}
 
 // ReadStack reads and validates one stack file. Secret keys (the encrypted
 // values in the file and those the apps name in secretValues) get
@@ -82,11 +81,11 @@ func ReadStack(path string) (*Stack, error) {
 	}
 	for _, k := range secrets {
 		raw[k] = Placeholder
-		if k == stacks.Namespace+":"+stacks.ProxmoxTokenKey {
+		if k == config.Namespace+":"+config.ProxmoxTokenKey {
 			raw[k] = PlaceholderProxmoxToken
 		}
 	}
-	cfg, err := stacks.Load(source{raw: raw, secrets: secrets})
+	cfg, err := config.Load(source{raw: raw, secrets: secrets})
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", name, err)
 	}
@@ -115,26 +114,26 @@ func ReadStacks(root string) ([]*Stack, error) {
 
 // secretKeys lists the secret keys of a stack file, sorted: the keys whose
 // values are encrypted (secure:), the keys the apps layer reads
-// (stacks.AppsSecrets), and the Proxmox API token of a Proxmox stack.
+// (config.AppsSecrets), and the Proxmox API token of a Proxmox stack.
 func secretKeys(path string, raw map[string]string) ([]string, error) {
 	keys, err := stackfile.SecureKeys(path)
 	if err != nil {
 		return nil, err
 	}
 	add := func(k string) {
-		if k = stacks.Namespace + ":" + k; !slices.Contains(keys, k) {
+		if k = config.Namespace + ":" + k; !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
 	}
-	for _, need := range stacks.AppsSecrets(source{raw: raw}) {
+	for _, need := range config.AppsSecrets(source{raw: raw}) {
 		add(need.Key)
 	}
 	var sub struct {
-		Kind substrate.Kind `json:"kind"`
+		Kind config.Kind `json:"kind"`
 	}
-	_ = json.Unmarshal([]byte(raw[stacks.Namespace+":substrate"]), &sub)
-	if sub.Kind == substrate.KindProxmox {
-		add(stacks.ProxmoxTokenKey)
+	_ = json.Unmarshal([]byte(raw[config.Namespace+":substrate"]), &sub)
+	if sub.Kind == config.KindProxmox {
+		add(config.ProxmoxTokenKey)
 	}
 	slices.Sort(keys)
 	return keys, nil

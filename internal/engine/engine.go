@@ -38,6 +38,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/stacks"
+	stackconfig "github.com/milner/milner/stacks/config"
 )
 
 // The environment variables of Pulumi's own conventions that Milner reads.
@@ -249,9 +250,9 @@ func holdsSecrets(ps *workspace.ProjectStack) string {
 			return fmt.Sprintf("its stack file holds the secret %s", k)
 		}
 	}
-	stop := config.MustMakeKey(stacks.Namespace, "stopAfter")
+	stop := config.MustMakeKey(stackconfig.Namespace, "stopAfter")
 	if v, ok := ps.Config[stop]; ok {
-		if raw, err := v.Value(config.NopDecrypter); err == nil && raw == string(stacks.LayerSubstrate) {
+		if raw, err := v.Value(config.NopDecrypter); err == nil && raw == string(stackconfig.LayerSubstrate) {
 			return ""
 		}
 	}

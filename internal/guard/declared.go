@@ -9,6 +9,7 @@ import (
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // DeclaredLibvirt runs the stack's config through the program under the
@@ -17,7 +18,7 @@ import (
 // The names come from the program itself, never from a copy of its naming.
 func DeclaredLibvirt(stack string, cfg map[string]string) ([]Declared, error) {
 	cfg = maps.Clone(cfg)
-	cfg["milner:stopAfter"] = string(stacks.LayerSubstrate)
+	cfg["milner:stopAfter"] = string(config.LayerSubstrate)
 	rec, err := mockrun.Run(stacks.Program, stack, cfg)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/internal/pve"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // TypeProxmoxVM is the type token of a Proxmox VM (node VM or disk holder).
@@ -47,8 +48,8 @@ type DeclaredVM struct {
 // The API token is a placeholder: the mock never uses it.
 func DeclaredProxmox(stack string, cfg map[string]string) ([]DeclaredVM, error) {
 	cfg = maps.Clone(cfg)
-	cfg["milner:stopAfter"] = string(stacks.LayerSubstrate)
-	tokenKey := stacks.Namespace + ":" + stacks.ProxmoxTokenKey
+	cfg["milner:stopAfter"] = string(config.LayerSubstrate)
+	tokenKey := config.Namespace + ":" + config.ProxmoxTokenKey
 	cfg[tokenKey] = "guard@pve!declared=mock"
 	rec, err := mockrun.Run(stacks.Program, stack, cfg, tokenKey)
 	if err != nil {

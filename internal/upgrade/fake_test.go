@@ -37,7 +37,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/stacks/config"
 )
 
 // The fake cluster: one gRPC server per node on a loopback TLS listener,
@@ -52,7 +52,7 @@ type fakeNode struct {
 	machine.UnimplementedMachineServiceServer
 	fc    *fakeCluster
 	name  string
-	role  substrate.Role
+	role  config.Role
 	state state.State
 
 	// Guarded by fc.mu.
@@ -162,7 +162,7 @@ func (n *fakeNode) EtcdMemberList(context.Context, *machine.EtcdMemberListReques
 	n.fc.log("%s EtcdMemberList", n.name)
 	var members []*machine.EtcdMember
 	for _, o := range n.fc.nodes {
-		if o.role == substrate.RoleControlPlane && o.memberID != 0 {
+		if o.role == config.RoleControlPlane && o.memberID != 0 {
 			members = append(members, &machine.EtcdMember{Id: o.memberID, Hostname: o.name})
 		}
 	}
@@ -229,9 +229,9 @@ func newFake(t *testing.T, specs ...fakeSpec) (*fakeCluster, Declared, string) {
 	fc := &fakeCluster{}
 	d := Declared{TalosVersion: toTalos, KubernetesVersion: k8sVer, InstallImage: installer, KubernetesEndpoint: "https://10.0.0.10:6443"}
 	for i, s := range specs {
-		n := &fakeNode{fc: fc, name: s.name, role: substrate.Role(s.role), version: s.talos, readyAfter: true,
+		n := &fakeNode{fc: fc, name: s.name, role: config.Role(s.role), version: s.talos, readyAfter: true,
 			state: state.WrapCore(namespaced.NewState(inmem.Build))}
-		if n.role == substrate.RoleControlPlane {
+		if n.role == config.RoleControlPlane {
 			n.memberID = uint64(0x100 + i)
 		}
 		n.setStatus(runtime.MachineStageRunning, true)
@@ -239,7 +239,7 @@ func newFake(t *testing.T, specs ...fakeSpec) (*fakeCluster, Declared, string) {
 		kubelet := k8s.NewKubeletSpec(k8s.NamespaceName, k8s.KubeletID)
 		kubelet.TypedSpec().Image = "ghcr.io/siderolabs/kubelet:" + s.k8s
 		require.NoError(t, n.state.Create(ctx, kubelet))
-		if n.role == substrate.RoleControlPlane {
+		if n.role == config.RoleControlPlane {
 			api := k8s.NewAPIServerConfig()
 			api.TypedSpec().Image = "registry.k8s.io/kube-apiserver:" + s.k8s
 			require.NoError(t, n.state.Create(ctx, api))

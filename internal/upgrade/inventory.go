@@ -15,7 +15,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/compatibility"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 
-	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Row is one node's declared and running versions.
@@ -67,7 +67,7 @@ func (c *Cluster) row(ctx context.Context, n Node) Row {
 		return r
 	}
 	r.Kubelet = imageTag(kubelet.TypedSpec().Image)
-	if n.Role == substrate.RoleControlPlane {
+	if n.Role == config.RoleControlPlane {
 		api, err := safe.StateGetByID[*k8s.APIServerConfig](ctx, cosi, k8s.APIServerConfigID)
 		if err != nil {
 			r.Err = fmt.Errorf("kube-apiserver config: %w", err)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
+	stackconfig "github.com/milner/milner/stacks/config"
 )
 
 // The one-graph proof, under Pulumi mocks (no Talos provider plugin can be
@@ -61,7 +62,7 @@ func oneGraphStack(t *testing.T, talos, kubernetes, installer string) map[string
 		require.NoError(t, err)
 		cfg[key] = string(b)
 	}
-	cfg["milner:stopAfter"] = string(stacks.LayerTalos)
+	cfg["milner:stopAfter"] = string(stackconfig.LayerTalos)
 	return cfg
 }
 
@@ -157,7 +158,7 @@ func upgraded(t *testing.T, cfg *v1alpha1.Config, from, to string) *v1alpha1.Con
 	return out
 }
 
-// rawConfig is a stack's raw config as stacks.Load reads it.
+// rawConfig is a stack's raw config as stackconfig.Load reads it.
 type rawConfig map[string]string
 
 func (r rawConfig) GetConfig(key string) (string, bool) { v, ok := r[key]; return v, ok }
@@ -190,7 +191,7 @@ func TestAfterUpgradeUpPlansNoChange(t *testing.T) {
 	after := runTalos(t, bumped)
 
 	// What `milner upgrade` passes the Upgrade API: the declared installer.
-	typed, err := stacks.Load(rawConfig(bumped))
+	typed, err := stackconfig.Load(rawConfig(bumped))
 	require.NoError(t, err)
 	d := FromConfig(typed)
 	require.Equal(t, installer, d.InstallImage)

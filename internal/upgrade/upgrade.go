@@ -28,8 +28,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
-	"github.com/milner/milner/components/substrate"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Node is one declared node as the upgrade reaches it.
@@ -37,7 +36,7 @@ type Node struct {
 	// Name is the node's logical name (milner:nodes[].name).
 	Name string
 	// Role is controlplane or worker.
-	Role substrate.Role
+	Role config.Role
 	// Endpoint is where the node's Talos API is dialled: its address (the
 	// client adds Talos' apid port, 50000) or host:port.
 	Endpoint string
@@ -60,7 +59,7 @@ type Declared struct {
 }
 
 // FromConfig returns what the typed stack config declares.
-func FromConfig(cfg *stacks.Config) Declared {
+func FromConfig(cfg *config.Config) Declared {
 	d := Declared{
 		TalosVersion:       cfg.Cluster.TalosVersion,
 		KubernetesVersion:  cfg.Cluster.KubernetesVersion,
@@ -80,7 +79,7 @@ func endpoint(a netip.Addr) string { return a.String() }
 func (d Declared) controlPlanes() []Node {
 	var out []Node
 	for _, n := range d.Nodes {
-		if n.Role == substrate.RoleControlPlane {
+		if n.Role == config.RoleControlPlane {
 			out = append(out, n)
 		}
 	}
@@ -95,7 +94,7 @@ func (d Declared) controlPlanes() []Node {
 func (d Declared) upgradeOrder() []Node {
 	order := d.controlPlanes()
 	for _, n := range d.Nodes {
-		if n.Role != substrate.RoleControlPlane {
+		if n.Role != config.RoleControlPlane {
 			order = append(order, n)
 		}
 	}

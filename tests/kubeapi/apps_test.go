@@ -24,6 +24,7 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 const (
@@ -351,8 +352,8 @@ func TestAppsOnRealAPI(t *testing.T) {
 		// The chart's PVC names no class: admission gives it the default,
 		// the storage layer's.
 		pvc := api.mustGet("/api/v1/namespaces/" + name + "/persistentvolumeclaims/" + name + "-data")
-		if got := str(pvc, "spec", "storageClassName"); got != stacks.DefaultStorageClass {
-			t.Fatalf("pvc %s/%s-data: want the default StorageClass %q, got %q", name, name, stacks.DefaultStorageClass, got)
+		if got := str(pvc, "spec", "storageClassName"); got != config.DefaultStorageClass {
+			t.Fatalf("pvc %s/%s-data: want the default StorageClass %q, got %q", name, name, config.DefaultStorageClass, got)
 		}
 	}
 	alphaDeploy := s.uid("/apis/apps/v1/namespaces/alpha/deployments/alpha")
@@ -374,7 +375,7 @@ func TestAppsOnRealAPI(t *testing.T) {
 		t.Fatalf("release alpha: want revision 2 deployed, got %+v", rel)
 	}
 	for _, other := range [][2]string{{"beta", "beta"}, {"ci", "ci"}, {"vault", "vault"},
-		{stacks.DefaultStorageNamespace, stacks.StorageAppName}} {
+		{config.DefaultStorageNamespace, config.StorageAppName}} {
 		if rel := s.release(other[0], other[1]); rel.revision != 1 {
 			t.Fatalf("release %s: want revision 1 (untouched), got %+v", other[1], rel)
 		}

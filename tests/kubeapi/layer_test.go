@@ -13,6 +13,7 @@ import (
 
 	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // Apps of the scenario that carry Milner's hardened profiles, on the test
@@ -46,10 +47,10 @@ func workloadsConfig() map[string]any {
 }
 
 // vaultCertificate is Vault's listener certificate, its key and the CA
-// that issued it, PEM, covering every name stacks.VaultTLSNames asks for
+// that issued it, PEM, covering every name config.VaultTLSNames asks for
 // (Load refuses anything less).
 func vaultCertificate() testpki.Bundle {
-	return testpki.Valid(stacks.VaultTLSNames("vault", "vault")...)
+	return testpki.Valid(config.VaultTLSNames("vault", "vault")...)
 }
 
 // requireStorage checks the storage layer as the API server holds it: the
@@ -60,17 +61,17 @@ func vaultCertificate() testpki.Bundle {
 // program's class is the one default.
 func requireStorage(t *testing.T, api *apiServer) {
 	t.Helper()
-	ns := stacks.DefaultStorageNamespace
+	ns := config.DefaultStorageNamespace
 	requirePodSecurity(t, api, ns, "privileged")
 	deployments := api.items("/apis/apps/v1/namespaces/" + ns + "/deployments")
 	if len(deployments) != 1 {
 		t.Fatalf("storage: want the stand-in chart's one Deployment in %s, got %d", ns, len(deployments))
 	}
 	d := deployments[0]
-	if got := mustJSON(t, d); !strings.Contains(got, `"path":"`+stacks.DefaultStoragePath+`"`) ||
+	if got := mustJSON(t, d); !strings.Contains(got, `"path":"`+config.DefaultStoragePath+`"`) ||
 		!strings.Contains(got, `"value":"`+stacks.LocalPathProvisioner+`"`) {
 		t.Fatalf("storage: the Deployment lacks the node path %s or the provisioner name %s: %s",
-			stacks.DefaultStoragePath, stacks.LocalPathProvisioner, got)
+			config.DefaultStoragePath, stacks.LocalPathProvisioner, got)
 	}
 	tmpl, _ := d["spec"].(map[string]any)["template"].(map[string]any)
 	api.defaultServiceAccount(ns)
@@ -87,13 +88,13 @@ func requireStorage(t *testing.T, api *apiServer) {
 			t.Fatalf("storage: the provisioner's pod in a %s namespace: want a PodSecurity refusal of its hostPath volume, got %v", level, err)
 		}
 	}
-	if got := defaultClass(t, api); got != stacks.DefaultStorageClass {
-		t.Fatalf("storage: want the default StorageClass %s, got %s", stacks.DefaultStorageClass, got)
+	if got := defaultClass(t, api); got != config.DefaultStorageClass {
+		t.Fatalf("storage: want the default StorageClass %s, got %s", config.DefaultStorageClass, got)
 	}
-	sc := api.mustGet("/apis/storage.k8s.io/v1/storageclasses/" + stacks.DefaultStorageClass)
+	sc := api.mustGet("/apis/storage.k8s.io/v1/storageclasses/" + config.DefaultStorageClass)
 	if str(sc, "provisioner") != stacks.LocalPathProvisioner || str(sc, "reclaimPolicy") != "Retain" ||
 		str(sc, "volumeBindingMode") != "WaitForFirstConsumer" {
-		t.Fatalf("storage: class %s: %s", stacks.DefaultStorageClass, mustJSON(t, sc))
+		t.Fatalf("storage: class %s: %s", config.DefaultStorageClass, mustJSON(t, sc))
 	}
 }
 
@@ -128,7 +129,7 @@ func requireWorkloads(t *testing.T, api *apiServer) {
 		t.Fatalf("workloads: limit range item %s", mustJSON(t, item))
 	}
 	pc := api.mustGet("/apis/scheduling.k8s.io/v1/priorityclasses/" + ns)
-	if v, _ := pc["value"].(float64); v != stacks.DefaultPriority || str(pc, "preemptionPolicy") != "Never" {
+	if v, _ := pc["value"].(float64); v != config.DefaultPriority || str(pc, "preemptionPolicy") != "Never" {
 		t.Fatalf("workloads: priority class %s", mustJSON(t, pc))
 	}
 }

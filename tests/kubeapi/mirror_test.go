@@ -27,6 +27,7 @@ import (
 
 	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // chartsDir is the static Helm repository of the unmodified upstream charts:
@@ -125,7 +126,7 @@ func startChartMirror(t *testing.T, dir string) *chartMirror {
 		}
 		for _, e := range index.Entries[p.Name] {
 			archive := readFile(t, filepath.Join(dir, e.URLs[0]))
-			path := strings.TrimPrefix(stacks.ChartMirrors(m.Mirrors).Fetch(p.Repo), "oci://")
+			path := strings.TrimPrefix(config.ChartMirrors(m.Mirrors).Fetch(p.Repo), "oci://")
 			ref := fmt.Sprintf("%s/%s:%s", path, p.Name, e.Version)
 			pushChart(t, ref, p.Name, e.Version, archive, transport)
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 const (
@@ -95,7 +96,7 @@ func committedStacks(t *testing.T) []stack {
 				if a.Namespace != "" {
 					ns = a.Namespace
 				}
-				b := testpki.Valid(stacks.VaultTLSNames(rel, ns)...)
+				b := testpki.Valid(config.VaultTLSNames(rel, ns)...)
 				secrets["milner:"+stacks.VaultTLSCertKey], secrets["milner:"+stacks.VaultTLSKeyKey], secrets["milner:"+stacks.VaultTLSCAKey] = b.Cert, b.Key, b.CA
 			}
 		}

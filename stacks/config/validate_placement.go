@@ -1,10 +1,8 @@
-package stacks
+package config
 
 import (
 	"fmt"
 	"regexp"
-
-	"github.com/milner/milner/components/substrate"
 )
 
 // pveNodeName matches a Proxmox VE node name: PVE names a node after its
@@ -15,7 +13,7 @@ var pveNodeName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9]
 // reached: each node's host, control planes spread over the hosts, and TLS.
 func (c *Config) validateProxmoxPlacement(p *problems) {
 	px := c.Substrate.Proxmox
-	path := key("substrate") + ".proxmox"
+	path := Key("substrate") + ".proxmox"
 	switch {
 	case px.Insecure && !px.InsecureAcknowledged:
 		p.addf(path+".insecure", "skips TLS verification, so the API token (VM.*, Datastore.*, Sys.Modify) goes to whoever answers on the network; "+
@@ -27,7 +25,7 @@ func (c *Config) validateProxmoxPlacement(p *problems) {
 	hosts := map[string]bool{}
 	for i, n := range c.Nodes {
 		if !pveNodeName.MatchString(n.ProxmoxNode) {
-			p.addf(fmt.Sprintf("%s[%d].proxmoxNode", key("nodes"), i), "%q is not a Proxmox VE node name", n.ProxmoxNode)
+			p.addf(fmt.Sprintf("%s[%d].proxmoxNode", Key("nodes"), i), "%q is not a Proxmox VE node name", n.ProxmoxNode)
 			continue
 		}
 		hosts[n.ProxmoxNode] = true
@@ -41,7 +39,7 @@ func (c *Config) validateProxmoxPlacement(p *problems) {
 	}
 	first := map[string]int{}
 	for i, n := range c.Nodes {
-		if n.Role != substrate.RoleControlPlane || !hosts[n.ProxmoxNode] {
+		if n.Role != RoleControlPlane || !hosts[n.ProxmoxNode] {
 			continue
 		}
 		j, shared := first[n.ProxmoxNode]
@@ -49,7 +47,7 @@ func (c *Config) validateProxmoxPlacement(p *problems) {
 			first[n.ProxmoxNode] = i
 			continue
 		}
-		np := fmt.Sprintf("%s[%d].proxmoxNode", key("nodes"), i)
+		np := fmt.Sprintf("%s[%d].proxmoxNode", Key("nodes"), i)
 		if px.AllowControlPlanesOnOneHost {
 			p.warnf(np, "control plane on host %q with nodes[%d] (allowControlPlanesOnOneHost): losing that host loses two etcd members", n.ProxmoxNode, j)
 		} else {

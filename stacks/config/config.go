@@ -1,4 +1,9 @@
-package stacks
+// Package config is Milner's stack config: the typed mirror of
+// Pulumi.<stack>.yaml, its one loader (Load), the defaults and the
+// validation that reports every problem at once, each by its config path.
+// It imports no component and no resource SDK, so the operator tool and
+// the tests read a stack through it without linking the program.
+package config
 
 import (
 	"bytes"
@@ -11,11 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/milner/milner/components/podsecurity"
-	"github.com/milner/milner/components/substrate"
 )
 
 // Namespace is the config namespace of every Milner key (milner:<key>).
@@ -94,7 +94,7 @@ type ClusterConfig struct {
 // SubstrateConfig is milner:substrate.
 type SubstrateConfig struct {
 	// Kind selects the implementation: libvirt or proxmox.
-	Kind substrate.Kind `json:"kind"`
+	Kind Kind `json:"kind"`
 	// Libvirt configures kind libvirt.
 	Libvirt *LibvirtConfig `json:"libvirt,omitempty"`
 	// Proxmox configures kind proxmox.
@@ -119,7 +119,7 @@ type LibvirtConfig struct {
 	// explicit URL, verified by `milner up` against a local file.
 	BootImageSHA256 string `json:"bootImageSha256,omitempty"`
 	// Adopt maps the logical name of a pool, network or volume of the stack
-	// (substrate.LibvirtAdoptable) to the live object's id, imported by the
+	// (LibvirtAdoptable) to the live object's id, imported by the
 	// next up: how a stack whose state was lost takes its objects back
 	// (`milner adopt --all` writes it). Domains use nodes[i].adoptId.
 	Adopt map[string]string `json:"adopt,omitempty"`
@@ -155,7 +155,7 @@ type ProxmoxConfig struct {
 	// Bridge is the Linux bridge the node NICs attach to.
 	Bridge string `json:"bridge"`
 	// DiskInterface is the bus of both disks of a node VM: virtio (default), scsi or sata.
-	DiskInterface substrate.DiskInterface `json:"diskInterface,omitempty"`
+	DiskInterface DiskInterface `json:"diskInterface,omitempty"`
 	// ImageURL is the uncompressed Talos nocloud disk image to download;
 	// defaults to the image factory's nocloud qcow2 of talosVersion.
 	ImageURL string `json:"imageUrl,omitempty"`
@@ -188,7 +188,7 @@ const ProxmoxTokenKey = "proxmoxApiToken"
 // NetworkConfig is milner:network.
 type NetworkConfig struct {
 	// Mode is nat (default, a workstation) or isolated (tests); libvirt only.
-	Mode substrate.LibvirtNetworkMode `json:"mode,omitempty"`
+	Mode NetworkMode `json:"mode,omitempty"`
 	// CIDR is the node network, e.g. 10.73.0.0/24.
 	CIDR string `json:"cidr"`
 	// Gateway is the default route; defaults to the first host address.
@@ -232,7 +232,7 @@ type NodeConfig struct {
 	// Name is the node's logical name and hostname; a state contract.
 	Name string `json:"name"`
 	// Role is controlplane or worker.
-	Role substrate.Role `json:"role"`
+	Role Role `json:"role"`
 	// VCPU is the number of virtual CPUs (default 2).
 	VCPU int `json:"vcpu"`
 	// MemoryMiB is the memory in MiB (default 2048, the Talos minimum).
@@ -283,7 +283,7 @@ type AppConfig struct {
 	PreviousNames []string `json:"previousNames,omitempty"`
 	// PodSecurity is the Pod Security Standard the app's namespace enforces
 	// (default baseline, Talos' cluster default).
-	PodSecurity podsecurity.Level `json:"podSecurity,omitempty"`
+	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
 	// Vault makes the app Milner's hardened Vault; required for the vault chart.
 	Vault *VaultConfig `json:"vault,omitempty"`
 	// Woodpecker configures Woodpecker CI and its forge; required for the woodpecker chart.
@@ -346,15 +346,13 @@ type ConfigSource interface {
 	IsConfigSecret(key string) bool
 }
 
-var _ ConfigSource = (*pulumi.Context)(nil)
-
 // Load reads every milner: key once, decodes it strictly, applies defaults and
 // validates the whole config. The error lists every problem at once, each
 // naming its config path; no resource has been registered when it returns.
 func Load(src ConfigSource) (*Config, error) {
 	cfg := Config{dir: projectDir(src)}
 	var p problems
-	if raw, ok := src.GetConfig(key("startAt")); ok {
+	if raw, ok := src.GetConfig(Key("startAt")); ok {
 		cfg.StartAt = Layer(raw)
 	}
 	if cfg.StartAt == LayerApps {
@@ -369,16 +367,16 @@ func Load(src ConfigSource) (*Config, error) {
 	decodeOptional(src, "storage", &cfg.Storage, &p)
 	decodeOptional(src, "chartMirrors", &cfg.ChartMirrors, &p)
 	if decodeOptional(src, "workloads", &cfg.Workloads, &p) && cfg.Workloads == nil {
-		p.addf(key("workloads"), "is empty")
+		p.addf(Key("workloads"), "is empty")
 	}
-	if raw, ok := src.GetConfig(key("stopAfter")); ok {
+	if raw, ok := src.GetConfig(Key("stopAfter")); ok {
 		cfg.StopAfter = Layer(raw)
 	}
 	cfg.WaitForApps = true
-	if raw, ok := src.GetConfig(key("waitForApps")); ok {
+	if raw, ok := src.GetConfig(Key("waitForApps")); ok {
 		wait, err := strconv.ParseBool(raw)
 		if err != nil {
-			p.addf(key("waitForApps"), "%q is not true or false", raw)
+			p.addf(Key("waitForApps"), "%q is not true or false", raw)
 		}
 		cfg.WaitForApps = wait
 	}
@@ -391,7 +389,7 @@ func Load(src ConfigSource) (*Config, error) {
 		checkSecret(src, need.Key, need.NeededBy, &p)
 	}
 	checkVaultTLS(src, &cfg, time.Now(), &p)
-	if cfg.Substrate.Kind == substrate.KindProxmox {
+	if cfg.Substrate.Kind == KindProxmox {
 		checkProxmoxToken(src, &p)
 		checkProxmoxSSHKey(src, cfg.Substrate.Proxmox, &p)
 	}
@@ -406,7 +404,7 @@ func Load(src ConfigSource) (*Config, error) {
 // declares secret keys with an empty default, so stacks that do not need
 // them need not set them) or stored in plain text.
 func checkSecret(src ConfigSource, k, neededBy string, p *problems) {
-	full := key(k)
+	full := Key(k)
 	howto := fmt.Sprintf("run `pulumi config set --secret %s <value>`", full)
 	switch v, ok := src.GetConfig(full); {
 	case !ok || v == "":
@@ -416,8 +414,8 @@ func checkSecret(src ConfigSource, k, neededBy string, p *problems) {
 	}
 }
 
-// key returns the full config key of a milner: key.
-func key(k string) string { return Namespace + ":" + k }
+// Key returns the full config key of k: milner:<k>.
+func Key(k string) string { return Namespace + ":" + k }
 
 // lookup returns a milner: key's raw value, and whether it is set. Pulumi.yaml
 // declares the object and list keys with an empty default (a declared key
@@ -425,7 +423,7 @@ func key(k string) string { return Namespace + ":" + k }
 // it, and the engine passes the default to the program): an empty object
 // or list is "not set".
 func lookup(src ConfigSource, k string) (string, bool) {
-	raw, ok := src.GetConfig(key(k))
+	raw, ok := src.GetConfig(Key(k))
 	switch strings.TrimSpace(raw) {
 	case "{}", "[]", "null":
 		return "", false
@@ -437,11 +435,11 @@ func lookup(src ConfigSource, k string) (string, bool) {
 func decodeKey(src ConfigSource, k string, v any, p *problems) {
 	raw, ok := lookup(src, k)
 	if !ok {
-		p.addf(key(k), "is required")
+		p.addf(Key(k), "is required")
 		return
 	}
 	if err := strictDecode([]byte(raw), v); err != nil {
-		p.addf(key(k), "%v", err)
+		p.addf(Key(k), "%v", err)
 	}
 }
 
@@ -453,7 +451,7 @@ func decodeOptional(src ConfigSource, k string, v any, p *problems) bool {
 		return false
 	}
 	if err := strictDecode([]byte(raw), v); err != nil {
-		p.addf(key(k), "%v", err)
+		p.addf(Key(k), "%v", err)
 	}
 	return true
 }
@@ -467,13 +465,13 @@ func decodeList[T any](src ConfigSource, k string, out *[]T, p *problems) {
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal([]byte(raw), &items); err != nil {
-		p.addf(key(k), "want a list: %v", err)
+		p.addf(Key(k), "want a list: %v", err)
 		return
 	}
 	for i, item := range items {
 		var v T
 		if err := strictDecode(item, &v); err != nil {
-			p.addf(fmt.Sprintf("%s[%d]", key(k), i), "%v", err)
+			p.addf(fmt.Sprintf("%s[%d]", Key(k), i), "%v", err)
 		}
 		*out = append(*out, v)
 	}
@@ -535,7 +533,7 @@ func (c *Config) applyDefaults() {
 			lv.DomainType = "kvm"
 		}
 		if lv.CPUMode == "" {
-			lv.CPUMode = substrate.DefaultCPUMode(lv.DomainType)
+			lv.CPUMode = DefaultCPUMode(lv.DomainType)
 		}
 		if lv.PoolPath == "" {
 			lv.PoolPath = "/var/lib/libvirt/images/" + c.Cluster.Name
@@ -547,7 +545,7 @@ func (c *Config) applyDefaults() {
 	}
 	if px := c.Substrate.Proxmox; px != nil {
 		if px.DiskInterface == "" {
-			px.DiskInterface = substrate.DiskVirtio
+			px.DiskInterface = DiskVirtio
 		}
 		if px.ImageURL == "" {
 			// qcow2, not raw.gz: PVE's "import" content (API import, no SSH)
@@ -556,11 +554,11 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	if c.Network.Mode == "" {
-		c.Network.Mode = substrate.NetworkNAT
+		c.Network.Mode = NetworkNAT
 	}
 	if c.Cluster.AllowSchedulingOnControlPlanes == nil {
 		// With no worker, control planes are the only place a pod can run.
-		noWorker := !slices.ContainsFunc(c.Nodes, func(n NodeConfig) bool { return n.Role == substrate.RoleWorker })
+		noWorker := !slices.ContainsFunc(c.Nodes, func(n NodeConfig) bool { return n.Role == RoleWorker })
 		c.Cluster.AllowSchedulingOnControlPlanes = &noWorker
 	}
 	for i := range c.Nodes {
@@ -599,20 +597,6 @@ func (c *Config) Endpoint() string {
 		return c.Cluster.Endpoint
 	}
 	return "https://" + netip.AddrPortFrom(c.Cluster.VIPAddr, 6443).String()
-}
-
-// NodeSpecs returns the nodes as substrate specs, in config order.
-func (c *Config) NodeSpecs() []substrate.NodeSpec {
-	specs := make([]substrate.NodeSpec, 0, len(c.Nodes))
-	for _, n := range c.Nodes {
-		specs = append(specs, substrate.NodeSpec{
-			Name: n.Name, Role: n.Role, VCPU: n.VCPU, MemoryMiB: n.MemoryMiB,
-			OSDiskGiB: n.OSDiskGiB, DataDiskGiB: n.DataDiskGiB,
-			Address: n.Addr, MAC: n.MAC, VMID: n.VMID, AdoptID: n.AdoptID,
-			Host: n.ProxmoxNode, HolderAdoptID: n.HolderAdoptID,
-		})
-	}
-	return specs
 }
 
 // problems collects every validation problem, each prefixed by its config path.

@@ -1,4 +1,4 @@
-package stacks
+package config
 
 import (
 	"encoding/json"
@@ -17,7 +17,7 @@ import (
 // the defaults install, by where it was found.
 func committedCharts(t *testing.T) map[string]ChartConfig {
 	t.Helper()
-	files, err := filepath.Glob("../Pulumi.*.yaml")
+	files, err := filepath.Glob("../../Pulumi.*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	out := map[string]ChartConfig{"DefaultStorageChart": DefaultStorageChart}
@@ -70,7 +70,7 @@ func TestUnpublishedSourcesFail(t *testing.T) {
 // unmodified upstream archives in ../shared/charts (packaged from the tags
 // the record cites), under the same chart name.
 func TestRecordMatchesUpstreamArchives(t *testing.T) {
-	b, err := os.ReadFile("../../shared/charts/index.yaml")
+	b, err := os.ReadFile("../../../shared/charts/index.yaml")
 	if os.IsNotExist(err) && os.Getenv("CI") == "" {
 		t.Skip("../shared/charts is not beside the repository")
 	}

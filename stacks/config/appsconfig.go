@@ -1,4 +1,4 @@
-package stacks
+package config
 
 import (
 	"encoding/json"
@@ -6,9 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/milner/milner/components/podsecurity"
-	"github.com/milner/milner/components/talosnode"
 )
 
 // Secret config keys of the apps layer. Each is read only where the config
@@ -77,7 +74,7 @@ const (
 )
 
 // DefaultStoragePath is the volumes' directory on the data disk.
-var DefaultStoragePath = talosnode.DataMountpoint + "/local-path-provisioner"
+var DefaultStoragePath = DataMountpoint + "/local-path-provisioner"
 
 // VaultConfig makes an app Milner's hardened Vault: TLS on the listener
 // (certificate from the secret keys VaultTLS*), integrated raft storage on
@@ -135,7 +132,7 @@ type WorkloadsConfig struct {
 	// Namespace is the workloads' namespace (default Name).
 	Namespace string `json:"namespace,omitempty"`
 	// PodSecurity is the level the namespace enforces (default baseline).
-	PodSecurity podsecurity.Level `json:"podSecurity,omitempty"`
+	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
 	// Quota is the ResourceQuota's hard limits by resource name
 	// (requests.cpu and requests.memory required).
 	Quota map[string]string `json:"quota"`
@@ -196,7 +193,7 @@ func (c *Config) applyAppsDefaults() {
 	for i := range c.Apps {
 		a := &c.Apps[i]
 		if a.PodSecurity == "" {
-			a.PodSecurity = podsecurity.Baseline
+			a.PodSecurity = Baseline
 		}
 		if v := a.Vault; v != nil {
 			if v.Replicas == 0 {
@@ -226,7 +223,7 @@ func (c *Config) applyAppsDefaults() {
 			w.Namespace = w.Name
 		}
 		if w.PodSecurity == "" {
-			w.PodSecurity = podsecurity.Baseline
+			w.PodSecurity = Baseline
 		}
 		if w.DefaultRequest == nil {
 			w.DefaultRequest = map[string]string{"cpu": "100m", "memory": "128Mi"}
@@ -272,14 +269,14 @@ func (c *Config) validateAppsLayer(p *problems) {
 	}
 
 	s := c.Storage
-	sp := key("storage")
+	sp := Key("storage")
 	if s.On() {
 		claim(sp+".namespace", s.Namespace)
 		if !dnsLabel.MatchString(s.Namespace) {
 			p.addf(sp+".namespace", "%q is not a lowercase DNS label", s.Namespace)
 		}
 		if !strings.HasPrefix(s.Path, "/var/") || strings.Contains(s.Path, "..") {
-			p.addf(sp+".path", "%q is not an absolute path under /var (Talos' only writable tree; the data disk is at %s)", s.Path, talosnode.DataMountpoint)
+			p.addf(sp+".path", "%q is not an absolute path under /var (Talos' only writable tree; the data disk is at %s)", s.Path, DataMountpoint)
 		}
 		if !dnsLabel.MatchString(s.StorageClass) {
 			p.addf(sp+".storageClass", "%q is not a lowercase DNS label", s.StorageClass)
@@ -293,10 +290,10 @@ func (c *Config) validateAppsLayer(p *problems) {
 	vaults, woodpeckers := 0, 0
 	for i := range c.Apps {
 		a := &c.Apps[i]
-		ap := fmt.Sprintf("%s[%d]", key("apps"), i)
+		ap := fmt.Sprintf("%s[%d]", Key("apps"), i)
 		claim(ap+".namespace", a.Namespace)
 		if !a.PodSecurity.Valid() {
-			p.addf(ap+".podSecurity", "unknown level %q (want one of %v)", a.PodSecurity, podsecurity.Levels)
+			p.addf(ap+".podSecurity", "unknown level %q (want one of %v)", a.PodSecurity, PodSecurityLevels)
 		}
 		switch {
 		case a.Chart.Name == VaultChart && a.Vault == nil:
@@ -312,7 +309,7 @@ func (c *Config) validateAppsLayer(p *problems) {
 		switch {
 		case a.Chart.Name == WoodpeckerChart && (a.Woodpecker == nil || a.Woodpecker.Forge == nil):
 			p.addf(ap+".woodpecker.forge", "is required: the Woodpecker 3 server exits \"forge not configured\" without one; set woodpecker.host, woodpecker.forge.kind (one of %v) and forge.url, and the secrets %s and %s",
-				ForgeKinds, key(WoodpeckerForgeClientKey), key(WoodpeckerForgeSecretKey))
+				ForgeKinds, Key(WoodpeckerForgeClientKey), Key(WoodpeckerForgeSecretKey))
 		case a.Chart.Name != WoodpeckerChart && a.Woodpecker != nil && a.Chart.Path == "":
 			p.addf(ap+".woodpecker", "is set but the chart is %q, not %s", a.Chart.Name, WoodpeckerChart)
 		case a.Woodpecker != nil:
@@ -321,10 +318,10 @@ func (c *Config) validateAppsLayer(p *problems) {
 		}
 	}
 	if vaults > 1 {
-		p.addf(key("apps"), "%d apps are Vault; one stack runs one Vault (its TLS keys are %s...)", vaults, key(VaultTLSCertKey))
+		p.addf(Key("apps"), "%d apps are Vault; one stack runs one Vault (its TLS keys are %s...)", vaults, Key(VaultTLSCertKey))
 	}
 	if woodpeckers > 1 {
-		p.addf(key("apps"), "%d apps are Woodpecker; one stack runs one (its secrets are %s...)", woodpeckers, key(WoodpeckerAgentSecretKey))
+		p.addf(Key("apps"), "%d apps are Woodpecker; one stack runs one (its secrets are %s...)", woodpeckers, Key(WoodpeckerAgentSecretKey))
 	}
 
 	if w := c.Workloads; w != nil {
@@ -429,13 +426,13 @@ func validateWoodpecker(p *problems, ap string, a *AppConfig) {
 	}
 	for _, path := range sortedKeys(a.SecretValues) {
 		p.addf(fmt.Sprintf("%s.secretValues[%s]", ap, path), "secret values would land in Helm values and the release record; Woodpecker's secrets are %s, %s and %s, read from a Kubernetes Secret",
-			key(WoodpeckerAgentSecretKey), key(WoodpeckerForgeClientKey), key(WoodpeckerForgeSecretKey))
+			Key(WoodpeckerAgentSecretKey), Key(WoodpeckerForgeClientKey), Key(WoodpeckerForgeSecretKey))
 	}
 }
 
 func (c *Config) validateWorkloads(p *problems, claim func(path, ns string)) {
 	w := c.Workloads
-	wp := key("workloads")
+	wp := Key("workloads")
 	if !dnsLabel.MatchString(w.Name) {
 		p.addf(wp+".name", "%q is not a lowercase DNS label", w.Name)
 	}
@@ -444,7 +441,7 @@ func (c *Config) validateWorkloads(p *problems, claim func(path, ns string)) {
 	}
 	claim(wp+".namespace", w.Namespace)
 	if !w.PodSecurity.Valid() {
-		p.addf(wp+".podSecurity", "unknown level %q (want one of %v)", w.PodSecurity, podsecurity.Levels)
+		p.addf(wp+".podSecurity", "unknown level %q (want one of %v)", w.PodSecurity, PodSecurityLevels)
 	}
 	for _, r := range []string{"requests.cpu", "requests.memory"} {
 		if _, ok := w.Quota[r]; !ok {
@@ -527,17 +524,17 @@ type SecretNeed struct {
 func AppsSecrets(src ConfigSource) []SecretNeed {
 	var need []SecretNeed
 	stop := LayerApps
-	if raw, ok := src.GetConfig(key("stopAfter")); ok {
+	if raw, ok := src.GetConfig(Key("stopAfter")); ok {
 		stop = Layer(raw)
 	}
 	if !stop.Includes(LayerApps) {
 		return nil
 	}
-	if raw, _ := src.GetConfig(key("startAt")); Layer(raw) == LayerApps {
+	if raw, _ := src.GetConfig(Key("startAt")); Layer(raw) == LayerApps {
 		need = append(need, SecretNeed{KubeconfigKey, "startAt apps"})
 	}
 	var apps []AppConfig
-	if raw, ok := src.GetConfig(key("apps")); ok {
+	if raw, ok := src.GetConfig(Key("apps")); ok {
 		_ = json.Unmarshal([]byte(raw), &apps)
 	}
 	for _, a := range apps {

@@ -1,4 +1,4 @@
-package stacks
+package config
 
 import (
 	"crypto/tls"
@@ -29,7 +29,7 @@ func checkVaultTLS(src ConfigSource, cfg *Config, now time.Time, p *problems) {
 }
 
 func vaultTLS(src ConfigSource, a AppConfig, now time.Time, p *problems) {
-	certKey, keyKey, caKey := key(VaultTLSCertKey), key(VaultTLSKeyKey), key(VaultTLSCAKey)
+	certKey, keyKey, caKey := Key(VaultTLSCertKey), Key(VaultTLSKeyKey), Key(VaultTLSCAKey)
 	certPEM, ok1 := src.GetConfig(certKey)
 	keyPEM, ok2 := src.GetConfig(keyKey)
 	caPEM, ok3 := src.GetConfig(caKey)
@@ -48,7 +48,7 @@ func vaultTLS(src ConfigSource, a AppConfig, now time.Time, p *problems) {
 	if _, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM)); err != nil {
 		p.addf(keyKey, "is not the private key of %s: %v", certKey, err)
 	}
-	full := vaultFullname(a.ReleaseName)
+	full := VaultFullname(a.ReleaseName)
 	var missing []string
 	for _, name := range VaultTLSNames(a.ReleaseName, a.Namespace) {
 		// A raft peer is addressed as <fullname>-<i>.<fullname>-internal
@@ -117,3 +117,30 @@ func parseCerts(s string) ([]*x509.Certificate, error) {
 	}
 	return out, nil
 }
+
+// VaultFullname is the chart's fullname of a release (vault-helm
+// _helpers.tpl "vault.fullname": the release name when it contains the
+// chart name, else <release>-vault): the StatefulSet, and the headless
+// service "<fullname>-internal" the raft peers find each other through.
+func VaultFullname(release string) string {
+	if strings.Contains(release, VaultChart) {
+		return release
+	}
+	return release + "-" + VaultChart
+}
+
+// VaultTLSNames are the names Vault's certificate must cover: the service
+// clients use, every raft peer through the headless service, and the
+// loopback address the chart's own probes and `vault` CLI in the pod use
+// (VAULT_ADDR is https://127.0.0.1:8200 with TLS on).
+func VaultTLSNames(release, namespace string) []string {
+	full := VaultFullname(release)
+	return []string{
+		fmt.Sprintf("%s.%s.svc", full, namespace),
+		fmt.Sprintf("%s.%s.svc.cluster.local", full, namespace),
+		fmt.Sprintf("*.%s-internal", full),
+		fmt.Sprintf("*.%s-internal.%s.svc.cluster.local", full, namespace),
+		"127.0.0.1",
+	}
+}
+

@@ -1,4 +1,4 @@
-package stacks_test
+package config_test
 
 import (
 	"strings"
@@ -7,66 +7,31 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/stacks/config/configtest"
 )
 
-// obj is a config object as a stack file holds it.
-type obj = map[string]any
+// obj, baseConfig, raw and at are the shared fixtures (see configtest).
+type obj = configtest.Obj
 
-// baseConfig is a small valid libvirt stack: three control planes, one worker, one app.
-func baseConfig() obj {
-	node := func(name, role, addr, mac string) obj {
-		return obj{"name": name, "role": role, "address": addr, "mac": mac}
-	}
-	return obj{
-		"cluster":   obj{"name": "t", "talosVersion": "v1.9.5", "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": "10.9.0.240"},
-		"substrate": obj{"kind": "libvirt", "libvirt": obj{"domainType": "qemu", "bootImage": "/var/lib/milner/t/boot.qcow2"}},
-		"network": obj{
-			"mode": "isolated", "cidr": "10.9.0.0/24",
-			"dhcpRange": obj{"start": "10.9.0.100", "end": "10.9.0.199"},
-			"vipRange":  obj{"start": "10.9.0.241", "end": "10.9.0.250"},
-		},
-		"nodes": []any{
-			node("cp-1", "controlplane", "10.9.0.11", "52:54:00:09:00:11"),
-			node("cp-2", "controlplane", "10.9.0.12", "52:54:00:09:00:12"),
-			node("cp-3", "controlplane", "10.9.0.13", "52:54:00:09:00:13"),
-			node("w-1", "worker", "10.9.0.21", "52:54:00:09:00:21"),
-		},
-		"apps": []any{obj{
-			"name":         "vault",
-			"chart":        obj{"repo": "https://charts.example.org", "name": "demo", "version": "0.29.1"},
-			"secretValues": obj{"server.token": "vaultToken"},
-		}},
-	}
-}
-
-// raw turns a config object into the raw values the engine passes a
-// program, with the secret the base config's app needs.
-func raw(t testing.TB, c obj) map[string]string {
-	t.Helper()
-	out, err := mockrun.RawConfig(c)
-	require.NoError(t, err)
-	out["milner:vaultToken"] = "t0k3n"
-	return out
-}
-
-// at walks a path of map keys and list indexes into c.
-var at = mockrun.At
+var (
+	baseConfig = configtest.Base
+	raw        = configtest.Raw
+	at         = configtest.At
+)
 
 func TestBaseConfigIsValid(t *testing.T) {
-	rec, err := mockrun.Run(stacks.Program, "t", raw(t, baseConfig()), "milner:vaultToken")
+	_, err := configtest.Load(raw(t, baseConfig()), "milner:vaultToken")
 	require.NoError(t, err)
-	assert.NotEmpty(t, rec.Registrations())
 }
 
 func TestDefaults(t *testing.T) {
-	cfg, err := stacks.Load(mapSource(raw(t, baseConfig())))
+	cfg, err := config.Load(mapSource(raw(t, baseConfig())))
 	require.NoError(t, err)
 	n := cfg.Nodes[0]
-	assert.Equal(t, []int{stacks.DefaultVCPU, stacks.DefaultMemoryMiB, stacks.DefaultOSDiskGiB, stacks.DefaultDataDiskGiB},
+	assert.Equal(t, []int{config.DefaultVCPU, config.DefaultMemoryMiB, config.DefaultOSDiskGiB, config.DefaultDataDiskGiB},
 		[]int{n.VCPU, n.MemoryMiB, n.OSDiskGiB, n.DataDiskGiB})
-	assert.Equal(t, stacks.LayerApps, cfg.StopAfter)
+	assert.Equal(t, config.LayerApps, cfg.StopAfter)
 	assert.Equal(t, "qemu:///system", cfg.Substrate.Libvirt.URI)
 	assert.Equal(t, "/var/lib/libvirt/images/t", cfg.Substrate.Libvirt.PoolPath)
 	assert.Equal(t, "10.9.0.1", cfg.Network.GatewayAddr.String())
@@ -162,40 +127,38 @@ func TestBadConfigs(t *testing.T) {
 	}
 }
 
-// requireRefused runs the program on the base config as edit changes it and
-// requires the refusal want (a config path and its problem) before anything
-// is registered: the bad-config catalog's one assertion.
+// requireRefused loads the base config as edit changes it and requires the
+// refusal want (a config path and its problem): the bad-config catalog's one
+// assertion. That the program registers nothing on a refused config is
+// stacks' TestRefusedConfigRegistersNothing.
 func requireRefused(t *testing.T, edit func(obj), want string) {
 	t.Helper()
 	c := baseConfig()
 	edit(c)
-	rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
+	_, err := configtest.Load(raw(t, c), "milner:vaultToken")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), want)
-	assert.Empty(t, rec.Registrations(), "a bad config must register nothing")
 }
 
 func TestMissingAppSecretNamesTheCommand(t *testing.T) {
 	r := raw(t, baseConfig())
 	delete(r, "milner:vaultToken")
-	rec, err := mockrun.Run(stacks.Program, "t", r)
+	_, err := configtest.Load(r)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "milner:vaultToken: secret is not set")
 	assert.Contains(t, err.Error(), "pulumi config set --secret milner:vaultToken <value>")
-	assert.Empty(t, rec.Registrations())
 }
 
 func TestPlainTextSecretIsRefused(t *testing.T) {
-	rec, err := mockrun.Run(stacks.Program, "t", raw(t, baseConfig())) // vaultToken set, but not as a secret
+	_, err := configtest.Load(raw(t, baseConfig())) // vaultToken set, but not as a secret
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "milner:vaultToken: is stored in plain text; run `pulumi config set --secret milner:vaultToken <value>`")
-	assert.Empty(t, rec.Registrations())
 }
 
 func TestEmptySecretIsMissing(t *testing.T) {
 	r := raw(t, baseConfig())
 	r["milner:vaultToken"] = ""
-	_, err := stacks.Load(mapSource(r))
+	_, err := config.Load(mapSource(r))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "milner:vaultToken: secret is not set")
 }
@@ -206,8 +169,8 @@ func TestEveryProblemIsReportedAtOnce(t *testing.T) {
 	at(c, "nodes", 1)["address"] = "10.9.0.11"
 	at(c, "apps", 0, "chart")["version"] = "latest"
 	at(c, "network")["mode"] = "bridge"
-	_, err := stacks.Load(mapSource(raw(t, c)))
-	var cerr *stacks.ConfigError
+	_, err := config.Load(mapSource(raw(t, c)))
+	var cerr *config.ConfigError
 	require.ErrorAs(t, err, &cerr)
 	assert.Len(t, cerr.Problems, 4, strings.Join(cerr.Problems, "\n"))
 }
@@ -215,7 +178,7 @@ func TestEveryProblemIsReportedAtOnce(t *testing.T) {
 func TestEvenControlPlaneCountWarns(t *testing.T) {
 	c := baseConfig()
 	at(c, "nodes", 3)["role"] = "controlplane"
-	cfg, err := stacks.Load(mapSource(raw(t, c)))
+	cfg, err := config.Load(mapSource(raw(t, c)))
 	require.NoError(t, err, "an even control-plane count is a warning, not an error")
 	require.Len(t, cfg.Warnings, 1)
 	assert.Contains(t, cfg.Warnings[0], "milner:nodes: 4 control planes")
@@ -225,6 +188,6 @@ func TestStoppedAppsLayerNeedsNoAppSecret(t *testing.T) {
 	r := raw(t, baseConfig())
 	delete(r, "milner:vaultToken")
 	r["milner:stopAfter"] = "talos"
-	_, err := stacks.Load(mapSource(r))
+	_, err := config.Load(mapSource(r))
 	assert.NoError(t, err)
 }

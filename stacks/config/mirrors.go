@@ -1,4 +1,4 @@
-package stacks
+package config
 
 import (
 	"encoding/json"
@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-
-	"github.com/milner/milner/components/helmapp"
 )
 
 // ChartMirrors is milner:chartMirrors: for a site that cannot reach the
@@ -46,7 +44,7 @@ func (m ChartMirrors) Fetch(repo string) string {
 // https:// or oci://, and plain http:// only on a loopback address (a chart
 // fetched in clear text from the network could be swapped on the way).
 func (c *Config) validateChartMirrors(p *problems) {
-	mp := key("chartMirrors")
+	mp := Key("chartMirrors")
 	for _, from := range sortedKeys(c.ChartMirrors) {
 		to := c.ChartMirrors[from]
 		path := mp + "[" + from + "]"
@@ -130,8 +128,3 @@ func Mirrored(src ConfigSource) []MirroredChart {
 	return out
 }
 
-// chart is a chart pin as a HelmApp takes it: the published coordinates,
-// and the source they are fetched from through milner:chartMirrors.
-func (c *Config) chart(ch ChartConfig) helmapp.Chart {
-	return helmapp.Chart{Repo: ch.Repo, Name: ch.Name, Version: ch.Version, Path: ch.Path, FetchRepo: c.ChartMirrors.Fetch(ch.Repo)}
-}

@@ -1,4 +1,4 @@
-package stacks_test
+package config_test
 
 import (
 	"testing"
@@ -8,10 +8,11 @@ import (
 
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 func TestMirrorFetchTakesTheLongestPrefixOnPathBoundaries(t *testing.T) {
-	m := stacks.ChartMirrors{
+	m := config.ChartMirrors{
 		"oci://ghcr.io":                       "oci://127.0.0.1:5000/ghcr",
 		"oci://ghcr.io/rancher":               "oci://registry.lan/rancher",
 		"https://helm.releases.hashicorp.com": "http://127.0.0.1:8080",
@@ -40,16 +41,16 @@ func TestMirrorIsWhereTheReleaseFetchesAndNothingElse(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "http://127.0.0.1:8080/charts", app.Inputs["repositoryOpts"].ObjectValue()["repo"].StringValue())
 	assert.Equal(t, "demo", app.Inputs["chart"].StringValue())
-	storage, ok := rec.ByName("kubernetes:helm.sh/v3:Release", stacks.StorageAppName+"-release")
+	storage, ok := rec.ByName("kubernetes:helm.sh/v3:Release", config.StorageAppName+"-release")
 	require.True(t, ok)
 	assert.Equal(t, "oci://localhost:5000/ghcr/rancher/local-path-provisioner/charts/local-path-provisioner", storage.Inputs["chart"].StringValue())
-	assert.Equal(t, stacks.DefaultStorageChart.Version, storage.Inputs["version"].StringValue())
+	assert.Equal(t, config.DefaultStorageChart.Version, storage.Inputs["version"].StringValue())
 
 	src := mapSource(raw(t, c))
-	assert.Equal(t, []stacks.MirroredChart{
-		{App: stacks.StorageAppName, Published: stacks.DefaultStorageChart.Repo, Fetch: "oci://localhost:5000/ghcr/rancher/local-path-provisioner/charts"},
+	assert.Equal(t, []config.MirroredChart{
+		{App: config.StorageAppName, Published: config.DefaultStorageChart.Repo, Fetch: "oci://localhost:5000/ghcr/rancher/local-path-provisioner/charts"},
 		{App: "vault", Published: "https://charts.example.org", Fetch: "http://127.0.0.1:8080/charts"},
-	}, stacks.Mirrored(src))
+	}, config.Mirrored(src))
 }
 
 func TestNoMirrorFetchesThePublishedSource(t *testing.T) {
@@ -58,7 +59,7 @@ func TestNoMirrorFetchesThePublishedSource(t *testing.T) {
 	app, ok := rec.ByName("kubernetes:helm.sh/v3:Release", "vault-release")
 	require.True(t, ok)
 	assert.Equal(t, "https://charts.example.org", app.Inputs["repositoryOpts"].ObjectValue()["repo"].StringValue())
-	assert.Empty(t, stacks.Mirrored(mapSource(raw(t, baseConfig()))))
+	assert.Empty(t, config.Mirrored(mapSource(raw(t, baseConfig()))))
 }
 
 func TestBadMirrors(t *testing.T) {

@@ -1,4 +1,4 @@
-package stacks_test
+package config_test
 
 import (
 	"strings"

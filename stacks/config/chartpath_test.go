@@ -1,4 +1,4 @@
-package stacks_test
+package config_test
 
 import (
 	"os"
@@ -8,14 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // testChart is the project's test chart, relative to this package's
 // directory (the working directory of its tests, and of the program under
 // mocks, which runs with no project root).
-const testChart = "../tests/charts/milner-test"
+const testChart = "../../tests/charts/milner-test"
 
 // localChart is an app of the base config on a local chart.
 func localChart(path string) func(c obj) {
@@ -53,24 +52,12 @@ func TestLocalChartRefusals(t *testing.T) {
 	}
 }
 
-// TestLocalChartRelease: a local chart reaches the Helm release as its path
-// (as written: relative to the project directory, where the engine starts
-// the provider), with no repository and no version; Load names the chart
-// from its Chart.yaml.
-func TestLocalChartRelease(t *testing.T) {
+// TestLocalChartNamedByChartYAML: Load names a local chart from its
+// Chart.yaml (stacks' TestLocalChartRelease: what reaches the release).
+func TestLocalChartNamedByChartYAML(t *testing.T) {
 	c := baseConfig()
 	localChart(testChart)(c)
-	c["storage"] = obj{"chart": obj{"path": testChart}}
-	rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
-	require.NoError(t, err)
-	for _, name := range []string{"vault-release", stacks.StorageAppName + "-release"} {
-		rel, ok := rec.ByName("kubernetes:helm.sh/v3:Release", name)
-		require.True(t, ok, name)
-		assert.Equal(t, testChart, rel.Inputs["chart"].StringValue(), name)
-		assert.False(t, rel.Inputs.HasValue("repositoryOpts"), name)
-		assert.False(t, rel.Inputs.HasValue("version"), name)
-	}
-	cfg, err := stacks.Load(mapSource(raw(t, c)))
+	cfg, err := config.Load(mapSource(raw(t, c)))
 	require.NoError(t, err)
 	assert.Equal(t, "milner-test", cfg.Apps[0].Chart.Name)
 }
@@ -89,28 +76,9 @@ func (s rootSource) RootDirectory() string { return s.root }
 func TestLocalChartReadFromProjectDirectory(t *testing.T) {
 	c := baseConfig()
 	localChart("tests/charts/milner-test")(c)
-	_, err := stacks.Load(mapSource(raw(t, c)))
-	require.Error(t, err, "the working directory (stacks/) holds no tests/charts")
-	cfg, err := stacks.Load(rootSource{mapSource(raw(t, c)), ".."})
+	_, err := config.Load(mapSource(raw(t, c)))
+	require.Error(t, err, "the working directory (stacks/config/) holds no tests/charts")
+	cfg, err := config.Load(rootSource{mapSource(raw(t, c)), "../.."})
 	require.NoError(t, err)
 	assert.Equal(t, "tests/charts/milner-test", cfg.Apps[0].Chart.Path)
-}
-
-// TestProfileOnLocalChart: a local chart takes the Woodpecker profile (a
-// vendored or forked chart may carry another name); a repository chart of
-// another name does not (TestAppsLayerRefusals).
-func TestProfileOnLocalChart(t *testing.T) {
-	c := baseConfig()
-	app := at(c, "apps", 0)
-	app["chart"] = obj{"path": testChart}
-	delete(app, "secretValues")
-	app["woodpecker"] = obj{"host": "https://ci.example.org", "forge": obj{"kind": "github"}}
-	r := raw(t, c)
-	for _, k := range []string{"woodpeckerAgentSecret", "woodpeckerForgeClient", "woodpeckerForgeSecret"} {
-		r["milner:"+k] = "s3cret"
-	}
-	rec, err := mockrun.Run(stacks.Program, "t", r, "milner:woodpeckerAgentSecret", "milner:woodpeckerForgeClient", "milner:woodpeckerForgeSecret")
-	require.NoError(t, err)
-	_, ok := rec.ByName("kubernetes:core/v1:Secret", "vault-"+stacks.WoodpeckerServerSecret)
-	assert.True(t, ok, "the Woodpecker profile's server Secret")
 }

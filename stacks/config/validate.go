@@ -1,4 +1,4 @@
-package stacks
+package config
 
 import (
 	"fmt"
@@ -12,8 +12,6 @@ import (
 	"unicode"
 
 	"golang.org/x/mod/semver"
-
-	"github.com/milner/milner/components/substrate"
 )
 
 // Limits on node sizes. The minimums are Talos' system requirements.
@@ -43,7 +41,7 @@ var proxmoxToken = regexp.MustCompile(`^[^@\s]+@[^!\s]+![^=\s]+=\S+$`)
 // checkProxmoxToken reports a missing, plain-text or malformed Proxmox API
 // token. The value is never echoed: it is a secret.
 func checkProxmoxToken(src ConfigSource, p *problems) {
-	full := key(ProxmoxTokenKey)
+	full := Key(ProxmoxTokenKey)
 	n := len(p.errs)
 	checkSecret(src, ProxmoxTokenKey, "substrate kind proxmox", p)
 	if tok, _ := src.GetConfig(full); len(p.errs) == n && !proxmoxToken.MatchString(tok) {
@@ -77,13 +75,13 @@ func (c *Config) validate(p *problems) {
 	c.validateChartMirrors(p)
 	c.validateInput(p)
 	if !slices.Contains(Layers, c.StopAfter) {
-		p.addf(key("stopAfter"), "unknown layer %q (want one of %v)", c.StopAfter, Layers)
+		p.addf(Key("stopAfter"), "unknown layer %q (want one of %v)", c.StopAfter, Layers)
 	}
 }
 
 func (c *Config) validateCluster(p *problems) {
 	cl := &c.Cluster
-	path := key("cluster")
+	path := Key("cluster")
 	if !dnsLabel.MatchString(cl.Name) || len(cl.Name) > 32 {
 		p.addf(path+".name", "%q is not a lowercase DNS label of at most 32 characters", cl.Name)
 	}
@@ -112,16 +110,16 @@ func (c *Config) validateCluster(p *problems) {
 
 func (c *Config) validateSubstrate(p *problems) {
 	s := &c.Substrate
-	path := key("substrate")
+	path := Key("substrate")
 	switch s.Kind {
-	case substrate.KindLibvirt:
+	case KindLibvirt:
 		if s.Libvirt == nil {
 			p.addf(path+".libvirt", "is required for kind libvirt")
 		}
 		if s.Proxmox != nil {
 			p.addf(path+".proxmox", "is set but kind is libvirt")
 		}
-	case substrate.KindProxmox:
+	case KindProxmox:
 		if s.Proxmox == nil {
 			p.addf(path+".proxmox", "is required for kind proxmox")
 		}
@@ -129,7 +127,7 @@ func (c *Config) validateSubstrate(p *problems) {
 			p.addf(path+".libvirt", "is set but kind is proxmox")
 		}
 	default:
-		p.addf(path+".kind", "unknown substrate %q (want one of %v)", s.Kind, substrate.Kinds)
+		p.addf(path+".kind", "unknown substrate %q (want one of %v)", s.Kind, Kinds)
 	}
 	if lv := s.Libvirt; lv != nil {
 		if !strings.Contains(lv.URI, "://") {
@@ -139,10 +137,10 @@ func (c *Config) validateSubstrate(p *problems) {
 			p.addf(path+".libvirt.domainType", "unknown domain type %q (want kvm or qemu)", lv.DomainType)
 		}
 		switch {
-		case !slices.Contains(substrate.CPUModes, lv.CPUMode):
-			p.addf(path+".libvirt.cpuMode", "%q is not a CPU mode that guarantees x86-64-v2, which Talos needs to boot (want one of %v)", lv.CPUMode, substrate.CPUModes)
-		case lv.CPUMode == substrate.CPUHostPassthrough && lv.DomainType == "qemu":
-			p.addf(path+".libvirt.cpuMode", "%s needs KVM; with domainType qemu use %s", lv.CPUMode, substrate.CPUMaximum)
+		case !slices.Contains(CPUModes, lv.CPUMode):
+			p.addf(path+".libvirt.cpuMode", "%q is not a CPU mode that guarantees x86-64-v2, which Talos needs to boot (want one of %v)", lv.CPUMode, CPUModes)
+		case lv.CPUMode == CPUHostPassthrough && lv.DomainType == "qemu":
+			p.addf(path+".libvirt.cpuMode", "%s needs KVM; with domainType qemu use %s", lv.CPUMode, CPUMaximum)
 		}
 		if !strings.HasPrefix(lv.PoolPath, "/") {
 			p.addf(path+".libvirt.poolPath", "%q is not an absolute path", lv.PoolPath)
@@ -164,7 +162,7 @@ func (c *Config) validateSubstrate(p *problems) {
 			}
 		}
 		if !px.DiskInterface.Valid() {
-			p.addf(path+".proxmox.diskInterface", "unknown disk interface %q (want one of %v)", px.DiskInterface, substrate.DiskInterfaces)
+			p.addf(path+".proxmox.diskInterface", "unknown disk interface %q (want one of %v)", px.DiskInterface, DiskInterfaces)
 		}
 		if !strings.HasPrefix(px.ImageURL, "https://") || !slices.Contains([]string{".qcow2", ".raw", ".vmdk"}, pathpkg.Ext(px.ImageURL)) {
 			p.addf(path+".proxmox.imageUrl", "%q is not an https:// URL of an uncompressed disk image (.qcow2, .raw or .vmdk), as PVE's import content type needs", px.ImageURL)
@@ -175,7 +173,7 @@ func (c *Config) validateSubstrate(p *problems) {
 }
 
 // validateProxmoxNodes checks what the Proxmox substrate derives from each
-// node: its disk holder's VM id (vmId + substrate.HolderVMIDOffset) and its
+// node: its disk holder's VM id (vmId + HolderVMIDOffset) and its
 // adoption id. Range and uniqueness of vmId itself are checked with the nodes.
 func (c *Config) validateProxmoxNodes(p *problems) {
 	vmids := map[int]int{}
@@ -183,21 +181,21 @@ func (c *Config) validateProxmoxNodes(p *problems) {
 		vmids[n.VMID] = i
 	}
 	for i, n := range c.Nodes {
-		np := fmt.Sprintf("%s[%d]", key("nodes"), i)
+		np := fmt.Sprintf("%s[%d]", Key("nodes"), i)
 		if n.VMID < MinProxmoxVMID || n.VMID > MaxProxmoxVMID {
 			continue
 		}
-		h := substrate.HolderVMID(n.VMID)
+		h := HolderVMID(n.VMID)
 		if h > MaxProxmoxVMID {
-			p.addf(np+".vmId", "%d leaves no room for its disk holder VM %d (vmId + %d) below %d", n.VMID, h, substrate.HolderVMIDOffset, MaxProxmoxVMID)
+			p.addf(np+".vmId", "%d leaves no room for its disk holder VM %d (vmId + %d) below %d", n.VMID, h, HolderVMIDOffset, MaxProxmoxVMID)
 		} else if j, taken := vmids[h]; taken {
-			p.addf(np+".vmId", "%d's disk holder VM id %d (vmId + %d) is the VM id of nodes[%d]", n.VMID, h, substrate.HolderVMIDOffset, j)
+			p.addf(np+".vmId", "%d's disk holder VM id %d (vmId + %d) is the VM id of nodes[%d]", n.VMID, h, HolderVMIDOffset, j)
 		}
 		if n.AdoptID != "" && n.AdoptID != strconv.Itoa(n.VMID) {
 			p.addf(np+".adoptId", "%q is not this node's vmId %d: a Proxmox VM is adopted under its own id", n.AdoptID, n.VMID)
 		}
 		if n.HolderAdoptID != "" && n.HolderAdoptID != strconv.Itoa(h) {
-			p.addf(np+".holderAdoptId", "%q is not this node's disk holder VM id %d (vmId + %d)", n.HolderAdoptID, h, substrate.HolderVMIDOffset)
+			p.addf(np+".holderAdoptId", "%q is not this node's disk holder VM id %d (vmId + %d)", n.HolderAdoptID, h, HolderVMIDOffset)
 		}
 	}
 	c.validateProxmoxPlacement(p)
@@ -205,9 +203,9 @@ func (c *Config) validateProxmoxNodes(p *problems) {
 
 func (c *Config) validateNetwork(p *problems) {
 	n := &c.Network
-	path := key("network")
-	if !slices.Contains(substrate.LibvirtNetworkModes, n.Mode) {
-		p.addf(path+".mode", "unknown network mode %q (want one of %v)", n.Mode, substrate.LibvirtNetworkModes)
+	path := Key("network")
+	if !slices.Contains(NetworkModes, n.Mode) {
+		p.addf(path+".mode", "unknown network mode %q (want one of %v)", n.Mode, NetworkModes)
 	}
 	prefix, err := netip.ParsePrefix(n.CIDR)
 	if err != nil || !prefix.Addr().Is4() || prefix.Masked() != prefix || prefix.Bits() < 8 || prefix.Bits() > 29 {
@@ -243,7 +241,7 @@ func (c *Config) validateNetwork(p *problems) {
 	if !vip.IsValid() {
 		return
 	}
-	vipPath := key("cluster.vip")
+	vipPath := Key("cluster.vip")
 	switch {
 	case !prefix.Contains(vip):
 		p.addf(vipPath, "%s is outside the node network %s", vip, prefix)
@@ -295,14 +293,14 @@ func (c *Config) parseRange(p *problems, path string, r *RangeConfig) {
 }
 
 func (c *Config) validateNodes(p *problems) {
-	path := key("nodes")
+	path := Key("nodes")
 	if len(c.Nodes) == 0 {
 		p.addf(path, "at least one node is required")
 		return
 	}
 	names, addrs, macs, vmids := map[string]int{}, map[netip.Addr]int{}, map[string]int{}, map[int]int{}
 	controlPlanes := 0
-	proxmox := c.Substrate.Kind == substrate.KindProxmox
+	proxmox := c.Substrate.Kind == KindProxmox
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
 		np := fmt.Sprintf("%s[%d]", path, i)
@@ -316,12 +314,12 @@ func (c *Config) validateNodes(p *problems) {
 
 		minMem := MinMemoryWorkerMiB
 		switch n.Role {
-		case substrate.RoleControlPlane:
+		case RoleControlPlane:
 			controlPlanes++
 			minMem = MinMemoryControlPlaneMiB
-		case substrate.RoleWorker:
+		case RoleWorker:
 		default:
-			p.addf(np+".role", "unknown role %q (want one of %v)", n.Role, substrate.Roles)
+			p.addf(np+".role", "unknown role %q (want one of %v)", n.Role, Roles)
 		}
 		if n.VCPU < 1 || n.VCPU > MaxVCPU {
 			p.addf(np+".vcpu", "%d is outside 1..%d", n.VCPU, MaxVCPU)
@@ -389,17 +387,17 @@ func (c *Config) validateNodes(p *problems) {
 	}
 	switch {
 	case controlPlanes == 0:
-		p.addf(path, "no node has role %s; a cluster needs at least one", substrate.RoleControlPlane)
+		p.addf(path, "no node has role %s; a cluster needs at least one", RoleControlPlane)
 	case controlPlanes%2 == 0:
 		p.warnf(path, "%d control planes: an even etcd membership tolerates no more failures than %d", controlPlanes, controlPlanes-1)
 	}
 }
 
 func (c *Config) validateApps(p *problems) {
-	path := key("apps")
+	path := Key("apps")
 	// On an existing cluster (startAt: apps) its nodes are not Milner's to check.
 	if len(c.Apps) > 0 && c.Declares(LayerTalos) && c.Declares(LayerApps) && !c.schedulable() {
-		p.addf(path, "%d apps but no node takes workloads: add a worker or set %s to true", len(c.Apps), key("cluster.allowSchedulingOnControlPlanes"))
+		p.addf(path, "%d apps but no node takes workloads: add a worker or set %s to true", len(c.Apps), Key("cluster.allowSchedulingOnControlPlanes"))
 	}
 	names := map[string]int{}
 	for i := range c.Apps {
@@ -441,7 +439,7 @@ func (c *Config) validateApps(p *problems) {
 // control plane that allows scheduling.
 func (c *Config) schedulable() bool {
 	for _, n := range c.Nodes {
-		if n.Role == substrate.RoleWorker {
+		if n.Role == RoleWorker {
 			return true
 		}
 	}
@@ -468,7 +466,7 @@ func (c *Config) validateLibvirtAdopt(p *problems, path string, adopt map[string
 	for i, n := range c.Nodes {
 		names[i] = n.Name
 	}
-	known := substrate.LibvirtAdoptable(c.Cluster.Name, names)
+	known := LibvirtAdoptable(c.Cluster.Name, names)
 	for _, logical := range sortedKeys(adopt) {
 		id := adopt[logical]
 		switch {

@@ -1,4 +1,4 @@
-package stacks_test
+package config_test
 
 // Input-hygiene cases of the bad-config catalog (validate_input.go). They
 // share baseConfig, raw and at with config_test.go.
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // blankSHA is the sha256sum of `qemu-img create -f qcow2 boot.qcow2 64M`.
@@ -104,7 +104,7 @@ func TestMACNotationsAreNormalized(t *testing.T) {
 	at(c, "nodes", 0)["mac"] = "52-54-00-09-00-11"
 	at(c, "nodes", 1)["mac"] = "5254.0009.0012"
 	at(c, "nodes", 2)["mac"] = "52:54:00:09:00:1A"
-	cfg, err := stacks.Load(mapSource(raw(t, c)))
+	cfg, err := config.Load(mapSource(raw(t, c)))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"52:54:00:09:00:11", "52:54:00:09:00:12", "52:54:00:09:00:1a"},
 		[]string{cfg.Nodes[0].MAC, cfg.Nodes[1].MAC, cfg.Nodes[2].MAC})
@@ -115,7 +115,7 @@ func TestMACNotationsAreNormalized(t *testing.T) {
 func TestGoodInputsAtTheEdges(t *testing.T) {
 	c := baseConfig()
 	var nodes []any
-	for i := range stacks.MaxControlPlanes {
+	for i := range config.MaxControlPlanes {
 		nodes = append(nodes, obj{"name": fmt.Sprintf("cp-%d", i+1), "role": "controlplane",
 			"address": fmt.Sprintf("10.9.0.%d", 11+i), "mac": fmt.Sprintf("52:54:00:09:00:%02x", 0x11+i)})
 	}
@@ -125,7 +125,7 @@ func TestGoodInputsAtTheEdges(t *testing.T) {
 	l["bootImageSha256"] = blankSHA
 	l["poolPath"] = "/tmp/milner-pool"
 	l["uri"] = "qemu+ssh://root@hv1.lan/system?keyfile=/root/.ssh/id_ed25519"
-	cfg, err := stacks.Load(mapSource(raw(t, c)))
+	cfg, err := config.Load(mapSource(raw(t, c)))
 	require.NoError(t, err)
 	assert.Empty(t, cfg.Warnings)
 }
@@ -135,7 +135,7 @@ func TestGoodInputsAtTheEdges(t *testing.T) {
 func TestDefaultBootImageWarnsUnpinned(t *testing.T) {
 	c := baseConfig()
 	delete(at(c, "substrate", "libvirt"), "bootImage")
-	cfg, err := stacks.Load(mapSource(raw(t, c)))
+	cfg, err := config.Load(mapSource(raw(t, c)))
 	require.NoError(t, err)
 	require.Len(t, cfg.Warnings, 1)
 	assert.Contains(t, cfg.Warnings[0], "milner:substrate.libvirt.bootImageSha256: the default boot image")

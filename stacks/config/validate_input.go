@@ -1,4 +1,4 @@
-package stacks
+package config
 
 // Input hygiene: values that reach a shell-like parser, the host's file
 // system or a download are refused before anything is touched, each naming
@@ -13,8 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/milner/milner/components/substrate"
 )
 
 // MaxControlPlanes is the largest control-plane count validation accepts.
@@ -61,24 +59,24 @@ func normalizeMAC(s string) string {
 // validateInput runs the input-hygiene checks; validate calls it last.
 func (c *Config) validateInput(p *problems) {
 	if lv := c.Substrate.Libvirt; lv != nil {
-		sp := key("substrate") + ".libvirt"
+		sp := Key("substrate") + ".libvirt"
 		checkLibvirtURI(p, sp+".uri", lv.URI)
 		checkPoolPath(p, sp+".poolPath", lv.PoolPath)
 		c.checkBootImage(p, sp)
 	}
 	c.checkNameservers(p)
 	if r := c.Network.VIPRange; r.Contains(c.Network.GatewayAddr) {
-		p.addf(key("network")+".vipRange", "contains the gateway %s", c.Network.GatewayAddr)
+		p.addf(Key("network")+".vipRange", "contains the gateway %s", c.Network.GatewayAddr)
 	}
 	c.checkReleases(p)
 	cps := 0
 	for _, n := range c.Nodes {
-		if n.Role == substrate.RoleControlPlane {
+		if n.Role == RoleControlPlane {
 			cps++
 		}
 	}
 	if cps > MaxControlPlanes {
-		p.addf(key("nodes"), "%d control planes: more than %d etcd members only slow every write (etcd recommends at most %d); make the rest workers", cps, MaxControlPlanes, MaxControlPlanes)
+		p.addf(Key("nodes"), "%d control planes: more than %d etcd members only slow every write (etcd recommends at most %d); make the rest workers", cps, MaxControlPlanes, MaxControlPlanes)
 	}
 }
 
@@ -170,7 +168,7 @@ func (c *Config) checkNameservers(p *problems) {
 		if !a.IsValid() {
 			continue // validate.go reports an unparsable one.
 		}
-		at := fmt.Sprintf("%s.nameservers[%d]", key("network"), i)
+		at := fmt.Sprintf("%s.nameservers[%d]", Key("network"), i)
 		switch {
 		case a.IsUnspecified():
 			p.addf(at, "%s is the unspecified address, not a server", a)
@@ -197,7 +195,7 @@ func (c *Config) checkReleases(p *problems) {
 	for i, a := range c.Apps {
 		id := a.Namespace + "/" + a.ReleaseName
 		if j, dup := seen[id]; dup {
-			p.addf(fmt.Sprintf("%s[%d].releaseName", key("apps"), i), "release %q in namespace %q is also apps[%d]'s", a.ReleaseName, a.Namespace, j)
+			p.addf(fmt.Sprintf("%s[%d].releaseName", Key("apps"), i), "release %q in namespace %q is also apps[%d]'s", a.ReleaseName, a.Namespace, j)
 		} else {
 			seen[id] = i
 		}

@@ -1,4 +1,4 @@
-package stacks
+package config
 
 import "fmt"
 
@@ -14,7 +14,7 @@ const DefaultExistingClusterName = "milner"
 func decodeExistingCluster(src ConfigSource, cfg *Config, p *problems) {
 	for _, k := range []string{"substrate", "network", "nodes"} {
 		if _, set := lookup(src, k); set {
-			p.addf(key(k), "is not used when %s is apps (the cluster is given by the secret %s); remove it", key("startAt"), key(KubeconfigKey))
+			p.addf(Key(k), "is not used when %s is apps (the cluster is given by the secret %s); remove it", Key("startAt"), Key(KubeconfigKey))
 		}
 	}
 	var cl ClusterConfig
@@ -24,7 +24,7 @@ func decodeExistingCluster(src ConfigSource, cfg *Config, p *problems) {
 			{"vip", cl.VIP}, {"endpoint", cl.Endpoint}, {"installImage", cl.InstallImage},
 		} {
 			if f.v != "" {
-				p.addf(key("cluster."+f.field), "is not used when %s is apps; only cluster.name is read", key("startAt"))
+				p.addf(Key("cluster."+f.field), "is not used when %s is apps; only cluster.name is read", Key("startAt"))
 			}
 		}
 	}
@@ -38,16 +38,16 @@ func decodeExistingCluster(src ConfigSource, cfg *Config, p *problems) {
 // declares of its cluster: its name, and that it declares the apps layer.
 func (c *Config) validateExistingCluster(p *problems) {
 	if !dnsLabel.MatchString(c.Cluster.Name) || len(c.Cluster.Name) > 32 {
-		p.addf(key("cluster.name"), "%q is not a lowercase DNS label of at most 32 characters", c.Cluster.Name)
+		p.addf(Key("cluster.name"), "%q is not a lowercase DNS label of at most 32 characters", c.Cluster.Name)
 	}
 	if !c.StopAfter.Includes(LayerApps) {
-		p.addf(key("stopAfter"), "%q is before %s apps: the stack would declare nothing", c.StopAfter, key("startAt"))
+		p.addf(Key("stopAfter"), "%q is before %s apps: the stack would declare nothing", c.StopAfter, Key("startAt"))
 	}
 }
 
 // validateStartAt checks milner:startAt itself.
 func (c *Config) validateStartAt(p *problems) {
 	if c.StartAt != LayerSubstrate && c.StartAt != LayerApps {
-		p.addf(key("startAt"), "%s", fmt.Sprintf("unknown start %q (want %s, or %s on an existing cluster)", c.StartAt, LayerSubstrate, LayerApps))
+		p.addf(Key("startAt"), "%s", fmt.Sprintf("unknown start %q (want %s, or %s on an existing cluster)", c.StartAt, LayerSubstrate, LayerApps))
 	}
 }

@@ -1,4 +1,4 @@
-package stacks
+package config
 
 import (
 	"encoding/pem"
@@ -15,7 +15,7 @@ import (
 // the node over the LAN, unauthenticated.
 func (c *Config) validateProxmoxFirstConfig(p *problems) {
 	px := c.Substrate.Proxmox
-	path := key("substrate") + ".proxmox."
+	path := Key("substrate") + ".proxmox."
 	if px.SnippetsDatastore == "" {
 		p.addf(path+"snippetsDatastore", "is required: each node's first machine config is a snippet there (a datastore with the Snippets content type)")
 	}
@@ -44,11 +44,11 @@ func checkProxmoxSSHKey(src ConfigSource, px *ProxmoxConfig, p *problems) {
 	if px == nil || px.SSH == nil {
 		return
 	}
-	full := key(ProxmoxSSHKeyKey)
+	full := Key(ProxmoxSSHKeyKey)
 	v, _ := src.GetConfig(full)
 	if px.SSH.Agent {
 		if v != "" {
-			p.addf(key("substrate")+".proxmox.ssh.agent", "is true and the secret %s is set too: use one of them", full)
+			p.addf(Key("substrate")+".proxmox.ssh.agent", "is true and the secret %s is set too: use one of them", full)
 		}
 		return
 	}
