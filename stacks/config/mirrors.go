@@ -127,4 +127,3 @@ func Mirrored(src ConfigSource) []MirroredChart {
 	}
 	return out
 }
-

@@ -143,4 +143,3 @@ func VaultTLSNames(release, namespace string) []string {
 		"127.0.0.1",
 	}
 }
-

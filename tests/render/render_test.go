@@ -63,7 +63,7 @@ func testSecret(k string) string { return "s3cret-value-of-" + k }
 // stack is one committed stack run under the recording mock.
 type stack struct {
 	name    string
-	cfg     *stacks.Config
+	cfg     *config.Config
 	rec     *mockrun.Recorder
 	secrets map[string]string
 }
@@ -82,10 +82,10 @@ func committedStacks(t *testing.T) []stack {
 		require.NoError(t, err)
 		secrets := map[string]string{}
 		src := source(raw)
-		for _, need := range stacks.AppsSecrets(src) {
-			secrets[stacks.Namespace+":"+need.Key] = testSecret(need.Key)
+		for _, need := range config.AppsSecrets(src) {
+			secrets[config.Namespace+":"+need.Key] = testSecret(need.Key)
 		}
-		var apps []stacks.AppConfig
+		var apps []config.AppConfig
 		_ = json.Unmarshal([]byte(raw["milner:apps"]), &apps)
 		for _, a := range apps {
 			if a.Vault != nil {
@@ -97,14 +97,14 @@ func committedStacks(t *testing.T) []stack {
 					ns = a.Namespace
 				}
 				b := testpki.Valid(config.VaultTLSNames(rel, ns)...)
-				secrets["milner:"+stacks.VaultTLSCertKey], secrets["milner:"+stacks.VaultTLSKeyKey], secrets["milner:"+stacks.VaultTLSCAKey] = b.Cert, b.Key, b.CA
+				secrets["milner:"+config.VaultTLSCertKey], secrets["milner:"+config.VaultTLSKeyKey], secrets["milner:"+config.VaultTLSCAKey] = b.Cert, b.Key, b.CA
 			}
 		}
 		if strings.Contains(raw["milner:substrate"], `"proxmox"`) {
-			secrets["milner:"+stacks.ProxmoxTokenKey] = "milner@pve!render=" + testSecret("token")
+			secrets["milner:"+config.ProxmoxTokenKey] = "milner@pve!render=" + testSecret("token")
 		}
 		maps.Copy(raw, secrets)
-		cfg, err := stacks.Load(source(raw))
+		cfg, err := config.Load(source(raw))
 		require.NoError(t, err, name)
 		rec, err := mockrun.Run(stacks.Program, name, raw, slices.Sorted(maps.Keys(secrets))...)
 		require.NoError(t, err, name)
@@ -317,11 +317,11 @@ func TestRealChartsRenderAsTheClusterNeeds(t *testing.T) {
 						}
 					}
 					switch r.chart.Name() {
-					case stacks.VaultChart:
+					case config.VaultChart:
 						checkVault(t, s, r)
-					case stacks.WoodpeckerChart:
+					case config.WoodpeckerChart:
 						checkWoodpecker(t, s, r)
-					case stacks.StorageChartName:
+					case config.StorageChartName:
 						checkStorage(t, s, r)
 					}
 				})
@@ -347,8 +347,8 @@ func programSecret(t *testing.T, s stack, ns, name string) map[string]any {
 
 func checkVault(t *testing.T, s stack, r rendered) {
 	full := r.release
-	if !strings.Contains(full, stacks.VaultChart) {
-		full += "-" + stacks.VaultChart
+	if !strings.Contains(full, config.VaultChart) {
+		full += "-" + config.VaultChart
 	}
 	sts := find(r.objects, "StatefulSet", full)
 	require.NotNil(t, sts, "no StatefulSet %s", full)
@@ -468,14 +468,14 @@ func checkWoodpecker(t *testing.T, s stack, r rendered) {
 	}
 }
 
-func appOf(t *testing.T, s stack, release string) stacks.AppConfig {
+func appOf(t *testing.T, s stack, release string) config.AppConfig {
 	for _, a := range s.cfg.Apps {
 		if a.ReleaseName == release {
 			return a
 		}
 	}
 	t.Fatalf("no app of release %s", release)
-	return stacks.AppConfig{}
+	return config.AppConfig{}
 }
 
 func checkStorage(t *testing.T, s stack, r rendered) {
@@ -554,7 +554,7 @@ func bindMounts(t *testing.T, s stack) []string {
 	for _, r := range s.rec.Registrations() {
 		walk(plain(resource.NewObjectProperty(r.Inputs)))
 	}
-	if s.cfg.StartAt == stacks.LayerApps {
+	if s.cfg.StartAt == config.LayerApps {
 		// An existing cluster: no Talos layer; the storage path is the
 		// operator's to mount.
 		return []string{s.cfg.Storage.Path}
