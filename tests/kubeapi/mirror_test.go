@@ -26,7 +26,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/internal/testpki"
-	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -103,7 +102,7 @@ func startChartMirror(t *testing.T, dir string) *chartMirror {
 
 	m := &chartMirror{Repo: repoSrv.URL, Registry: strings.TrimPrefix(regSrv.URL, "https://")}
 	m.Mirrors = map[string]string{"oci://ghcr.io": "oci://" + m.Registry + "/ghcr"}
-	for _, p := range stacks.PublishedCharts {
+	for _, p := range config.PublishedCharts {
 		if !strings.HasPrefix(p.Repo, "oci://") {
 			m.Mirrors[p.Repo] = m.Repo
 		}
@@ -120,7 +119,7 @@ func startChartMirror(t *testing.T, dir string) *chartMirror {
 	if err := yaml.Unmarshal(readFile(t, filepath.Join(dir, "index.yaml")), &index); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range stacks.PublishedCharts {
+	for _, p := range config.PublishedCharts {
 		if !strings.HasPrefix(p.Repo, "oci://") {
 			continue
 		}

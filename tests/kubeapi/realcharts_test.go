@@ -9,19 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // publishedChart is a chart pin at the source its maintainers publish it
-// to (stacks.PublishedCharts), as a user's stack says it.
+// to (config.PublishedCharts), as a user's stack says it.
 func publishedChart(t *testing.T, chart, version string) map[string]any {
 	t.Helper()
-	for _, p := range stacks.PublishedCharts {
+	for _, p := range config.PublishedCharts {
 		if p.Name == chart && slices.Contains(p.Versions, version) {
 			return map[string]any{"repo": p.Repo, "name": chart, "version": version}
 		}
 	}
-	t.Fatalf("%s %s is not recorded as published (stacks.PublishedCharts)", chart, version)
+	t.Fatalf("%s %s is not recorded as published (config.PublishedCharts)", chart, version)
 	return nil
 }
 
@@ -38,21 +38,21 @@ func TestRealChartsOnRealAPI(t *testing.T) {
 	api.startControllerManager()
 
 	vault := app{Name: "vault", Namespace: "vault", PodSecurity: "baseline",
-		Chart: publishedChart(t, stacks.VaultChart, "0.29.1"), Values: map[string]any{},
+		Chart: publishedChart(t, config.VaultChart, "0.29.1"), Values: map[string]any{},
 		Vault: map[string]any{"replicas": 1, "dataSize": "1Gi", "auditSize": "1Gi"}}
 	woodpecker := app{Name: "woodpecker", Namespace: "woodpecker", PodSecurity: "baseline",
-		Chart:  publishedChart(t, stacks.WoodpeckerChart, "3.2.0"),
+		Chart:  publishedChart(t, config.WoodpeckerChart, "3.2.0"),
 		Values: map[string]any{"agent": map[string]any{"replicaCount": 1}},
 		Woodpecker: map[string]any{
 			"host": "https://ci.example.org", "admins": []any{"alice"},
 			"forge": map[string]any{"kind": "forgejo", "url": "https://forge.example.org"},
 		}}
 	s := newAppsScenario(t, api, vault, woodpecker)
-	s.storage = map[string]any{"chart": publishedChart(t, stacks.StorageChartName, stacks.DefaultStorageChart.Version)}
+	s.storage = map[string]any{"chart": publishedChart(t, config.StorageChartName, config.DefaultStorageChart.Version)}
 	s.mirrors = mirror.Mirrors
 	s.apply()
 	releases := map[string]string{ // release -> namespace
-		"vault": "vault", "woodpecker": "woodpecker", stacks.StorageAppName: stacks.DefaultStorageNamespace,
+		"vault": "vault", "woodpecker": "woodpecker", config.StorageAppName: config.DefaultStorageNamespace,
 	}
 	timed := func(what string, f func()) {
 		t.Helper()
@@ -77,7 +77,7 @@ func TestRealChartsOnRealAPI(t *testing.T) {
 		requireClaimsOnDefaultClass(t, api, "vault", "woodpecker")
 		requireSecretsThePodsRead(t, api, pods)
 	})
-	revisions := map[string]int{"vault": 1, "woodpecker": 1, stacks.StorageAppName: 1}
+	revisions := map[string]int{"vault": 1, "woodpecker": 1, config.StorageAppName: 1}
 	requireRevisions := func(what string) {
 		t.Helper()
 		for rel, want := range revisions {
@@ -88,14 +88,14 @@ func TestRealChartsOnRealAPI(t *testing.T) {
 	}
 	vaultSTS := s.uid("/apis/apps/v1/namespaces/vault/statefulsets/vault")
 	serverSTS := s.uid("/apis/apps/v1/namespaces/woodpecker/statefulsets/woodpecker-server")
-	storageDeploy := s.uid("/apis/apps/v1/namespaces/" + stacks.DefaultStorageNamespace + "/deployments/" + stacks.StorageAppName)
+	storageDeploy := s.uid("/apis/apps/v1/namespaces/" + config.DefaultStorageNamespace + "/deployments/" + config.StorageAppName)
 	claims := claimUIDs(t, api, "vault", "woodpecker")
 	requireSame := func(what string) {
 		t.Helper()
 		for path, want := range map[string]string{
 			"/apis/apps/v1/namespaces/vault/statefulsets/vault":                                                    vaultSTS,
 			"/apis/apps/v1/namespaces/woodpecker/statefulsets/woodpecker-server":                                   serverSTS,
-			"/apis/apps/v1/namespaces/" + stacks.DefaultStorageNamespace + "/deployments/" + stacks.StorageAppName: storageDeploy,
+			"/apis/apps/v1/namespaces/" + config.DefaultStorageNamespace + "/deployments/" + config.StorageAppName: storageDeploy,
 		} {
 			if got := s.uid(path); got != want {
 				t.Fatalf("%s: %s was recreated: uid %s -> %s", what, path, want, got)
@@ -128,9 +128,9 @@ func TestRealChartsOnRealAPI(t *testing.T) {
 		release, chart, version string
 		set                     func(chart map[string]any)
 	}{
-		{"vault", stacks.VaultChart, "0.30.1", func(c map[string]any) { s.apps[0].Chart = c }},
-		{"woodpecker", stacks.WoodpeckerChart, "3.2.1", func(c map[string]any) { s.apps[1].Chart = c }},
-		{stacks.StorageAppName, stacks.StorageChartName, "0.0.34", func(c map[string]any) { s.storage = map[string]any{"chart": c} }},
+		{"vault", config.VaultChart, "0.30.1", func(c map[string]any) { s.apps[0].Chart = c }},
+		{"woodpecker", config.WoodpeckerChart, "3.2.1", func(c map[string]any) { s.apps[1].Chart = c }},
+		{config.StorageAppName, config.StorageChartName, "0.0.34", func(c map[string]any) { s.storage = map[string]any{"chart": c} }},
 	} {
 		what := fmt.Sprintf("chart bump %s %s", bump.chart, bump.version)
 		timed(what, func() {
