@@ -11,9 +11,12 @@ export PULUMI_SKIP_UPDATE_CHECK := true
 build:
 	go build -o bin/milner ./cmd/milner
 
-# Unit and whole-program tests (mocks; no engine, no libvirt, no network).
+# Unit and whole-program tests (mocks; no engine, no libvirt, no network),
+# then the real upstream charts rendered with Helm's engine (tests/render, a
+# module of its own; it reads ../shared/charts or $$MILNER_CHARTS_DIR).
 test:
 	go test ./...
+	cd tests/render && GOWORK=off go test -count=1 ./...
 
 vet:
 	go vet ./...

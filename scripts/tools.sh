@@ -5,13 +5,15 @@
 #   golangci-lint             - the linter CI runs, pinned by tools/lint/go.mod
 #   kube-apiserver, etcd      - a real Kubernetes API for tests/kubeapi, pinned by
 #                               tools/kube-apiserver/go.mod and tools/etcd/go.mod
+#   kube-controller-manager   - its controllers (Pods, PVCs from the charts' workloads),
+#                               pinned by tools/kube-controller-manager/go.mod (the same release)
 #   pulumi-resource-kubernetes - the Kubernetes provider plugin, pinned by
 #                               tools/kubernetes-provider/go.mod
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
 # Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes]...
-#   (default: pulumi libvirt; kubeapi is kube-apiserver and etcd)
+#   (default: pulumi libvirt; kubeapi is kube-apiserver, kube-controller-manager and etcd)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -88,8 +90,9 @@ for t in "${targets[@]}"; do
       build golangci-lint "$root/tools/lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "" ;;
     bench) # terraform-provider-libvirt for bench/ (Terraform's dev_overrides dir, .tools/tf)
       mkdir -p "$root/.tools/tf"; bin="$root/.tools/tf" build terraform-provider-libvirt "$root/tools/terraform-provider-libvirt" . "" ;;
-    kubeapi) # a real Kubernetes API (tests/kubeapi): kube-apiserver and its etcd
+    kubeapi) # a real Kubernetes API (tests/kubeapi): kube-apiserver, its controllers and its etcd
       build kube-apiserver "$root/tools/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
+      build kube-controller-manager "$root/tools/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
       build etcd "$root/tools/etcd" . "" ;;
     kubernetes)
       build pulumi-resource-kubernetes "$root/tools/kubernetes-provider" . \

@@ -61,10 +61,7 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 		}
 		a, err := helmapp.New(ctx, app.Name, &helmapp.Args{
 			ReleaseName:    app.ReleaseName,
-			Repo:           app.Chart.Repo,
-			Chart:          app.Chart.Name,
-			Version:        app.Chart.Version,
-			Path:           app.Chart.Path,
+			Chart:          chartOf(cfg, app.Chart),
 			Namespace:      app.Namespace,
 			PodSecurity:    app.PodSecurity,
 			Secrets:        secrets,
@@ -174,4 +171,10 @@ func setPath(m pulumi.Map, path []string, value pulumi.Input) error {
 	}
 	m[path[len(path)-1]] = value
 	return nil
+}
+
+// chartOf is a chart pin as a HelmApp takes it: the published coordinates,
+// and the source they are fetched from through milner:chartMirrors.
+func chartOf(c *config.Config, ch config.ChartConfig) helmapp.Chart {
+	return helmapp.Chart{Repo: ch.Repo, Name: ch.Name, Version: ch.Version, Path: ch.Path, FetchRepo: c.ChartMirrors.Fetch(ch.Repo)}
 }

@@ -49,10 +49,7 @@ func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Prov
 	}
 	app, err := helmapp.New(ctx, config.StorageAppName, &helmapp.Args{
 		ReleaseName: config.StorageAppName,
-		Repo:        s.Chart.Repo,
-		Chart:       s.Chart.Name,
-		Version:     s.Chart.Version,
-		Path:        s.Chart.Path,
+		Chart:       chartOf(cfg, s.Chart),
 		Namespace:   s.Namespace,
 		// The provisioner's helper pods mount host paths, which only the
 		// privileged level admits (Talos' local storage guide labels the

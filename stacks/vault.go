@@ -17,32 +17,6 @@ const VaultTLSSuffix = "tls"
 // VaultTLSDir is where the TLS Secret is mounted in the Vault pods.
 const VaultTLSDir = "/vault/userconfig/tls"
 
-// vaultFullname is the chart's fullname of a release (vault-helm
-// _helpers.tpl "vault.fullname": the release name when it contains the
-// chart name, else <release>-vault): the StatefulSet, and the headless
-// service "<fullname>-internal" the raft peers find each other through.
-func vaultFullname(release string) string {
-	if strings.Contains(release, config.VaultChart) {
-		return release
-	}
-	return release + "-" + config.VaultChart
-}
-
-// VaultTLSNames are the names Vault's certificate must cover: the service
-// clients use, every raft peer through the headless service, and the
-// loopback address the chart's own probes and `vault` CLI in the pod use
-// (VAULT_ADDR is https://127.0.0.1:8200 with TLS on).
-func VaultTLSNames(release, namespace string) []string {
-	full := vaultFullname(release)
-	return []string{
-		fmt.Sprintf("%s.%s.svc", full, namespace),
-		fmt.Sprintf("%s.%s.svc.cluster.local", full, namespace),
-		fmt.Sprintf("*.%s-internal", full),
-		fmt.Sprintf("*.%s-internal.%s.svc.cluster.local", full, namespace),
-		"127.0.0.1",
-	}
-}
-
 // vaultProfile returns the hardened Vault's chart values and its TLS
 // Secret. Every key was checked against vault-helm's values.yaml (chart
 // 0.29.1; the keys are unchanged through 0.30.x): global.tlsDisable,
@@ -57,7 +31,7 @@ func VaultTLSNames(release, namespace string) []string {
 // docs mark both "reloads-on-SIGHUP"); no pod or release is recreated.
 func vaultProfile(ctx *pulumi.Context, app config.AppConfig, storageClass string) (map[string]any, []helmapp.Secret) {
 	v := app.Vault
-	full := vaultFullname(app.ReleaseName)
+	full := config.VaultFullname(app.ReleaseName)
 	var joins strings.Builder
 	for i := 0; i < v.Replicas; i++ {
 		fmt.Fprintf(&joins, `

@@ -151,7 +151,7 @@ func TestVaultIsHardened(t *testing.T) {
 	assert.Equal(t, "kubernetes.io/tls", tls.Inputs["type"].StringValue())
 	assert.True(t, tls.Inputs["stringData"].ContainsSecrets())
 	data := plain(tls.Inputs["stringData"]).(map[string]any)
-	assert.Equal(t, map[string]any{"tls.crt": "test-cert", "tls.key": "test-key", "ca.crt": "test-ca"}, data)
+	assert.Equal(t, map[string]any{"tls.crt": devTLS.Cert, "tls.key": devTLS.Key, "ca.crt": devTLS.CA}, data)
 	assert.Equal(t, "vault", plain(tls.Inputs["metadata"]).(map[string]any)["namespace"])
 	assert.Contains(t, strings.Join(r.Options.Dependencies, " "), "::vault-tls", "the release follows the Secret its pods mount")
 	assert.True(t, r.Options.RetainOnDelete)

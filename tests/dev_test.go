@@ -23,6 +23,7 @@ import (
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/components/workloads"
 	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -48,14 +49,18 @@ const (
 	tPriorityClass = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 )
 
+// devTLS is the dev stack's Vault listener certificate (release and
+// namespace "vault"), key and CA: Load checks them as Vault will use them.
+var devTLS = testpki.Valid(config.VaultTLSNames("vault", "vault")...)
+
 // devSecrets are the secret keys the dev stack needs, with test values.
 var devSecrets = map[string]string{
 	"milner:woodpeckerAgentSecret": "test-agent-secret",
 	"milner:woodpeckerForgeClient": "test-forge-client",
 	"milner:woodpeckerForgeSecret": "test-forge-secret",
-	"milner:vaultTlsCert":          "test-cert",
-	"milner:vaultTlsKey":           "test-key",
-	"milner:vaultTlsCa":            "test-ca",
+	"milner:vaultTlsCert":          devTLS.Cert,
+	"milner:vaultTlsKey":           devTLS.Key,
+	"milner:vaultTlsCa":            devTLS.CA,
 }
 
 // stackConfig reads a committed stack file plus the given secrets.

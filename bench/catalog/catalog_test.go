@@ -19,6 +19,7 @@ import (
 
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // obj is a config object as a stack file holds it.
@@ -172,7 +173,7 @@ func mockSteps(t *testing.T, ch change) []step {
 		// Vault's TLS material: secret keys, placeholders under mocks.
 		tls := []string{"milner:vaultTlsCert", "milner:vaultTlsKey", "milner:vaultTlsCa"}
 		for _, k := range tls {
-			cfg[k] = "placeholder"
+			cfg[k] = config.PlaceholderSecret
 		}
 		rec, err := mockrun.Run(stacks.Program, "catalog", cfg, tls...)
 		if err != nil {

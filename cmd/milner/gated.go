@@ -49,6 +49,8 @@ type gated struct {
 	VersionsNote string `json:"versionsNote,omitempty"`
 	// Versions is the versions table the text prints.
 	Versions versionsView `json:"versions"`
+	// Mirrored are the charts fetched through milner:chartMirrors.
+	Mirrored []config.MirroredChart `json:"mirrored,omitempty"`
 }
 
 // previewGated is what preview and up share: the guard, a preview with a
@@ -77,7 +79,8 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 	if err != nil {
 		return nil, nil, err
 	}
-	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cluster)}
+	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cluster),
+		Mirrored: config.Mirrored(stackSource{st, cfg})}
 	g.Refusals = gate.Check(g.Report, f.replace)
 	bundle, err := secretsBundleRefusals(st, cfg, res.Steps)
 	if err != nil {
@@ -103,6 +106,12 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 	}
 	if !f.json {
 		g.Report.Write(out)
+		if len(g.Mirrored) > 0 {
+			_, _ = fmt.Fprintf(out, "\ncharts fetched through milner:chartMirrors (the stack pins the published source):\n")
+			for _, m := range g.Mirrored {
+				_, _ = fmt.Fprintf(out, "  %s: %s -> %s\n", m.App, m.Published, m.Fetch)
+			}
+		}
 		versions.Write(out)
 		if len(g.Refusals) > 0 {
 			_, _ = fmt.Fprintf(out, "\nrefused by the layer rules (%d):\n", len(g.Refusals))

@@ -11,7 +11,6 @@ import (
 	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/secretgen"
-	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -119,7 +118,7 @@ func stackSecrets(cfg *config.Config) ([]generated, error) {
 	default:
 		return nil, fmt.Errorf("%d apps have a vault section; the secret keys milner:%s etc. serve one", len(vaults), config.VaultTLSCertKey)
 	}
-	names := stacks.VaultTLSNames(vaults[0].ReleaseName, vaults[0].Namespace)
+	names := config.VaultTLSNames(vaults[0].ReleaseName, vaults[0].Namespace)
 	tls, err := secretgen.NewVaultTLS(names)
 	if err != nil {
 		return nil, err

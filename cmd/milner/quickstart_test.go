@@ -20,6 +20,7 @@ import (
 	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/mockrun"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 // quickStartHeading is the README section TestQuickStart follows.
@@ -168,7 +169,7 @@ func TestQuickStart(t *testing.T) {
 	require.NoError(t, err, "the dev stack with the quick start's secrets loads, validates and runs")
 
 	// The Vault certificate: exactly the names Vault needs, signed by the CA, its key.
-	names := stacks.VaultTLSNames("vault", "vault")
+	names := config.VaultTLSNames("vault", "vault")
 	caPEM, certPEM, keyPEM := secrets["milner:vaultTlsCa"], secrets["milner:vaultTlsCert"], secrets["milner:vaultTlsKey"]
 	block, _ := pem.Decode([]byte(certPEM))
 	require.NotNil(t, block, "vaultTlsCert is PEM")

@@ -46,20 +46,31 @@ type Secret struct {
 // referring to it must say.
 func SecretName(releaseName, suffix string) string { return releaseName + "-" + suffix }
 
+// Chart pins a release's chart: a chart of a repository (Repo, Name,
+// Version) or a local chart (Path).
+type Chart struct {
+	// Repo is the chart's published repository: an https:// index or an
+	// oci:// registry path.
+	Repo string
+	// Name is the chart name in Repo.
+	Name string
+	// Version is the pinned chart version.
+	Version string
+	// FetchRepo is where the chart is fetched from: a mirror of Repo, or
+	// Repo itself ("" is Repo).
+	FetchRepo string
+	// Path is a local chart directory, instead of Repo, Name and Version:
+	// relative to the project directory, where the engine starts the
+	// Kubernetes provider (see New).
+	Path string
+}
+
 // Args configures one Helm release.
 type Args struct {
 	// ReleaseName is the Helm release name; fixed, so the release is never renamed.
 	ReleaseName string
-	// Repo is the chart repository: an https:// index or an oci:// registry path.
-	Repo string
-	// Chart is the chart name in Repo.
-	Chart string
-	// Version is the pinned chart version.
-	Version string
-	// Path is a local chart directory, instead of Repo, Chart and Version:
-	// relative to the project directory, where the engine starts the
-	// Kubernetes provider (see New).
-	Path string
+	// Chart is the pinned chart and where it is fetched from.
+	Chart Chart
 	// Namespace is the namespace the app owns and its release lives in.
 	Namespace string
 	// PodSecurity is the Pod Security Standard the namespace enforces.
@@ -153,11 +164,15 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		secrets = append(secrets, secret)
 	}
 
-	chart := args.Chart
-	var repoOpts helmv3.RepositoryOptsPtrInput = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(args.Repo)}
-	var version pulumi.StringPtrInput = pulumi.String(args.Version)
+	fetch := args.Chart.FetchRepo
+	if fetch == "" {
+		fetch = args.Chart.Repo
+	}
+	chart := args.Chart.Name
+	var repoOpts helmv3.RepositoryOptsPtrInput = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(fetch)}
+	var version pulumi.StringPtrInput = pulumi.String(args.Chart.Version)
 	switch {
-	case args.Path != "":
+	case args.Chart.Path != "":
 		// A local chart: the chart input is its path, with no repository
 		// and no version. The provider loads a path without a repository
 		// as a local chart when it is a directory holding Chart.yaml
@@ -169,10 +184,10 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		// version (chart.Metadata.Version) as the release's version input:
 		// bumping Chart.yaml's version is what plans an upgrade. A relative
 		// path keeps the state the same in every checkout.
-		chart, repoOpts, version = args.Path, nil, nil
-	case strings.HasPrefix(args.Repo, "oci://"):
+		chart, repoOpts, version = args.Chart.Path, nil, nil
+	case strings.HasPrefix(fetch, "oci://"):
 		// An OCI chart is addressed by its full reference and has no index.
-		chart, repoOpts = strings.TrimSuffix(args.Repo, "/")+"/"+args.Chart, nil
+		chart, repoOpts = strings.TrimSuffix(fetch, "/")+"/"+args.Chart.Name, nil
 	}
 
 	releaseOpts := []pulumi.ResourceOption{

@@ -16,7 +16,7 @@ import (
 
 // Placeholder is the value every secret config key gets when a stack is
 // loaded without its passphrase. Nothing rendered ever shows a secret.
-const Placeholder = "placeholder-secret"
+const Placeholder = config.PlaceholderSecret
 
 // PlaceholderProxmoxToken is the placeholder of the Proxmox API token, in
 // the token's shape (validation checks it).

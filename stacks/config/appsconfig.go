@@ -373,12 +373,37 @@ func (c *Config) validateVault(p *problems, ap string, a *AppConfig) {
 		}
 		p.addf(ap+".values."+owned, "is set by Milner's hardened Vault (TLS, raft, audit); configure it through %s.vault", ap)
 	}
+	// Values that undo the hardening from keys the profile does not own.
+	if args, ok := lookupPath(a.Values, "server.extraArgs"); ok {
+		if s := fmt.Sprint(args); vaultUnhardeningArg.MatchString(s) {
+			p.addf(ap+".values.server.extraArgs", "%q undoes Milner's hardened Vault: the chart appends it to `vault server -config=...` (vault-helm _helpers.tpl \"vault.args\"), where -dev runs Vault in memory, unsealed, behind a known root token, and another -config can add a listener without TLS; remove it", s)
+		}
+	}
+	for _, ext := range vaultExternal {
+		v, ok := lookupPath(a.Values, ext)
+		off := strings.HasSuffix(ext, ".enabled") && (v == false || v == "false")
+		if ok && (off || !strings.HasSuffix(ext, ".enabled") && v != "" && v != nil) {
+			p.addf(ap+".values."+ext, "switches the chart to an external Vault (vault-helm _helpers.tpl \"vault.mode\": external): no hardened server would run; remove it")
+		}
+	}
 	for _, path := range sortedKeys(a.SecretValues) {
-		if strings.HasPrefix(path, "server.ha.") || strings.HasPrefix(path, "global.") {
+		hidden := path == "server.extraArgs" || slices.Contains(vaultExternal, path) ||
+			slices.ContainsFunc(vaultOwned, func(o string) bool { return path == o || strings.HasPrefix(path, o+".") })
+		if hidden || strings.HasPrefix(path, "global.") {
 			p.addf(fmt.Sprintf("%s.secretValues[%s]", ap, path), "is set by Milner's hardened Vault")
 		}
 	}
 }
+
+// vaultUnhardeningArg matches a Vault server flag in server.extraArgs that
+// undoes the hardening: -dev and its -dev-* options (dev mode), -config (a
+// further config file, which may add a listener without TLS). Vault's flag
+// parser takes one or two dashes.
+var vaultUnhardeningArg = regexp.MustCompile(`(^|\s)--?(dev|config)([-=\s]|$)`)
+
+// vaultExternal are the chart values that make it run no server (an
+// external Vault's address, or the server disabled).
+var vaultExternal = []string{"global.externalVaultAddr", "injector.externalVaultAddr", "global.enabled", "server.enabled"}
 
 func validateWoodpecker(p *problems, ap string, a *AppConfig) {
 	w := a.Woodpecker

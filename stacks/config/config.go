@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Namespace is the config namespace of every Milner key (milner:<key>).
@@ -23,7 +24,7 @@ const Namespace = "milner"
 // Keys lists every structured config key the program reads, in the order a
 // stack file shows them. Secrets named by apps and the Proxmox token are
 // separate, secret keys.
-var Keys = []string{"cluster", "substrate", "network", "nodes", "storage", "apps", "workloads", "startAt", "stopAfter", "waitForApps"}
+var Keys = []string{"cluster", "substrate", "network", "nodes", "storage", "apps", "chartMirrors", "workloads", "startAt", "stopAfter", "waitForApps"}
 
 // Config mirrors a stack's Pulumi.<stack>.yaml: one field per milner: key.
 // Load fills it once; nothing else reads stack config.
@@ -50,6 +51,9 @@ type Config struct {
 	Storage StorageConfig `json:"storage"`
 	// Workloads is milner:workloads, room reserved for Evolved-NPCs (optional).
 	Workloads *WorkloadsConfig `json:"workloads,omitempty"`
+	// ChartMirrors is milner:chartMirrors: where charts are fetched from
+	// instead of their published sources (optional).
+	ChartMirrors ChartMirrors `json:"chartMirrors,omitempty"`
 
 	// Warnings are problems that do not stop the program (e.g. an even control-plane count).
 	Warnings []string `json:"-"`
@@ -366,6 +370,7 @@ func Load(src ConfigSource) (*Config, error) {
 	}
 	decodeList(src, "apps", &cfg.Apps, &p)
 	decodeOptional(src, "storage", &cfg.Storage, &p)
+	decodeOptional(src, "chartMirrors", &cfg.ChartMirrors, &p)
 	if decodeOptional(src, "workloads", &cfg.Workloads, &p) && cfg.Workloads == nil {
 		p.addf(Key("workloads"), "is empty")
 	}
@@ -388,6 +393,7 @@ func Load(src ConfigSource) (*Config, error) {
 	for _, need := range AppsSecrets(src) {
 		checkSecret(src, need.Key, need.NeededBy, &p)
 	}
+	checkVaultTLS(src, &cfg, time.Now(), &p)
 	if cfg.Substrate.Kind == KindProxmox {
 		checkProxmoxToken(src, &p)
 		checkProxmoxSSHKey(src, cfg.Substrate.Proxmox, &p)

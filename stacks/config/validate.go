@@ -72,6 +72,7 @@ func (c *Config) validate(p *problems) {
 	c.validateStartAt(p)
 	c.validateApps(p)
 	c.validateAppsLayer(p)
+	c.validateChartMirrors(p)
 	c.validateInput(p)
 	if !slices.Contains(Layers, c.StopAfter) {
 		p.addf(Key("stopAfter"), "unknown layer %q (want one of %v)", c.StopAfter, Layers)

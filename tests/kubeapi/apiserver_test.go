@@ -85,6 +85,8 @@ type apiServer struct {
 	// in group system:masters), as the text a stack's milner:kubeconfig holds.
 	Kubeconfig string
 	client     *http.Client
+	dir        string // the daemons' directory: logs, certificates
+	pki        pki
 }
 
 // startAPIServer starts etcd and kube-apiserver in a temporary directory with
@@ -127,7 +129,7 @@ func startAPIServer(t *testing.T) *apiServer {
 		"--enable-admission-plugins="+strings.Join(admissionPlugins, ","),
 		"--profiling=false", "--v=0")
 
-	s := &apiServer{t: t, URL: fmt.Sprintf("https://127.0.0.1:%d", port)}
+	s := &apiServer{t: t, URL: fmt.Sprintf("https://127.0.0.1:%d", port), dir: dir, pki: pki}
 	cert, err := tls.LoadX509KeyPair(pki.adminCert, pki.adminKey)
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +161,51 @@ func startAPIServer(t *testing.T) *apiServer {
 	}
 	t.Logf("etcd and kube-apiserver ready at %s in %s", s.URL, time.Since(start).Round(time.Millisecond))
 	return s
+}
+
+// startControllerManager runs kube-controller-manager (scripts/tools.sh
+// kubeapi) against the API server, with its default controllers: the
+// StatefulSet, Deployment and ReplicaSet controllers make the Pods and the
+// volumeClaimTemplates' PVCs the charts declare (each Pod admitted by the
+// API server, or a FailedCreate event on its controller), the service
+// account controllers the "default" accounts and their tokens. No
+// scheduler or kubelet runs: the Pods stay Pending. It stops with the test.
+func (s *apiServer) startControllerManager() {
+	t := s.t
+	t.Helper()
+	requireTools(t, "kube-controller-manager")
+	kc := filepath.Join(s.dir, "controller-manager.kubeconfig")
+	if err := os.WriteFile(kc, []byte(s.Kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exited := daemon(t, s.dir, "kube-controller-manager",
+		"--kubeconfig="+kc,
+		"--leader-elect=false",
+		// No HTTPS endpoint: nothing here asks the controller manager.
+		"--secure-port=0",
+		// The service account token controller signs with the key the
+		// API server verifies, and hands out the cluster CA.
+		"--service-account-private-key-file="+s.pki.saKey,
+		"--root-ca-file="+s.pki.caCert,
+		"--controllers=*",
+		"--v=0")
+	// Ready when its service account controller made a namespace's
+	// "default" account (every namespace gets one).
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := s.get("/api/v1/namespaces/default/serviceaccounts/default"); err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatal("kube-controller-manager exited before it was ready")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("kube-controller-manager: no default service account after 2m")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // daemon starts a binary from .tools/bin with its output in dir/<name>.log and

@@ -22,6 +22,7 @@ import (
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -83,9 +84,13 @@ type appsScenario struct {
 	apps      []app
 	workloads map[string]any
 	file      string // the stack file
-	// vaultCert and vaultKey are the Vault profile's TLS certificate (also
-	// its CA) and key, as the stack's secrets hold them.
-	vaultCert, vaultKey string
+	// vaultTLS is the Vault profile's TLS certificate, key and CA, as the
+	// stack's secrets hold them.
+	vaultTLS testpki.Bundle
+	// storage is milner:storage (nil: the stand-in chart, storageChart).
+	storage map[string]any
+	// mirrors is milner:chartMirrors (nil: none).
+	mirrors map[string]string
 }
 
 // newAppsScenario makes a project directory as a user's checkout would be
@@ -128,18 +133,18 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 		}
 	}
 	pulumiCLI("stack", "init", stackName)
-	cert, key := vaultCertificate(t)
+	tls := vaultCertificate()
 	for k, v := range map[string]string{
 		"kubeconfig": api.Kubeconfig, "woodpeckerAgentSecret": agentSecret,
 		"woodpeckerForgeClient": forgeClient, "woodpeckerForgeSecret": forgeSecret,
-		"vaultTlsCert": cert, "vaultTlsKey": key, "vaultTlsCa": cert,
+		"vaultTlsCert": tls.Cert, "vaultTlsKey": tls.Key, "vaultTlsCa": tls.CA,
 	} {
 		// "--" ends the flags: a PEM value starts with "-".
 		pulumiCLI("config", "set", "--secret", "--stack", stackName, "milner:"+k, "--", v)
 	}
 
 	s := &appsScenario{t: t, api: api, dir: dir, backend: backend, apps: apps, workloads: workloadsConfig(),
-		file: filepath.Join(dir, "Pulumi."+stackName+".yaml"), vaultCert: cert, vaultKey: key}
+		file: filepath.Join(dir, "Pulumi."+stackName+".yaml"), vaultTLS: tls}
 	s.apply()
 	// One workflow: the engine runs Milner's program on the project, stack
 	// file and backend the CLI just used.
@@ -177,6 +182,12 @@ func (s *appsScenario) config() map[string]string {
 		"milner:storage":     j(map[string]any{"chart": map[string]any{"path": storageChart}}),
 		"milner:apps":        j(s.apps),
 	}
+	if s.storage != nil {
+		cfg["milner:storage"] = j(s.storage)
+	}
+	if s.mirrors != nil {
+		cfg["milner:chartMirrors"] = j(s.mirrors)
+	}
 	if s.workloads != nil {
 		cfg["milner:workloads"] = j(s.workloads)
 	}
@@ -200,6 +211,7 @@ func (s *appsScenario) apply() {
 		cfg = map[string]any{}
 	}
 	delete(cfg, "milner:workloads")
+	delete(cfg, "milner:chartMirrors")
 	for k, v := range s.config() {
 		var val any
 		if err := json.Unmarshal([]byte(v), &val); err != nil {
@@ -317,7 +329,7 @@ func TestAppsOnRealAPI(t *testing.T) {
 	requireStorage(t, api)
 	requireWorkloads(t, api)
 	requireWoodpeckerSecrets(t, api)
-	requireVaultTLS(t, api, s.vaultCert, s.vaultKey)
+	requireVaultTLS(t, api, s.vaultTLS)
 	for _, a := range s.apps {
 		name := a.Name
 		requirePodSecurity(t, api, name, a.PodSecurity)

@@ -5,18 +5,13 @@ package kubeapi
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -51,28 +46,11 @@ func workloadsConfig() map[string]any {
 	}
 }
 
-// vaultCertificate is a self-signed certificate and key for Vault's
-// listener, PEM.
-func vaultCertificate(t *testing.T) (cert, key string) {
-	t.Helper()
-	k := newKey(t)
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "vault.vault.svc"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		DNSNames: stacks.VaultTLSNames("vault", "vault")[:4], KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
+// vaultCertificate is Vault's listener certificate, its key and the CA
+// that issued it, PEM, covering every name config.VaultTLSNames asks for
+// (Load refuses anything less).
+func vaultCertificate() testpki.Bundle {
+	return testpki.Valid(config.VaultTLSNames("vault", "vault")...)
 }
 
 // requireStorage checks the storage layer as the API server holds it: the
@@ -215,10 +193,10 @@ func requireWoodpeckerSecrets(t *testing.T, api *apiServer) {
 
 // requireVaultTLS checks the Vault profile's TLS Secret (kubernetes.io/tls,
 // the operator's certificate) and that the chart mounts it by name.
-func requireVaultTLS(t *testing.T, api *apiServer, cert, key string) {
+func requireVaultTLS(t *testing.T, api *apiServer, tls testpki.Bundle) {
 	t.Helper()
 	typ, data := secretData(t, api, "vault", "vault-"+stacks.VaultTLSSuffix)
-	if typ != "kubernetes.io/tls" || data["tls.crt"] != cert || data["tls.key"] != key || data["ca.crt"] != cert {
+	if typ != "kubernetes.io/tls" || data["tls.crt"] != tls.Cert || data["tls.key"] != tls.Key || data["ca.crt"] != tls.CA {
 		t.Fatalf("vault: TLS Secret type %s, keys %v", typ, slices.Sorted(func(yield func(string) bool) {
 			for k := range data {
 				if !yield(k) {
