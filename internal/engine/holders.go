@@ -200,7 +200,7 @@ func (s *Stack) ClearStaleLocks(ctx context.Context, stale []Holder) error {
 			err = db.QueryRowContext(ctx, "SELECT pg_terminate_backend($1)", h.session).Scan(&ok)
 			_ = db.Close()
 			if err != nil || !ok {
-				return fmt.Errorf("stack %q: end the PostgreSQL session %d that holds Milner's lock: %v (a superuser or the session's own role may)", s.name, h.session, err)
+				return fmt.Errorf("stack %q: end the PostgreSQL session %d that holds Milner's lock: %w (a superuser or the session's own role may)", s.name, h.session, err)
 			}
 		}
 	}
