@@ -539,8 +539,17 @@ var (
 	milnerErr  error
 )
 
-// milner runs the milner command, built once per test process (and removed
-// when the test that built it ends: TestAppsOnRealAPI is its one user), on
+// TestMain removes the milner binary built for the package's tests once
+// they have all run (several tests use it).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if milnerBin != "" {
+		_ = os.RemoveAll(filepath.Dir(milnerBin)) // a leftover temp dir fails nothing
+	}
+	os.Exit(code)
+}
+
+// milner runs the milner command, built once per test process, on
 // the scenario's stack with its backend and passphrase in Pulumi's variables,
 // logs what it printed and returns its exit code and output.
 func (s *appsScenario) milner(args ...string) (int, string) {
@@ -551,7 +560,6 @@ func (s *appsScenario) milner(args ...string) (int, string) {
 			milnerErr = err
 			return
 		}
-		s.t.Cleanup(func() { _ = os.RemoveAll(dir) }) // a leftover temp dir fails nothing
 		milnerBin = filepath.Join(dir, "milner")
 		cmd := exec.Command("go", "build", "-o", milnerBin, "./cmd/milner")
 		cmd.Dir = repo
