@@ -123,6 +123,7 @@ func (r *replaceRun) connect(ctx context.Context, st *engine.Stack, file string,
 		applied = applied || res.Type == gate.TypeConfigApply
 	}
 	if !applied && file == "" {
+		fmt.Fprintln(os.Stderr, "milner up: no node holds a Talos config in the state: nothing to shut down before the replace")
 		return nil
 	}
 	s, err := docs.ReadStack(st.File())

@@ -30,7 +30,10 @@ Talos config while a node runs other versions than declared (Talos would
 apply new Kubernetes images to every node at once: run 'milner upgrade').
 After a typed "yes"
 (or --yes) it applies the preview's own plan: the engine fails any step
-the preview did not show rather than take it.`,
+the preview did not show rather than take it. Each node named with
+--replace is first asked to shut down through the Talos API (Talos
+cordons and drains it) and its VM given a bounded time to stop; a node
+that does not answer is reported and replaced anyway.`,
 		Example: `  milner up --stack dev
   milner up --stack dev --replace cp-2   # recovery: recreate cp-2's VM only; its disks stay
   milner up --stack dev --replace cp-2 --os-disk   # cp-2's OS disk is lost: fresh OS volume, data volume kept

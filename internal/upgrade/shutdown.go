@@ -74,8 +74,8 @@ func (c *Cluster) ShutdownForReplace(ctx context.Context, nodes []string, stoppe
 		callCtx, cancel := context.WithTimeout(ctx, shutdownCallTimeout)
 		err := cl.Shutdown(callCtx, client.WithShutdownForce(false))
 		cancel()
-		if err := ctx.Err(); err != nil {
-			return out, err
+		if cerr := ctx.Err(); cerr != nil {
+			return out, cerr
 		}
 		if err != nil {
 			r.Err = fmt.Errorf("talos shutdown: %w", err)
