@@ -80,7 +80,7 @@ func (c *Cluster) MemberRemovalFor(ctx context.Context, node string) (*MemberRem
 		}
 	}
 	if r.Via == "" {
-		return nil, fmt.Errorf("%w: no other control plane lists the etcd members (%v): etcd has no quorum; nothing was changed", ErrUnsafeMemberRemoval, errors.Join(listErrs...))
+		return nil, fmt.Errorf("%w: no other control plane lists the etcd members (%w): etcd has no quorum; nothing was changed", ErrUnsafeMemberRemoval, errors.Join(listErrs...))
 	}
 	for _, m := range members {
 		if !m.GetIsLearner() {
