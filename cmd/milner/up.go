@@ -87,9 +87,6 @@ that does not answer is reported and replaced anyway.`,
 				return finish(err)
 			}
 			result, err := st.UpPlan(ctx, plan)
-			if err == nil {
-				err = rp.after(ctx, out)
-			}
 			if err != nil {
 				return finish(err)
 			}
@@ -97,7 +94,7 @@ that does not answer is reported and replaced anyway.`,
 			if g.Staged = gate.Staged(gate.AppliedModes(result.Events)); len(g.Staged) > 0 {
 				_, _ = fmt.Fprintf(out, "milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(g.Staged, ", "))
 			}
-			return finish(nil)
+			return finish(rp.after(ctx, out))
 		},
 	}
 	f.add(cmd)
