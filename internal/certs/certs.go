@@ -160,19 +160,17 @@ func kubeClientCert(text string) ([]byte, error) {
 }
 
 // RenewTalosconfig returns the talosconfig with a new client certificate
-// for its current context, issued from the bundle's Talos API CA with the
-// os:admin role: machinery's GenerateTalosAPIClientCertificate, the call
-// `talosctl gen config` and the provider make (machinery
-// config/generate/talosconfig.go), for the default year.
+// for its current context, issued now from the bundle's Talos API CA with
+// the os:admin role: what machinery's GenerateTalosAPIClientCertificate,
+// the call `talosctl gen config` and the provider make (machinery
+// config/generate/talosconfig.go), does, for the default year, but at the
+// time of the renewal rather than the bundle's clock.
 func RenewTalosconfig(text string, bundle *secrets.Bundle) (string, error) {
 	ctx, cfg, err := talosContext(text)
 	if err != nil {
 		return "", err
 	}
-	if bundle.Clock == nil {
-		bundle.Clock = secrets.NewClock()
-	}
-	pair, err := bundle.GenerateTalosAPIClientCertificate(role.MakeSet(role.Admin))
+	pair, err := secrets.NewAdminCertificateAndKey(time.Now(), bundle.Certs.OS, role.MakeSet(role.Admin), constants.TalosAPIDefaultCertificateValidityDuration)
 	if err != nil {
 		return "", fmt.Errorf("talosconfig: issue a client certificate: %w", err)
 	}

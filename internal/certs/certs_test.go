@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/kubeconfig"
 	sidx509 "github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/kubeconfig"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
@@ -119,9 +119,8 @@ func TestRenewIssuesClientCertificatesFromTheBundle(t *testing.T) {
 	assert.Equal(t, "admin", kcrt.Subject.CommonName)
 	assert.Equal(t, []string{"system:masters"}, kcrt.Subject.Organization)
 
-	for _, c := range Lifetimes(renewed, renewed, bundle, nil)[1:2] {
-		assert.False(t, c.Warn(time.Now()), c.Line(time.Now()))
-	}
+	kubeClient := Lifetimes("", renewed, bundle, nil)[1]
+	assert.False(t, kubeClient.Warn(time.Now()), kubeClient.Line(time.Now()))
 	_, err = RenewKubeconfig(strings.ReplaceAll(kube, "current-context: admin@milner-dev", "current-context: other"), bundle)
 	assert.ErrorContains(t, err, `no cluster for context "other"`)
 }
