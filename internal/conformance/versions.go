@@ -23,8 +23,10 @@ const ProviderMachinery = "v1.12.0"
 // scripts/tools.sh talos-validate). One Go build links one machinery.
 const validatorPrefix = "talos-validate-"
 
-// validatorNode is one node as the validator tools read and write it
-// (tools/talos-validate Node).
+// validatorNode is one node as the validator tools read and write it: the
+// JSON of tools/talos-validate's Node, written again here because this
+// module must not link the tools' machinery. A field out of step fails the
+// conformance tests, which run the real tools.
 type validatorNode struct {
 	Name              string   `json:"name"`
 	ClusterName       string   `json:"clusterName,omitempty"`
