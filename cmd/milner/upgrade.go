@@ -74,8 +74,10 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 			}
 			defer func() { _ = c.Close() }()
 			o := upgrade.DefaultOptions(os.Stdout)
-			if o.Apps, err = appsGate(ctx, st, s.Config); err != nil {
-				return err
+			if !dryRun { // a dry run sends nothing, so needs no gate
+				if o.Apps, err = appsGate(ctx, st, s.Config); err != nil {
+					return err
+				}
 			}
 			var declined error
 			err = upgrade.Execute(ctx, c, o, dryRun, func(*upgrade.Plan) bool {
