@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pulumi/pulumi/pkg/v3/backend/diy/postgres"
 	"gocloud.dev/blob"
@@ -43,8 +44,7 @@ const lockParam = "milner_lock"
 // lockChecks maps a lockParam value to its Stack's check.
 var (
 	lockChecks sync.Map
-	lockSeq    int64
-	lockSeqMu  sync.Mutex
+	lockSeq    atomic.Int64
 )
 
 func init() { blob.DefaultURLMux().RegisterBucket(lockScheme, lockOpener{}) }
@@ -100,10 +100,7 @@ func checkedURL(raw string, check *lockCheck) string {
 	if !ok {
 		return raw
 	}
-	lockSeqMu.Lock()
-	lockSeq++
-	id := strconv.FormatInt(lockSeq, 10)
-	lockSeqMu.Unlock()
+	id := strconv.FormatInt(lockSeq.Add(1), 10)
 	lockChecks.Store(id, check)
 	sep := "?"
 	if strings.Contains(rest, "?") {
@@ -183,7 +180,7 @@ func (b *checkedBucket) As(i any) bool                          { return b.inner
 func (b *checkedBucket) ErrorAs(err error, i any) bool          { return b.inner.ErrorAs(err, i) }
 func (b *checkedBucket) Close() error                           { return b.inner.Close() }
 
-func (b *checkedBucket) SignedURL(ctx context.Context, key string, o *driver.SignedURLOptions) (string, error) {
+func (b *checkedBucket) SignedURL(context.Context, string, *driver.SignedURLOptions) (string, error) {
 	return "", fmt.Errorf("%s: no signed URLs", lockScheme)
 }
 
