@@ -210,7 +210,8 @@ func TestProdChangedPatchReplacesNoVM(t *testing.T) {
 		db, _ := pncPlain(t, sb.Inputs["sourceRaw"].ObjectValue()["data"])
 		da, _ := pncPlain(t, sa.Inputs["sourceRaw"].ObjectValue()["data"])
 		assert.NotEqual(t, db, da, "the change reaches the first config (sanity)")
-		assert.Equal(t, []string{"sourceRaw"}, sa.Options.IgnoreChanges, "the snippet only seeds a new node")
+		assert.Equal(t, []string{"sourceRaw", "fileMode"}, sa.Options.IgnoreChanges, "the snippet only seeds a new node; its mode is set at creation")
+		assert.Equal(t, "0600", sa.Inputs["fileMode"].StringValue(), "the snippet holds the CA keys: owner-only")
 		assert.True(t, sa.Options.RetainOnDelete, "a VM may still name the file: never deleted by a plan")
 		for _, k := range []resource.PropertyKey{"nodeName", "datastoreId", "contentType"} {
 			assert.Equal(t, sb.Inputs[k], sa.Inputs[k], "%s: %s", name, k)

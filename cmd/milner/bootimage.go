@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 
 	"github.com/milner/milner/internal/gate"
@@ -9,23 +10,39 @@ import (
 	"github.com/milner/milner/stacks/config"
 )
 
-// verifyBootImage checks a local boot image against its pinned digest when
-// the preview creates the boot media (the only time libvirt reads the image:
-// its source is ignored afterwards). A remote image is downloaded by the
-// provider itself and cannot be checked here.
+// verifyBootImage checks the boot image when the preview creates the boot
+// media (the only time libvirt reads the image: its source is ignored
+// afterwards): a local image against its pinned digest; a remote one with
+// a digest is downloaded into its verified local copy, which the program
+// names as the media's source (config.LibvirtConfig.BootSource). The
+// default factory image without a digest is downloaded by the provider,
+// unverified: config validation warns about it.
 func verifyBootImage(cfg map[string]string, report gate.Report) error {
 	var sub config.SubstrateConfig
 	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Libvirt == nil {
 		return nil
 	}
 	lv := sub.Libvirt
-	if lv.BootImageSHA256 == "" || strings.Contains(lv.BootImage, "://") || lv.BootImage == "" {
+	creates := false
+	for _, c := range report.Delta(gate.Persistent).Creates {
+		creates = creates || (c.Type == guard.TypeVolume && strings.HasSuffix(c.Name, config.BootSuffix))
+	}
+	if !creates || lv.BootImageSHA256 == "" {
 		return nil
 	}
-	for _, c := range report.Delta(gate.Persistent).Creates {
-		if c.Type == guard.TypeVolume && strings.HasSuffix(c.Name, "-boot") {
-			return guard.VerifyBootImage(lv.BootImage, lv.BootImageSHA256)
-		}
+	var err error
+	switch url := lv.BootImage; {
+	case url == "":
+		var cluster config.ClusterConfig
+		_ = json.Unmarshal([]byte(cfg["milner:cluster"]), &cluster)
+		err = guard.FetchBootImage(http.DefaultClient, config.DefaultBootImage(cluster.TalosVersion), lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256))
+	case strings.Contains(url, "://"):
+		err = guard.FetchBootImage(http.DefaultClient, url, lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256))
+	default:
+		err = guard.VerifyBootImage(url, lv.BootImageSHA256)
+	}
+	if err != nil {
+		return refused("%v", err)
 	}
 	return nil
 }

@@ -68,14 +68,20 @@ func guardProxmox(ctx context.Context, st *engine.Stack, raw map[string]string) 
 	if err := preflightProxmox(ctx, c, cfg, declared); err != nil {
 		return err
 	}
+	if err := refuseUnknownHosts(ctx, c, cfg); err != nil {
+		return err
+	}
 	resources, err := st.Resources(ctx)
 	if err != nil {
 		return err
 	}
 	inState := map[string]bool{}
+	vms := map[string]guard.StateVM{}
 	for _, r := range resources {
 		if r.Type == guard.TypeProxmoxVM {
 			inState[r.Name()] = true
+			host, _ := r.Inputs["nodeName"].(string)
+			vms[r.Name()] = guard.StateVM{ID: r.ID, Host: host}
 		}
 	}
 	live, err := c.VMs(ctx)
@@ -89,7 +95,10 @@ func guardProxmox(ctx context.Context, st *engine.Stack, raw map[string]string) 
 		}
 		return cfg
 	}
-	return refuseFindings(guard.CheckProxmox(st.Name(), declared, func(l string) bool { return inState[l] }, live, configOf), "live Proxmox VMs")
+	if err := refuseFindings(guard.CheckProxmox(st.Name(), declared, func(l string) bool { return inState[l] }, live, configOf), "live Proxmox VMs"); err != nil {
+		return err
+	}
+	return refuseStale(guard.StaleProxmox(st.Name(), declared, func(l string) (guard.StateVM, bool) { v, ok := vms[l]; return v, ok }, live))
 }
 
 // preflightProxmox reads the token's effective privileges and names every

@@ -77,6 +77,8 @@ type ProxmoxArgs struct {
 	DiskInterface config.DiskInterface
 	// ImageURL is the uncompressed Talos nocloud disk image to download.
 	ImageURL string
+	// ImageSHA256 is the image's SHA-256 digest; "" downloads it unchecked.
+	ImageSHA256 string
 	// TalosVersion names the image, so a version bump adds an image.
 	TalosVersion string
 	// Prefix is the node network, giving the address's prefix length.
@@ -346,6 +348,9 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	}, nil
 }
 
+// snippetMode is the file mode of a node's first-config snippet.
+const snippetMode = "0600"
+
 // newProxmoxUserData uploads a node's first machine config as a snippet on
 // its host, for the node VM's nocloud drive, or returns nil when the node
 // has none. Talos' nocloud platform takes the drive's user-data as its
@@ -383,8 +388,16 @@ func newProxmoxUserData(ctx *pulumi.Context, base string, spec NodeSpec, args *P
 			Data:     pulumi.ToSecret(data.ToStringOutput()).(pulumi.StringOutput),
 			FileName: pulumi.String(base + "-talos.yaml"),
 		},
+		// The snippet holds the node's machine config with the cluster's CA
+		// keys: readable by its owner only. bpg chmods the file over SFTP
+		// right after the upload (proxmox/ssh/client.go uploadFile:
+		// sftpClient.Chmod), so the mode needs the SSH user, not root@pam
+		// in the API. fileMode is ForceNew in bpg: an existing snippet
+		// keeps the mode it was written with (chmod 600 it by hand,
+		// docs/proxmox.md) rather than be rewritten.
+		FileMode: pulumi.String(snippetMode),
 	}, append(slices.Clone(child),
-		pulumi.IgnoreChanges([]string{"sourceRaw"}),
+		pulumi.IgnoreChanges([]string{"sourceRaw", "fileMode"}),
 		// Retained, never deleted by a plan: the node VM ignores a changed
 		// id, so after a new snippets datastore (a replace of this file)
 		// it still names the old file, and PVE reads that file at every
@@ -416,12 +429,17 @@ func newProxmoxImages(ctx *pulumi.Context, name string, args *ProxmoxArgs, child
 		if images[host] != nil {
 			continue
 		}
-		opts := append(slices.Clone(child), pulumi.RetainOnDelete(true))
+		// The digest is checked by PVE at the download only (bpg passes
+		// checksum and checksum-algorithm to download-url,
+		// fwprovider/nodes/resource_download_file.go); bpg marks it
+		// RequiresReplace, so adding one to a stack whose image is already
+		// downloaded is ignored rather than a new download.
+		opts := append(slices.Clone(child), pulumi.RetainOnDelete(true), pulumi.IgnoreChanges([]string{"checksum", "checksumAlgorithm"}))
 		if host == args.NodeName {
 			// The single-host name of this image, before images were per host.
 			opts = append(opts, pulumi.Aliases([]pulumi.Alias{{Name: pulumi.String(name + "-image-" + args.TalosVersion)}}))
 		}
-		img, err := download.NewFile(ctx, name+"-"+host+"-image-"+args.TalosVersion, &download.FileArgs{
+		fileArgs := &download.FileArgs{
 			NodeName:    pulumi.String(host),
 			DatastoreId: pulumi.String(args.ImageDatastore),
 			// Content type import: PVE imports it through the API (import-from),
@@ -432,7 +450,11 @@ func newProxmoxImages(ctx *pulumi.Context, name string, args *ProxmoxArgs, child
 			// The factory builds images on demand; never re-download one over a
 			// Content-Length difference.
 			Overwrite: pulumi.Bool(false),
-		}, opts...)
+		}
+		if args.ImageSHA256 != "" {
+			fileArgs.Checksum, fileArgs.ChecksumAlgorithm = pulumi.String(args.ImageSHA256), pulumi.String("sha256")
+		}
+		img, err := download.NewFile(ctx, name+"-"+host+"-image-"+args.TalosVersion, fileArgs, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("proxmox substrate %q: image on %q: %w", name, host, err)
 		}

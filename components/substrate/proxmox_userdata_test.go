@@ -44,7 +44,8 @@ func TestProxmoxUserDataGoesThroughTheNocloudDrive(t *testing.T) {
 	assert.Equal(t, "snippets", f.Inputs["contentType"].StringValue())
 	raw := f.Inputs["sourceRaw"].ObjectValue()
 	assert.True(t, raw["data"].IsSecret(), "the machine config is a secret")
-	assert.Equal(t, []string{"sourceRaw"}, f.Options.IgnoreChanges, "only the first config goes this way")
+	assert.Equal(t, []string{"sourceRaw", "fileMode"}, f.Options.IgnoreChanges, "only the first config goes this way; its mode is set at creation")
+	assert.Equal(t, "0600", f.Inputs["fileMode"].StringValue(), "the snippet holds the CA keys: owner-only")
 	assert.True(t, f.Options.RetainOnDelete, "PVE reads the file at every VM start: never deleted by a plan")
 
 	vm2, ok := rec.ByName("proxmoxve:VM/virtualMachine:VirtualMachine", "c-cp-2")

@@ -101,6 +101,7 @@ type Stack struct {
 	command  string
 	project  *workspace.Project
 	backend  backend.Backend
+	check    *lockCheck // the lock every state write checks (lockcheck.go)
 }
 
 // stackName is what Milner accepts as a stack name: a file name that
@@ -153,7 +154,8 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if err := privateStateDir(s.url); err != nil {
 		return nil, fmt.Errorf("stack %q: %w", o.Stack, err)
 	}
-	if s.backend, err = diy.New(ctx, cmdutil.Diag(), s.url, project); err != nil {
+	s.check = &lockCheck{stack: o.Stack}
+	if s.backend, err = diy.New(ctx, cmdutil.Diag(), checkedURL(s.url, s.check), project); err != nil {
 		return nil, fmt.Errorf("stack %q: backend %s: %w", o.Stack, s.shown, err)
 	}
 	return s, nil

@@ -125,7 +125,9 @@ func (s *Stack) advisoryLock(ctx context.Context) (func(), error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("stack %q: %w (PostgreSQL advisory lock %q)", s.name, ErrLocked, s.lockKey())
 	}
+	s.check.hold(conn, key, s.lockKey())
 	return func() {
+		s.check.release()
 		_, _ = conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock($1)", key)
 		_ = conn.Close()
 		_ = db.Close()

@@ -23,7 +23,7 @@ func VerifyBootImage(path, wantHex string) error {
 		return fmt.Errorf("boot image %s: %w", path, err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != wantHex {
-		return fmt.Errorf("refused: boot image %s has sha256 %s, but milner:substrate.libvirt.bootImageSha256 is %s; replace the file or fix the digest; nothing was applied", path, got, wantHex)
+		return fmt.Errorf("boot image %s has sha256 %s, but milner:substrate.libvirt.bootImageSha256 is %s; replace the file or fix the digest; nothing was applied", path, got, wantHex)
 	}
 	return nil
 }

@@ -24,8 +24,13 @@ func Stale(stack string, declared []Declared, stateID func(typ, logical string) 
 		}
 		out = append(out, Finding{
 			Problem: fmt.Sprintf("the state of stack %q records %s %q (%s) as %s, but the host's %q is %s: the state is older than the host (restored from an older backup?)", stack, kind(d.Type), d.Name, d.Logical, id, d.Name, o.ID),
-			Fix:     fmt.Sprintf("if a restore caused it, `milner state restore --stack %s --backup latest` undoes it; otherwise `milner refresh --stack %s` records what lives, and `milner preview --stack %s` shows the rest", stack, stack, stack),
+			Fix:     staleFix(stack),
 		})
 	}
 	return out
+}
+
+// staleFix is what to do about a state older than the host.
+func staleFix(stack string) string {
+	return fmt.Sprintf("if a restore caused it, `milner state restore --stack %s --backup latest` undoes it; otherwise `milner refresh --stack %s` records what lives, and `milner preview --stack %s` shows the rest", stack, stack, stack)
 }

@@ -164,6 +164,12 @@ type ProxmoxConfig struct {
 	// ImageURL is the uncompressed Talos nocloud disk image to download;
 	// defaults to the image factory's nocloud qcow2 of talosVersion.
 	ImageURL string `json:"imageUrl,omitempty"`
+	// ImageSHA256 is the image's SHA-256 digest (hex, as sha256sum prints
+	// it), which PVE checks after the download: required with an explicit
+	// imageUrl.
+	ImageSHA256 string `json:"imageSha256,omitempty"`
+	// defaultImage is set when ImageURL is the derived factory URL.
+	defaultImage bool
 	// SnippetsDatastore holds each node's first machine config, the user
 	// data of its nocloud drive; it must have the "snippets" content type.
 	SnippetsDatastore string `json:"snippetsDatastore"`
@@ -545,7 +551,7 @@ func (c *Config) applyDefaults() {
 		}
 		if lv.BootImage == "" {
 			lv.defaultImage = true
-			lv.BootImage = fmt.Sprintf("https://factory.talos.dev/image/%s/%s/metal-amd64.qcow2", DefaultSchematic, c.Cluster.TalosVersion)
+			lv.BootImage = DefaultBootImage(c.Cluster.TalosVersion)
 		}
 	}
 	if px := c.Substrate.Proxmox; px != nil {
@@ -553,6 +559,7 @@ func (c *Config) applyDefaults() {
 			px.DiskInterface = DiskVirtio
 		}
 		if px.ImageURL == "" {
+			px.defaultImage = true
 			// qcow2, not raw.gz: PVE's "import" content (API import, no SSH)
 			// takes uncompressed images only.
 			px.ImageURL = fmt.Sprintf("https://factory.talos.dev/image/%s/%s/nocloud-amd64.qcow2", DefaultSchematic, c.Cluster.TalosVersion)

@@ -64,6 +64,7 @@ func (c *Config) validateInput(p *problems) {
 		checkPoolPath(p, sp+".poolPath", lv.PoolPath)
 		c.checkBootImage(p, sp)
 	}
+	c.checkProxmoxImage(p)
 	c.checkNameservers(p)
 	if r := c.Network.VIPRange; r.Contains(c.Network.GatewayAddr) {
 		p.addf(Key("network")+".vipRange", "contains the gateway %s", c.Network.GatewayAddr)

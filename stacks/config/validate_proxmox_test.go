@@ -98,6 +98,11 @@ func TestProxmoxBadConfigs(t *testing.T) {
 		{"metal image", func(c map[string]any) {
 			at(c, "substrate", "proxmox")["imageUrl"] = "https://factory.talos.dev/image/x/v1.9.5/metal-amd64.qcow2"
 		}, pxSecrets, `milner:substrate.proxmox.imageUrl: "metal-amd64.qcow2" is not a Talos nocloud image`},
+		{"explicit image without a digest", func(c map[string]any) {
+			at(c, "substrate", "proxmox")["imageUrl"] = "https://images.example/talos/nocloud-amd64.qcow2"
+		}, pxSecrets, "milner:substrate.proxmox.imageSha256: is required with an explicit imageUrl"},
+		{"image digest malformed", func(c map[string]any) { at(c, "substrate", "proxmox")["imageSha256"] = "SHA256:abc" }, pxSecrets,
+			`milner:substrate.proxmox.imageSha256: "SHA256:abc" is not a SHA-256 digest`},
 		{"unknown proxmox key", func(c map[string]any) { at(c, "substrate", "proxmox")["datastore"] = "local" }, pxSecrets,
 			`milner:substrate: unknown key "datastore"`},
 		{"proxmox section missing", func(c map[string]any) { delete(at(c, "substrate"), "proxmox") }, pxSecrets,

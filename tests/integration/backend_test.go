@@ -107,7 +107,9 @@ const exitRefused = 3
 // backups`); restoring the one an earlier up left makes exactly that state
 // current again (the domain ids it recorded), keeps the replaced state as a
 // new backup, is refused without --yes from a non-terminal, and restoring
-// that newest backup brings back a state that previews no change.
+// that newest backup brings back a state that previews no change. Between
+// the two, an up on the older state (which records w-1's replaced domain)
+// is refused before any change, naming that domain.
 func TestStateRestore(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -155,6 +157,21 @@ func TestStateRestore(t *testing.T) {
 			s.mustMilner("state", "restore", "--backup", older, "--yes")
 			if got := s.stateIDs(gate.TypeLibvirtDomain); !maps.Equal(got, first) {
 				t.Errorf("after restoring backup %s the state's domains are %v, want the first up's %v", older, got, first)
+			}
+			// The restored state records w-1's old domain; libvirt holds its
+			// replacement: the identity guard refuses the next up before any
+			// change, naming the stale domain (guard.Stale).
+			live := s.uuids()
+			r := s.milner("up", "--yes")
+			refused(t, "up on a state older than the host", r, fmt.Sprintf("domain %q", s.domain("w-1")), "restored from an older backup")
+			if r.code != exitRefused {
+				t.Errorf("up on a state older than the host: exit %d, want %d", r.code, exitRefused)
+			}
+			if got := s.uuids(); !maps.Equal(got, live) {
+				t.Errorf("the refused up changed the domains: %v, were %v", got, live)
+			}
+			if got := s.stateIDs(gate.TypeLibvirtDomain); !maps.Equal(got, first) {
+				t.Errorf("the refused up changed the state: %v, want %v", got, first)
 			}
 			kept := backups()
 			if len(kept) != len(afterSecond)+1 {

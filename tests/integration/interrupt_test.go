@@ -111,6 +111,13 @@ const exitInterrupted = 130
 // group once reached reports true, and returns how it ended.
 func (s *milnerScenario) interruptWhen(reached func(*milnerScenario) bool, args ...string) cmdResult {
 	s.t.Helper()
+	return s.actWhen(reached, func(pid int) error { return syscall.Kill(-pid, syscall.SIGINT) }, args...)
+}
+
+// actWhen starts milner with args, runs act with its pid once reached
+// reports true, and returns how it ended.
+func (s *milnerScenario) actWhen(reached func(*milnerScenario) bool, act func(pid int) error, args ...string) cmdResult {
+	s.t.Helper()
 	full := append([]string{args[0], "--stack", milnerStack, "--dir", s.dir}, args[1:]...)
 	cmd := exec.Command(s.bin, full...)
 	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend(), "PULUMI_CONFIG_PASSPHRASE="+itPassphrase)
@@ -132,7 +139,7 @@ poll:
 		case <-time.After(20 * time.Millisecond):
 		}
 		if sent.IsZero() && reached(s) {
-			if kerr := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); kerr != nil {
+			if kerr := act(cmd.Process.Pid); kerr != nil {
 				s.t.Fatal(kerr)
 			}
 			sent = time.Now()
@@ -143,7 +150,7 @@ poll:
 		}
 	}
 	if sent.IsZero() {
-		s.t.Fatalf("milner %s ended before the event it was to be interrupted at:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+		s.t.Fatalf("milner %s ended before the event it was to be acted on at:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
 	}
 	r := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
 	var exit *exec.ExitError
@@ -152,7 +159,7 @@ poll:
 	} else if err != nil {
 		s.t.Fatal(err)
 	}
-	s.t.Logf("milner %s: SIGINT, then exit %d %s later\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.code,
+	s.t.Logf("milner %s: acted at the event, then exit %d %s later\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.code,
 		time.Since(sent).Round(time.Millisecond), r.stdout, r.stderr)
 	return r
 }

@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pulumi/pulumi/pkg/v3/backend/diy/postgres"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/driver"
+	"gocloud.dev/gcerrors"
+)
+
+// ErrLockLost is wrapped by the error of a state write refused because
+// Milner's PostgreSQL advisory lock is no longer held.
+var ErrLockLost = errors.New("milner's lock on the stack was lost")
+
+// A session-level advisory lock lives as long as its session: an
+// idle_session_timeout, a failover, a transaction pooler or a
+// pg_terminate_backend ends it silently, and another milner can then take
+// the stack while this one goes on writing. So every write of the DIY
+// backend to a postgres:// state is checked first: the backend is opened
+// on lockScheme, whose bucket is PostgreSQL's own (pkg/v3
+// backend/diy/postgres) wrapped to ask, on the lock's own connection,
+// whether that session still holds the lock. The DIY backend's snapshot
+// persister, history and backups all write through its one bucket
+// (backend/diy/snapshot.go diySnapshotPersister.Save -> saveStack ->
+// saveCheckpoint -> bucket.WriteAll), so a lost lock stops the engine at
+// its next state write, before anything is written. The backend's own
+// lock objects (.pulumi/locks/) are not checked: releasing them must not
+// fail. A lock lost between a check and its write (one round trip) is
+// caught at the next write.
+const lockScheme = "milner+postgres"
+
+// lockParam carries, in a lockScheme URL, which Stack's check applies.
+const lockParam = "milner_lock"
+
+// lockChecks maps a lockParam value to its Stack's check.
+var (
+	lockChecks sync.Map
+	lockSeq    atomic.Int64
+)
+
+func init() { blob.DefaultURLMux().RegisterBucket(lockScheme, lockOpener{}) }
+
+// lockCheck is one Stack's lock as the state writes check it.
+type lockCheck struct {
+	mu    sync.Mutex
+	conn  *sql.Conn // the session holding the lock; nil: no lock held
+	key   int64
+	stack string
+	name  string
+}
+
+// hold records the session holding the lock named name; release forgets it.
+func (c *lockCheck) hold(conn *sql.Conn, key int64, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conn, c.key, c.name = conn, key, name
+}
+
+func (c *lockCheck) release() { c.hold(nil, 0, "") }
+
+// verify returns nil while this process holds no lock or the session that
+// took it still holds it (pg_locks: a bigint key is classid = high and
+// objid = low 32 bits, objsubid 1).
+func (c *lockCheck) verify(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return nil
+	}
+	var held bool
+	err := c.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND pid = pg_backend_pid() AND objsubid = 1 AND classid = $1 AND objid = $2)`,
+		int64(uint32(uint64(c.key)>>32)), int64(uint32(c.key))).Scan(&held)
+	if err == nil && held {
+		return nil
+	}
+	why := "its session no longer holds it"
+	if err != nil {
+		why = "its session ended: " + err.Error()
+	}
+	return fmt.Errorf("stack %q: %w (PostgreSQL advisory lock %q: %s; an idle_session_timeout, a failover, a pooler or pg_terminate_backend ends it): "+
+		"the state write was refused so that no other operation's state is overwritten; what the engine did since its last write is not recorded: "+
+		"run `milner state locks --stack %s`, then `milner preview --stack %s` (its guard names any live object the state lacks)",
+		c.stack, ErrLockLost, c.name, why, c.stack, c.stack)
+}
+
+// checkedURL returns the URL the DIY backend is opened on: for postgres://,
+// the same database under lockScheme, tied to check.
+func checkedURL(raw string, check *lockCheck) string {
+	rest, ok := strings.CutPrefix(raw, "postgres://")
+	if !ok {
+		return raw
+	}
+	id := strconv.FormatInt(lockSeq.Add(1), 10)
+	lockChecks.Store(id, check)
+	sep := "?"
+	if strings.Contains(rest, "?") {
+		sep = "&"
+	}
+	return lockScheme + "://" + rest + sep + lockParam + "=" + id
+}
+
+// lockOpener opens a lockScheme URL: PostgreSQL's bucket, checked.
+type lockOpener struct{}
+
+func (lockOpener) OpenBucketURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+	pg := *u
+	pg.Scheme = "postgres"
+	q := pg.Query()
+	id := q.Get(lockParam)
+	q.Del(lockParam)
+	pg.RawQuery = q.Encode()
+	c, ok := lockChecks.Load(id)
+	if !ok {
+		return nil, fmt.Errorf("%s: no lock check %q", lockScheme, id)
+	}
+	inner, err := postgres.URLHandler{}.OpenBucketURL(ctx, &pg)
+	if err != nil {
+		return nil, err
+	}
+	return blob.NewBucket(&checkedBucket{inner: inner, check: c.(*lockCheck)}), nil
+}
+
+// checkedBucket is a driver.Bucket over a *blob.Bucket that verifies the
+// lock before every write.
+type checkedBucket struct {
+	inner *blob.Bucket
+	check *lockCheck
+}
+
+var _ driver.Bucket = (*checkedBucket)(nil)
+
+// before refuses a write to key when the lock is lost.
+func (b *checkedBucket) before(ctx context.Context, key string) error {
+	if strings.HasPrefix(key, ".pulumi/locks/") || strings.Contains(key, "/.pulumi/locks/") {
+		return nil
+	}
+	return b.check.verify(ctx)
+}
+
+func (b *checkedBucket) NewTypedWriter(ctx context.Context, key, contentType string, o *driver.WriterOptions) (driver.Writer, error) {
+	if err := b.before(ctx, key); err != nil {
+		return nil, err
+	}
+	return b.inner.NewWriter(ctx, key, &blob.WriterOptions{
+		BufferSize: o.BufferSize, MaxConcurrency: o.MaxConcurrency, CacheControl: o.CacheControl,
+		ContentDisposition: o.ContentDisposition, ContentEncoding: o.ContentEncoding, ContentLanguage: o.ContentLanguage,
+		ContentType: contentType, ContentMD5: o.ContentMD5, Metadata: o.Metadata, BeforeWrite: o.BeforeWrite,
+		IfNotExist: o.IfNotExist, DisableContentTypeDetection: true,
+	})
+}
+
+func (b *checkedBucket) Copy(ctx context.Context, dst, src string, _ *driver.CopyOptions) error {
+	if err := b.before(ctx, dst); err != nil {
+		return err
+	}
+	return b.inner.Copy(ctx, dst, src, nil)
+}
+
+func (b *checkedBucket) Delete(ctx context.Context, key string, _ *driver.DeleteOptions) error {
+	if err := b.before(ctx, key); err != nil {
+		return err
+	}
+	return b.inner.Delete(ctx, key)
+}
+
+// The reads pass through.
+
+func (b *checkedBucket) ErrorCode(err error) gcerrors.ErrorCode { return gcerrors.Code(err) }
+func (b *checkedBucket) As(i any) bool                          { return b.inner.As(i) }
+func (b *checkedBucket) ErrorAs(err error, i any) bool          { return b.inner.ErrorAs(err, i) }
+func (b *checkedBucket) Close() error                           { return b.inner.Close() }
+
+func (b *checkedBucket) SignedURL(context.Context, string, *driver.SignedURLOptions) (string, error) {
+	return "", fmt.Errorf("%s: no signed URLs", lockScheme)
+}
+
+func (b *checkedBucket) Attributes(ctx context.Context, key string) (*driver.Attributes, error) {
+	a, err := b.inner.Attributes(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &driver.Attributes{CacheControl: a.CacheControl, ContentDisposition: a.ContentDisposition, ContentEncoding: a.ContentEncoding,
+		ContentLanguage: a.ContentLanguage, ContentType: a.ContentType, Metadata: a.Metadata, CreateTime: a.CreateTime,
+		ModTime: a.ModTime, Size: a.Size, MD5: a.MD5, ETag: a.ETag}, nil
+}
+
+func (b *checkedBucket) ListPaged(ctx context.Context, o *driver.ListOptions) (*driver.ListPage, error) {
+	token := o.PageToken
+	if len(token) == 0 {
+		token = blob.FirstPageToken
+	}
+	size := o.PageSize
+	if size <= 0 {
+		size = 1000
+	}
+	objs, next, err := b.inner.ListPage(ctx, token, size, &blob.ListOptions{Prefix: o.Prefix, Delimiter: o.Delimiter, BeforeList: o.BeforeList})
+	if err != nil {
+		return nil, err
+	}
+	page := &driver.ListPage{NextPageToken: next}
+	for _, obj := range objs {
+		page.Objects = append(page.Objects, &driver.ListObject{Key: obj.Key, ModTime: obj.ModTime, Size: obj.Size, MD5: obj.MD5, IsDir: obj.IsDir})
+	}
+	return page, nil
+}
+
+func (b *checkedBucket) NewRangeReader(ctx context.Context, key string, offset, length int64, _ *driver.ReaderOptions) (driver.Reader, error) {
+	r, err := b.inner.NewRangeReader(ctx, key, offset, length, nil)
+	if err != nil {
+		return nil, err
+	}
+	return checkedReader{r}, nil
+}
+
+// checkedReader is a *blob.Reader as a driver.Reader.
+type checkedReader struct{ *blob.Reader }
+
+func (r checkedReader) Attributes() *driver.ReaderAttributes {
+	return &driver.ReaderAttributes{ContentType: r.ContentType(), ModTime: r.ModTime(), Size: r.Size()}
+}

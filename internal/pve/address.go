@@ -1,0 +1,63 @@
+package pve
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// SSHAddress returns the address the bpg provider opens SSH to on host
+// node for a snippet upload, found as its API resolver finds it
+// (bpg terraform-provider-proxmox fwprovider/provider.go apiResolver.Resolve,
+// from GET /nodes/{node}/network): the IPv4 address of an interface with a
+// gateway, else the IPv6 one with an IPv6 gateway, else the first IPv4
+// address, else the host name's IPv4 address in DNS. Port 22.
+func (c *Client) SSHAddress(ctx context.Context, node string) (string, error) {
+	var ifaces []struct {
+		Address  *string `json:"address"`
+		Gateway  *string `json:"gateway"`
+		Address6 *string `json:"address6"`
+		Gateway6 *string `json:"gateway6"`
+	}
+	if err := c.do(ctx, http.MethodGet, "nodes/"+url.PathEscape(node)+"/network", nil, &ifaces); err != nil {
+		return "", err
+	}
+	pick := func(ok func(a, g, a6, g6 *string) *string) string {
+		for _, i := range ifaces {
+			if a := ok(i.Address, i.Gateway, i.Address6, i.Gateway6); a != nil {
+				addr, _, _ := strings.Cut(*a, "/")
+				return addr
+			}
+		}
+		return ""
+	}
+	for _, rule := range []func(a, g, a6, g6 *string) *string{
+		func(a, g, _, _ *string) *string { return and(a, g) },
+		func(_, _, a6, g6 *string) *string { return and(a6, g6) },
+		func(a, _, _, _ *string) *string { return a },
+	} {
+		if addr := pick(rule); addr != "" {
+			return addr, nil
+		}
+	}
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, node)
+	if err == nil {
+		for _, ip := range ips {
+			if ip.IP.To4() != nil {
+				return ip.IP.String(), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("pve host %q: no address for SSH in GET /nodes/%s/network or DNS", node, node)
+}
+
+// and returns a when both are set.
+func and(a, b *string) *string {
+	if a != nil && b != nil {
+		return a
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// checkProxmoxImage refuses a malformed milner:substrate.proxmox.imageSha256
+// and an explicit imageUrl without one: PVE verifies the download against
+// it (download-url's checksum), and without it a swapped image boots every
+// node and receives its machine config. The default factory URL has no
+// digest that could be known offline: a warning naming the key.
+func (c *Config) checkProxmoxImage(p *problems) {
+	px := c.Substrate.Proxmox
+	if px == nil {
+		return
+	}
+	at := Key("substrate") + ".proxmox.imageSha256"
+	switch sum := px.ImageSHA256; {
+	case sum != "" && !sha256Hex.MatchString(sum):
+		p.addf(at, "%q is not a SHA-256 digest (64 lowercase hex digits, as sha256sum prints)", sum)
+	case sum == "" && !px.defaultImage:
+		p.addf(at, "is required with an explicit imageUrl (sha256sum of the image); PVE checks the download against it")
+	case sum == "":
+		p.warnf(at, "the default image %s is downloaded without a pinned digest; set imageSha256 to its sha256sum", px.ImageURL)
+	}
+}
+
+// DefaultBootImage is the image factory's metal disk image of a Talos
+// version: bootImage when none is set.
+func DefaultBootImage(talosVersion string) string {
+	return fmt.Sprintf("https://factory.talos.dev/image/%s/%s/metal-amd64.qcow2", DefaultSchematic, talosVersion)
+}
+
+// BootSource is the source the boot media is created from: for a remote
+// bootImage with a digest, the verified local copy `milner up` downloads
+// first (BootImageCache); otherwise bootImage itself. The libvirt provider
+// would download a URL source straight into the pool with no check
+// (terraform-provider-libvirt 0.8.3 libvirt/volume_image.go
+// httpImage.Import), so a pinned image only ever reaches the pool from a
+// file whose digest was checked. A plain `pulumi up` without that copy
+// fails on the missing file when it creates the boot media.
+func (lv *LibvirtConfig) BootSource() string {
+	if strings.Contains(lv.BootImage, "://") && lv.BootImageSHA256 != "" {
+		return BootImageCache(lv.BootImageSHA256)
+	}
+	return lv.BootImage
+}
+
+// BootImageCache is the verified local copy of a remote boot image of
+// digest sum: <user cache dir>/milner/boot/<sum>.qcow2, named by its
+// content, so a copy is never reused for another image.
+func BootImageCache(sum string) string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "milner", "boot", sum+".qcow2")
+}

@@ -1,0 +1,32 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/stacks/config"
+)
+
+// TestDevPinnedRemoteBootImageIsTheVerifiedCopy: a remote bootImage with
+// its digest reaches the pool only from the verified local copy `milner
+// up` downloads (named by the digest), never from the URL; a local image
+// is its own source, and the unpinned default stays the factory URL.
+func TestDevPinnedRemoteBootImageIsTheVerifiedCopy(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	source := func(edit func(lv map[string]any)) string {
+		cfg := patchKey(t, stackConfig(t, "dev", devSecrets), "milner:substrate", func(v any) { edit(v.(map[string]any)["libvirt"].(map[string]any)) })
+		boot, ok := runStack(t, "dev", cfg).ByName(tVolume, "milner-dev-boot")
+		require.True(t, ok)
+		return boot.Inputs["source"].StringValue()
+	}
+	assert.Equal(t, config.BootImageCache(sum), source(func(lv map[string]any) {
+		lv["bootImage"], lv["bootImageSha256"] = "https://images.example/talos/metal-amd64.qcow2", sum
+	}))
+	assert.Equal(t, "/var/lib/milner/talos.qcow2", source(func(lv map[string]any) {
+		lv["bootImage"], lv["bootImageSha256"] = "/var/lib/milner/talos.qcow2", sum
+	}))
+	assert.True(t, strings.HasPrefix(source(func(map[string]any) {}), "https://factory.talos.dev/"), "the unpinned default")
+}

@@ -1,0 +1,124 @@
+package tests
+
+// Prod integrity: the image download carries its digest to PVE, the
+// identity guard compares VM ids and hosts with the state, and the SSH
+// pre-flight refuses a host missing from known_hosts; the last two on
+// recorded PVE API responses (tests/testdata/pve/converged). Helpers are
+// prefixed "pxi".
+
+import (
+	"context"
+	"crypto/ed25519"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/milner/milner/internal/guard"
+)
+
+// pxiDigest is a well-formed SHA-256 digest.
+const pxiDigest = "5d41402abc4b2a76b9719d911017c592aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+// TestProdImageChecksum: with imageSha256 every host's download carries it
+// as checksum (sha256) for PVE to verify, and an existing download ignores
+// it rather than be replaced (bpg: RequiresReplace); without it, none.
+func TestProdImageChecksum(t *testing.T) {
+	pinned := pxcEditProxmox(t, stackConfig(t, "prod", prodSecrets), func(px map[string]any) { px["imageSha256"] = pxiDigest })
+	images := runStack(t, "prod", pinned).ByType(prodTImage)
+	require.Len(t, images, 3)
+	for _, img := range images {
+		assert.Equal(t, pxiDigest, img.Inputs["checksum"].StringValue(), img.Name)
+		assert.Equal(t, "sha256", img.Inputs["checksumAlgorithm"].StringValue(), img.Name)
+		assert.Subset(t, img.Options.IgnoreChanges, []string{"checksum", "checksumAlgorithm"}, img.Name)
+	}
+	for _, img := range runStack(t, "prod", stackConfig(t, "prod", prodSecrets)).ByType(prodTImage) {
+		assert.False(t, img.Inputs.HasValue("checksum"), "%s: no digest configured, none passed", img.Name)
+	}
+}
+
+// pxiConverged is the cluster as Milner leaves it, with each host's network.
+func pxiConverged() *pxcAPI {
+	api := &pxcAPI{files: map[string]string{"/api2/json/cluster/resources?type=vm": "converged/cluster-resources.json"}}
+	for _, h := range []string{"pve-1", "pve-2", "pve-3"} {
+		api.files["/api2/json/nodes/"+h+"/network"] = "converged/" + h + "-network.json"
+	}
+	return api
+}
+
+// TestProdStaleVMIsRefused: the committed prod stack's VMs against the
+// converged cluster. A state that agrees passes; a state restored from
+// before cp-1's vmId change (it records VM 140) and before cp-2's move
+// from pve-1 is refused before any change, naming both VMs.
+func TestProdStaleVMIsRefused(t *testing.T) {
+	ctx := context.Background()
+	c := pxcClient(t, pxcServer(t, pxiConverged()))
+	declared, err := guard.DeclaredProxmox("prod", stackConfig(t, "prod", nil))
+	require.NoError(t, err)
+	live, err := c.VMs(ctx)
+	require.NoError(t, err)
+	state := map[string]guard.StateVM{}
+	for _, d := range declared {
+		state[d.Logical] = guard.StateVM{ID: strconv.Itoa(d.VMID), Host: d.Host}
+	}
+	stateVM := func(l string) (guard.StateVM, bool) { v, ok := state[l]; return v, ok }
+	assert.Empty(t, guard.StaleProxmox("prod", declared, stateVM, live), "state and cluster agree")
+
+	state["milner-prod-cp-1"] = guard.StateVM{ID: "140", Host: "pve-1"}
+	state["milner-prod-cp-2"] = guard.StateVM{ID: "151", Host: "pve-1"}
+	f := guard.StaleProxmox("prod", declared, stateVM, live)
+	require.Len(t, f, 2)
+	assert.Contains(t, f[0].Problem, `records Proxmox VM "milner-prod-cp-1" (milner-prod-cp-1) as VM 140 on pve-1, but the cluster's "milner-prod-cp-1" is VM 150 on pve-1`)
+	assert.Contains(t, f[1].Problem, `"milner-prod-cp-2" is VM 151 on pve-2`)
+	assert.Contains(t, f[1].Fix, "milner state restore --stack prod --backup latest")
+}
+
+// TestProdUnknownHostsAreRefused: the SSH address of each host comes from
+// its network (as bpg's resolver finds it); known_hosts that knows pve-1
+// (plain) and pve-2 (hashed, as Debian's ssh writes it) but not pve-3 is
+// one finding naming pve-3's address and the commands to check and add
+// it; a missing known_hosts knows no host; a full one passes.
+func TestProdUnknownHostsAreRefused(t *testing.T) {
+	ctx := context.Background()
+	c := pxcClient(t, pxcServer(t, pxiConverged()))
+	hosts := map[string]string{}
+	for _, h := range []string{"pve-1", "pve-2", "pve-3"} {
+		addr, err := c.SSHAddress(ctx, h)
+		require.NoError(t, err)
+		hosts[h] = addr
+	}
+	assert.Equal(t, map[string]string{"pve-1": "127.0.0.11", "pve-2": "127.0.0.12", "pve-3": "127.0.0.13"}, hosts)
+
+	pub, _, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	key, err := ssh.NewPublicKey(pub)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "known_hosts")
+	lines := knownhosts.Line([]string{"127.0.0.11"}, key) + "\n" +
+		knownhosts.Line([]string{knownhosts.HashHostname("127.0.0.12")}, key) + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(lines), 0o600))
+
+	f, err := guard.KnownHosts(path, hosts)
+	require.NoError(t, err)
+	require.Len(t, f, 1)
+	assert.Contains(t, f[0].Problem, `Proxmox host "pve-3" (127.0.0.13`)
+	assert.Contains(t, f[0].Problem, "milner:substrate.proxmox.ssh")
+	assert.Contains(t, f[0].Fix, "ssh-keyscan -t ed25519 127.0.0.13 >> "+path)
+	assert.Contains(t, f[0].Fix, "ssh-keygen -F 127.0.0.13")
+
+	missing, err := guard.KnownHosts(filepath.Join(t.TempDir(), "none"), hosts)
+	require.NoError(t, err)
+	assert.Len(t, missing, 3, "a missing known_hosts knows no host")
+
+	require.NoError(t, os.WriteFile(path, []byte(lines+knownhosts.Line([]string{"127.0.0.13"}, key)+"\n"), 0o600))
+	f, err = guard.KnownHosts(path, hosts)
+	require.NoError(t, err)
+	assert.Empty(t, f, "every host known")
+	assert.False(t, strings.Contains(lines, "127.0.0.12"), "pve-2's entry is hashed (sanity)")
+}
