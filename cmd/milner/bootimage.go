@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/milner/milner/internal/gate"
@@ -13,17 +12,13 @@ import (
 // the preview creates the boot media (the only time libvirt reads the image:
 // its source is ignored afterwards). A remote image is downloaded by the
 // provider itself and cannot be checked here.
-func verifyBootImage(cfg map[string]string, report gate.Report) error {
-	var sub config.SubstrateConfig
-	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Libvirt == nil {
-		return nil
-	}
-	lv := sub.Libvirt
-	if lv.BootImageSHA256 == "" || strings.Contains(lv.BootImage, "://") || lv.BootImage == "" {
+func verifyBootImage(cfg *config.Config, report gate.Report) error {
+	lv := cfg.Substrate.Libvirt
+	if lv == nil || lv.BootImageSHA256 == "" || strings.Contains(lv.BootImage, "://") || lv.BootImage == "" {
 		return nil
 	}
 	for _, c := range report.Delta(gate.Persistent).Creates {
-		if c.Type == guard.TypeVolume && strings.HasSuffix(c.Name, "-boot") {
+		if c.Type == guard.TypeVolume && strings.HasSuffix(c.Name, config.BootSuffix) {
 			return guard.VerifyBootImage(lv.BootImage, lv.BootImageSHA256)
 		}
 	}

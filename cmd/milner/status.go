@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
 
 	"github.com/spf13/cobra"
 
+	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 )
 
@@ -37,13 +39,8 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
   milner status --stack dev --versions
   milner status --stack dev --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			cfg, err := st.Config()
+		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
+			cfg, _, err := loadStack(st)
 			if err != nil {
 				return err
 			}
@@ -55,7 +52,7 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 			if err != nil {
 				return err
 			}
-			s := status{Stack: st.Name(), Cluster: clusterName(cfg), Backend: st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"]}
+			s := status{Stack: st.Name(), Cluster: cfg.Cluster.Name, Backend: st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"]}
 			for _, r := range resources {
 				s.Resources[string(gate.LayerOf(r.Type, r.Name()))]++
 				if r.Protect {
@@ -91,12 +88,12 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 			if nodes, ok := s.Nodes.([]any); ok {
 				fmt.Println("nodes:")
 				for _, n := range nodes {
-					m := asMap(n)
+					m, _ := n.(map[string]any)
 					fmt.Printf("  %-8v %-13v %v\n", m["name"], m["role"], m["address"])
 				}
 			}
 			return nil
-		},
+		}),
 	}
 	f.addStack(cmd)
 	f.addJSON(cmd)

@@ -37,6 +37,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 	stackconfig "github.com/milner/milner/stacks/config"
 )
@@ -182,9 +183,9 @@ func (s *Stack) stackFile() (*workspace.ProjectStack, error) {
 	if _, err := os.Stat(s.file); err != nil {
 		return nil, fmt.Errorf("stack %q: no stack file %s: %w", s.name, s.file, err)
 	}
-	ps, err := workspace.LoadProjectStack(cmdutil.Diag(), s.project, s.file)
+	ps, err := stackfile.Load(string(s.project.Name), s.file)
 	if err != nil {
-		return nil, fmt.Errorf("stack %q: %s: %w", s.name, s.file, err)
+		return nil, fmt.Errorf("stack %q: %w", s.name, err)
 	}
 	return ps, nil
 }
@@ -197,7 +198,8 @@ func (s *Stack) Config() (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plainConfig(ps.Config)
+	raw, _, err := stackfile.Plain(ps.Config)
+	return raw, err
 }
 
 // Secret returns the decrypted value of a secret of the stack file (full
@@ -218,22 +220,6 @@ func (s *Stack) Secret(key string) (string, bool) {
 	}
 	plain, err := v.Value(lazyPassphrase(s.pass, ps.EncryptionSalt).Decrypter())
 	return plain, err == nil
-}
-
-// plainConfig turns a config map into raw values, skipping secrets.
-func plainConfig(m config.Map) (map[string]string, error) {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if v.Secure() {
-			continue
-		}
-		raw, err := v.Value(config.NopDecrypter)
-		if err != nil {
-			return nil, fmt.Errorf("config %s: %w", k, err)
-		}
-		out[k.String()] = raw
-	}
-	return out, nil
 }
 
 // passphrase picks the stack's passphrase: Options, PULUMI_CONFIG_PASSPHRASE,
