@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/pulumi/pulumi/pkg/v3/backend"
 	"github.com/pulumi/pulumi/pkg/v3/backend/diy"
@@ -102,6 +103,10 @@ type Stack struct {
 	command  string
 	project  *workspace.Project
 	backend  backend.Backend
+	// keys are the stack file's passphrase managers by salt: Secret derives
+	// the key (PBKDF2, slow by design) once per run, not once per value.
+	keys   map[string]*lazyManager
+	keysMu sync.Mutex
 }
 
 // stackName is what Milner accepts as a stack name: a file name that
@@ -203,8 +208,9 @@ func (s *Stack) Config() (map[string]string, error) {
 }
 
 // Secret returns the decrypted value of a secret of the stack file (full
-// key), and whether the file holds that secret. It derives the passphrase
-// key: only the guards that must talk to an API with a secret token use it.
+// key), and whether the file holds that secret: what the program reads, for
+// the config loader of milner's pipeline and the APIs it talks to. The
+// passphrase key is derived on the first secret only.
 func (s *Stack) Secret(key string) (string, bool) {
 	ps, err := s.stackFile()
 	if err != nil {
@@ -218,7 +224,14 @@ func (s *Stack) Secret(key string) (string, bool) {
 	if !ok || !v.Secure() {
 		return "", false
 	}
-	plain, err := v.Value(lazyPassphrase(s.pass, ps.EncryptionSalt).Decrypter())
+	s.keysMu.Lock()
+	m, ok := s.keys[ps.EncryptionSalt]
+	if !ok {
+		m = lazyPassphrase(s.pass, ps.EncryptionSalt)
+		s.keys = map[string]*lazyManager{ps.EncryptionSalt: m}
+	}
+	s.keysMu.Unlock()
+	plain, err := v.Value(m.Decrypter())
 	return plain, err == nil
 }
 
