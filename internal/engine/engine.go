@@ -224,15 +224,21 @@ func (s *Stack) Secret(key string) (string, bool) {
 	if !ok || !v.Secure() {
 		return "", false
 	}
-	s.keysMu.Lock()
-	m, ok := s.keys[ps.EncryptionSalt]
-	if !ok {
-		m = lazyPassphrase(s.pass, ps.EncryptionSalt)
-		s.keys = map[string]*lazyManager{ps.EncryptionSalt: m}
-	}
-	s.keysMu.Unlock()
-	plain, err := v.Value(m.Decrypter())
+	plain, err := v.Value(s.manager(ps.EncryptionSalt).Decrypter())
 	return plain, err == nil
+}
+
+// manager is the stack's passphrase secrets manager for salt, one per run:
+// its key (PBKDF2, slow by design) is derived once, on first use.
+func (s *Stack) manager(salt string) *lazyManager {
+	s.keysMu.Lock()
+	defer s.keysMu.Unlock()
+	m, ok := s.keys[salt]
+	if !ok {
+		m = lazyPassphrase(s.pass, salt)
+		s.keys = map[string]*lazyManager{salt: m}
+	}
+	return m
 }
 
 // passphrase picks the stack's passphrase: Options, PULUMI_CONFIG_PASSPHRASE,
