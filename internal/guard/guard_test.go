@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -248,4 +250,27 @@ func TestUnreadableStepIsAnError(t *testing.T) {
 	vm := "urn:pulumi:prod::milner::" + gate.TypeProxmoxVM + "::milner-prod-cp-1"
 	_, err = DeclaredProxmox([]gate.Step{{Op: apitype.OpCreate, URN: vm, Type: gate.TypeProxmoxVM, Inputs: map[string]any{"name": "x", "nodeName": "pve-1", "vmId": "150"}}}, "milner-prod")
 	assert.ErrorContains(t, err, `input "vmId" is string`)
+}
+
+// TestDeclaredFromARealPreview reads the declared objects from the event
+// streams the real engine and libvirt plugin emitted (internal/gate
+// testdata, real-*.jsonl): a create from empty state and a no-op both carry
+// every object's libvirt name and the pool's directory in their steps.
+func TestDeclaredFromARealPreview(t *testing.T) {
+	for _, capture := range []string{"real-create.jsonl", "real-noop.jsonl"} {
+		f, err := os.Open(filepath.Join("..", "gate", "testdata", capture))
+		require.NoError(t, err)
+		evs, err := gate.ReadEvents(f)
+		_ = f.Close()
+		require.NoError(t, err)
+		d, err := DeclaredLibvirt(gate.StepsFromEvents(evs), "milner-gate")
+		require.NoError(t, err, capture)
+		require.Len(t, d, 6, capture) // pool, network, boot, os, data, domain
+		i := slices.IndexFunc(d, func(x Declared) bool { return x.Type == TypeDomain })
+		assert.Equal(t, Declared{Type: TypeDomain, Logical: "milner-gate-cp-1", Name: "milner-gate-cp-1", Node: "cp-1"}, d[i], capture)
+		i = slices.IndexFunc(d, func(x Declared) bool { return x.Type == TypePool })
+		assert.Equal(t, "/var/lib/milner/gate/pool", d[i].Path, capture)
+		i = slices.IndexFunc(d, func(x Declared) bool { return x.Logical == "milner-gate-cp-1-data" })
+		assert.Equal(t, Declared{Type: TypeVolume, Logical: "milner-gate-cp-1-data", Name: "milner-gate-cp-1-data.qcow2", Pool: "milner-gate"}, d[i], capture)
+	}
 }
