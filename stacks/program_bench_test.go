@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
 )
 
@@ -39,7 +39,7 @@ func BenchmarkProgram(b *testing.B) {
 			cfg := raw(b, scaledConfig(n))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := mockrun.Run(stacks.Program, "bench", cfg, "milner:vaultToken"); err != nil {
+				if _, err := offline.Run(stacks.Program, "bench", cfg, "milner:vaultToken"); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/stacks/config/configtest"
@@ -27,7 +27,7 @@ var (
 const testChart = "../tests/charts/milner-test"
 
 func TestBaseConfigRegisters(t *testing.T) {
-	rec, err := mockrun.Run(stacks.Program, "t", raw(t, baseConfig()), "milner:vaultToken")
+	rec, err := offline.Run(stacks.Program, "t", raw(t, baseConfig()), "milner:vaultToken")
 	require.NoError(t, err)
 	assert.NotEmpty(t, rec.Registrations())
 }
@@ -38,7 +38,7 @@ func TestBaseConfigRegisters(t *testing.T) {
 func TestRefusedConfigRegistersNothing(t *testing.T) {
 	c := baseConfig()
 	at(c, "nodes", 0)["memoryMiB"] = 512
-	rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
+	rec, err := offline.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
 	var cerr *config.ConfigError
 	require.ErrorAs(t, err, &cerr)
 	assert.Empty(t, rec.Registrations(), "a bad config must register nothing")
@@ -51,7 +51,7 @@ func TestLocalChartRelease(t *testing.T) {
 	c := baseConfig()
 	at(c, "apps", 0)["chart"] = obj{"path": testChart}
 	c["storage"] = obj{"chart": obj{"path": testChart}}
-	rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
+	rec, err := offline.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
 	require.NoError(t, err)
 	for _, name := range []string{"vault-release", config.StorageAppName + "-release"} {
 		rel, ok := rec.ByName("kubernetes:helm.sh/v3:Release", name)
@@ -75,7 +75,7 @@ func TestProfileOnLocalChart(t *testing.T) {
 	for _, k := range []string{"woodpeckerAgentSecret", "woodpeckerForgeClient", "woodpeckerForgeSecret"} {
 		r["milner:"+k] = "s3cret"
 	}
-	rec, err := mockrun.Run(stacks.Program, "t", r, "milner:woodpeckerAgentSecret", "milner:woodpeckerForgeClient", "milner:woodpeckerForgeSecret")
+	rec, err := offline.Run(stacks.Program, "t", r, "milner:woodpeckerAgentSecret", "milner:woodpeckerForgeClient", "milner:woodpeckerForgeSecret")
 	require.NoError(t, err)
 	_, ok := rec.ByName("kubernetes:core/v1:Secret", "vault-"+stacks.WoodpeckerServerSecret)
 	assert.True(t, ok, "the Woodpecker profile's server Secret")

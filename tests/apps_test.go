@@ -17,12 +17,12 @@ import (
 
 	"github.com/milner/milner/components/helmapp"
 	"github.com/milner/milner/components/workloads"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
 )
 
 // reg returns one registration by type and name.
-func reg(t testing.TB, rec *mockrun.Recorder, token, name string) mockrun.Registration {
+func reg(t testing.TB, rec *offline.Recorder, token, name string) offline.Registration {
 	t.Helper()
 	r, ok := rec.ByName(token, name)
 	require.True(t, ok, "no %s %q", token, name)
@@ -31,7 +31,7 @@ func reg(t testing.TB, rec *mockrun.Recorder, token, name string) mockrun.Regist
 
 // urnOf is the URN the engine knows a registration by (the mock's own URN
 // field uses a fixed stack name): what parents and dependencies name.
-func urnOf(r mockrun.Registration) string {
+func urnOf(r offline.Registration) string {
 	return strings.Replace(r.URN, "urn:pulumi:mock::", "urn:pulumi:dev::", 1)
 }
 
@@ -46,7 +46,7 @@ func plain(v resource.PropertyValue) any {
 }
 
 // values returns a release's chart values as plain Go values.
-func values(t testing.TB, r mockrun.Registration) map[string]any {
+func values(t testing.TB, r offline.Registration) map[string]any {
 	t.Helper()
 	v, ok := plain(r.Inputs["values"]).(map[string]any)
 	require.True(t, ok)
@@ -67,8 +67,8 @@ func at(t testing.TB, m map[string]any, path string) any {
 }
 
 // runErr runs the program and returns its error and recorder.
-func runErr(cfg map[string]string) (*mockrun.Recorder, error) {
-	return mockrun.Run(stacks.Program, "dev", cfg, slices.Sorted(maps.Keys(devSecrets))...)
+func runErr(cfg map[string]string) (*offline.Recorder, error) {
+	return offline.Run(stacks.Program, "dev", cfg, slices.Sorted(maps.Keys(devSecrets))...)
 }
 
 func TestStorageIsInstalledBeforeEveryApp(t *testing.T) {
@@ -286,7 +286,7 @@ func existingCluster(t testing.TB) map[string]string {
 
 func TestStartAtAppsRunsOnAnExistingCluster(t *testing.T) {
 	cfg := existingCluster(t)
-	rec, err := mockrun.Run(stacks.Program, "apps", cfg, append(slices.Sorted(maps.Keys(devSecrets)), "milner:kubeconfig")...)
+	rec, err := offline.Run(stacks.Program, "apps", cfg, append(slices.Sorted(maps.Keys(devSecrets)), "milner:kubeconfig")...)
 	require.NoError(t, err)
 	for _, r := range rec.Registrations() {
 		assert.False(t, strings.HasPrefix(r.Type, "talos:") || strings.HasPrefix(r.Type, "libvirt:") || strings.HasPrefix(r.Type, "proxmoxve:"), "%s %s", r.Type, r.Name)
@@ -298,14 +298,14 @@ func TestStartAtAppsRunsOnAnExistingCluster(t *testing.T) {
 
 	missing := maps.Clone(cfg)
 	delete(missing, "milner:kubeconfig")
-	_, err = mockrun.Run(stacks.Program, "apps", missing, slices.Sorted(maps.Keys(devSecrets))...)
+	_, err = offline.Run(stacks.Program, "apps", missing, slices.Sorted(maps.Keys(devSecrets))...)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "milner:kubeconfig: secret is not set (needed by startAt apps)")
 
 	extra := maps.Clone(cfg)
 	extra["milner:nodes"] = stackConfig(t, "dev", nil)["milner:nodes"]
 	extra["milner:cluster"] = `{"name":"home","vip":"10.0.0.1"}`
-	_, err = mockrun.Run(stacks.Program, "apps", extra, append(slices.Sorted(maps.Keys(devSecrets)), "milner:kubeconfig")...)
+	_, err = offline.Run(stacks.Program, "apps", extra, append(slices.Sorted(maps.Keys(devSecrets)), "milner:kubeconfig")...)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "milner:nodes: is not used when milner:startAt is apps")
 	assert.Contains(t, err.Error(), "milner:cluster.vip: is not used when milner:startAt is apps")
@@ -314,7 +314,7 @@ func TestStartAtAppsRunsOnAnExistingCluster(t *testing.T) {
 func TestWaitForAppsIsOnByDefaultAndTestOnlyOff(t *testing.T) {
 	// quotaAnnotations are the ResourceQuota's annotations: the provider
 	// waits for its status unless pulumi.com/skipAwait says otherwise.
-	quotaAnnotations := func(rec *mockrun.Recorder) any {
+	quotaAnnotations := func(rec *offline.Recorder) any {
 		return plain(reg(t, rec, tQuota, "evolved-npcs-quota").Inputs["metadata"]).(map[string]any)["annotations"]
 	}
 	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))

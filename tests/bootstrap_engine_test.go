@@ -41,7 +41,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 )
@@ -166,7 +166,7 @@ func programBootstrap(t *testing.T, adopted bool) (importID string, ignore []str
 		require.NoError(t, os.WriteFile(path, orig, 0o644))
 		_, err = stackfile.SetClusterFlag(path, "adoptBootstrap")
 		require.NoError(t, err)
-		recorded, err := mockrun.ReadStackConfig(path)
+		recorded, err := offlinetest.ReadStackConfig(path)
 		require.NoError(t, err)
 		maps.Copy(recorded, devSecrets)
 		require.NotEqual(t, cfg["milner:cluster"], recorded["milner:cluster"])

@@ -22,7 +22,8 @@ import (
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/components/workloads"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -66,7 +67,7 @@ var devSecrets = map[string]string{
 // stackConfig reads a committed stack file plus the given secrets.
 func stackConfig(t testing.TB, stack string, secrets map[string]string) map[string]string {
 	t.Helper()
-	cfg, err := mockrun.ReadStackConfig("../Pulumi." + stack + ".yaml")
+	cfg, err := offlinetest.ReadStackConfig("../Pulumi." + stack + ".yaml")
 	require.NoError(t, err)
 	maps.Copy(cfg, secrets)
 	return cfg
@@ -74,11 +75,11 @@ func stackConfig(t testing.TB, stack string, secrets map[string]string) map[stri
 
 // runStack runs the program on cfg, with every test secret key marked
 // secret, and fails the test on error.
-func runStack(t testing.TB, stack string, cfg map[string]string) *mockrun.Recorder {
+func runStack(t testing.TB, stack string, cfg map[string]string) *offline.Recorder {
 	t.Helper()
 	secretKeys := slices.Sorted(maps.Keys(devSecrets))
 	secretKeys = append(secretKeys, slices.Sorted(maps.Keys(prodSecrets))...)
-	rec, err := mockrun.Run(stacks.Program, stack, cfg, secretKeys...)
+	rec, err := offline.Run(stacks.Program, stack, cfg, secretKeys...)
 	require.NoError(t, err)
 	return rec
 }
@@ -98,7 +99,7 @@ func patchKey(t testing.TB, cfg map[string]string, key string, edit func(v any))
 }
 
 // names returns the logical names of regs.
-func names(regs []mockrun.Registration) []string {
+func names(regs []offline.Registration) []string {
 	var out []string
 	for _, r := range regs {
 		out = append(out, r.Name)
@@ -203,7 +204,7 @@ func TestDevDisksAreSeparateFromDomains(t *testing.T) {
 
 func TestDevParents(t *testing.T) {
 	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
-	parentType := func(r mockrun.Registration) string {
+	parentType := func(r offline.Registration) string {
 		// urn:pulumi:<stack>::<project>::<type chain>::<name>
 		parts := strings.Split(r.Parent, "::")
 		require.GreaterOrEqual(t, len(parts), 4, "%s %s has parent %q", r.Type, r.Name, r.Parent)
@@ -272,7 +273,7 @@ func awaitSecret(t *testing.T, o pulumi.Output) (any, bool) {
 
 func TestDevSecretsAreSecret(t *testing.T) {
 	var cluster *stacks.Cluster
-	rec, err := mockrun.Run(func(ctx *pulumi.Context) error {
+	rec, err := offline.Run(func(ctx *pulumi.Context) error {
 		cfg, err := config.Load(ctx)
 		if err != nil {
 			return err
@@ -348,7 +349,7 @@ func TestDevHelmReleases(t *testing.T) {
 // substrateInputs returns, by name, the inputs of every pool, network,
 // volume and domain that the engine diffs: inputs a resource lists in
 // ignoreChanges never plan an update or a replace.
-func substrateInputs(rec *mockrun.Recorder) map[string]resource.PropertyMap {
+func substrateInputs(rec *offline.Recorder) map[string]resource.PropertyMap {
 	out := map[string]resource.PropertyMap{}
 	for _, token := range []string{tPool, tNetwork, tVolume, tDomain} {
 		for _, r := range rec.ByType(token) {
@@ -418,7 +419,7 @@ func TestLayerStop(t *testing.T) {
 }
 
 func TestMissingSecretIsAClearErrorAndRegistersNothing(t *testing.T) {
-	rec, err := mockrun.Run(stacks.Program, "dev", stackConfig(t, "dev", nil))
+	rec, err := offline.Run(stacks.Program, "dev", stackConfig(t, "dev", nil))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "milner:woodpeckerAgentSecret")
 	assert.Contains(t, err.Error(), "pulumi config set --secret milner:woodpeckerAgentSecret")

@@ -22,7 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/guard"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/internal/pve"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -36,7 +37,7 @@ func (s pxcSource) IsConfigSecret(k string) bool      { _, ok := prodSecrets[k];
 
 // pxcRun runs the program on cfg and returns the error.
 func pxcRun(cfg map[string]string) error {
-	_, err := mockrun.Run(stacks.Program, "prod", cfg, slices.Collect(maps.Keys(prodSecrets))...)
+	_, err := offline.Run(stacks.Program, "prod", cfg, slices.Collect(maps.Keys(prodSecrets))...)
 	return err
 }
 
@@ -250,14 +251,28 @@ func pxcOpenTofu() *pxcAPI {
 	}}
 }
 
+// prodDeclared is what a preview of a clean install of the committed prod
+// stack declares: the program's registrations, stopped after the substrate
+// layer, as the preview's create steps the guard reads.
+func prodDeclared(t *testing.T) []guard.DeclaredVM {
+	t.Helper()
+	cfg := stackConfig(t, "prod", nil)
+	cfg["milner:stopAfter"] = "substrate"
+	cfg["milner:"+config.ProxmoxTokenKey] = "guard@pve!declared=mock"
+	rec, err := offline.Run(stacks.Program, "prod", cfg, "milner:"+config.ProxmoxTokenKey)
+	require.NoError(t, err)
+	declared, err := guard.DeclaredProxmox(offlinetest.Steps(rec), "milner-prod")
+	require.NoError(t, err)
+	return declared
+}
+
 // pxcGuard runs the guard of the committed prod stack against api with the
 // given logical names in state.
 func pxcGuard(t *testing.T, api *pxcAPI, inState ...string) []guard.Finding {
 	t.Helper()
 	ctx := context.Background()
 	c := pxcClient(t, pxcServer(t, api))
-	declared, err := guard.DeclaredProxmox("prod", stackConfig(t, "prod", nil))
-	require.NoError(t, err)
+	declared := prodDeclared(t)
 	live, err := c.VMs(ctx)
 	require.NoError(t, err)
 	configOf := func(host string, vmid int) map[string]any {
@@ -300,8 +315,7 @@ func TestProdGuardRefusesEmptyStateOverTheOldCluster(t *testing.T) {
 // out of state; the guard names the exact holder adoption. A converged
 // state, or a VM being adopted, passes.
 func TestProdGuardNamesOrphanHolder(t *testing.T) {
-	declared, err := guard.DeclaredProxmox("prod", stackConfig(t, "prod", nil))
-	require.NoError(t, err)
+	declared := prodDeclared(t)
 	var all []string
 	var live []pve.VM
 	for _, d := range declared {

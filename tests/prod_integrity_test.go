@@ -59,8 +59,7 @@ func pxiConverged() *pxcAPI {
 func TestProdStaleVMIsRefused(t *testing.T) {
 	ctx := context.Background()
 	c := pxcClient(t, pxcServer(t, pxiConverged()))
-	declared, err := guard.DeclaredProxmox("prod", stackConfig(t, "prod", nil))
-	require.NoError(t, err)
+	declared := prodDeclared(t)
 	live, err := c.VMs(ctx)
 	require.NoError(t, err)
 	state := map[string]guard.StateVM{}

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/conformance"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -37,9 +37,9 @@ func pncPlain(t testing.TB, v resource.PropertyValue) (string, bool) {
 }
 
 // pncRenderOf returns the one render invoke whose result is config.
-func pncRenderOf(t testing.TB, rec *mockrun.Recorder, config string) mockrun.Invoke {
+func pncRenderOf(t testing.TB, rec *offline.Recorder, config string) offline.Invoke {
 	t.Helper()
-	var found []mockrun.Invoke
+	var found []offline.Invoke
 	for _, inv := range rec.InvokesOf(pncTRender) {
 		if got, _ := pncPlain(t, inv.Result["machineConfiguration"]); got == config {
 			found = append(found, inv)
@@ -101,7 +101,7 @@ func TestProdFirstConfigIsWhatTheTalosLayerApplies(t *testing.T) {
 }
 
 // pncInput is the generator input of one render invoke, for Talos' machinery.
-func pncInput(inv mockrun.Invoke) talosconfig.Input {
+func pncInput(inv offline.Invoke) talosconfig.Input {
 	return talosconfig.Input{
 		ClusterName:       inv.Args["clusterName"].StringValue(),
 		Endpoint:          inv.Args["clusterEndpoint"].StringValue(),
@@ -177,7 +177,7 @@ func TestProdConformanceSeesEachNodeConfigOnce(t *testing.T) {
 }
 
 // pncVMs returns every Proxmox VM's inputs by name.
-func pncVMs(rec *mockrun.Recorder) map[string]resource.PropertyMap {
+func pncVMs(rec *offline.Recorder) map[string]resource.PropertyMap {
 	out := map[string]resource.PropertyMap{}
 	for _, r := range rec.ByType(prodTVM) {
 		out[r.Name] = r.Inputs
@@ -238,7 +238,7 @@ func TestProdProviderSSH(t *testing.T) {
 		px["ssh"].(map[string]any)["agent"] = false
 	})
 	cfg["milner:"+config.ProxmoxSSHKeyKey] = key
-	keyed, err := mockrun.Run(stacks.Program, "prod", cfg, append(slices.Collect(maps.Keys(prodSecrets)), "milner:"+config.ProxmoxSSHKeyKey)...)
+	keyed, err := offline.Run(stacks.Program, "prod", cfg, append(slices.Collect(maps.Keys(prodSecrets)), "milner:"+config.ProxmoxSSHKeyKey)...)
 	require.NoError(t, err)
 	p := keyed.ByType(prodTProvider)[0].Inputs["ssh"]
 	// The provider's inputs hold the key as a secret (or the whole block

@@ -20,7 +20,7 @@ import (
 	"github.com/milner/milner/components/helmapp"
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 )
 
 // Type tokens of the prod substrate.
@@ -52,7 +52,7 @@ var prodNodes = []struct {
 }
 
 // prodNames returns the logical names of regs.
-func prodNames(regs []mockrun.Registration) []string {
+func prodNames(regs []offline.Registration) []string {
 	out := []string{}
 	for _, r := range regs {
 		out = append(out, r.Name)
@@ -61,7 +61,7 @@ func prodNames(regs []mockrun.Registration) []string {
 }
 
 // prodVM returns the registration of one Proxmox VM by logical name.
-func prodVM(t testing.TB, rec *mockrun.Recorder, name string) mockrun.Registration {
+func prodVM(t testing.TB, rec *offline.Recorder, name string) offline.Registration {
 	t.Helper()
 	r, ok := rec.ByName(prodTVM, name)
 	require.True(t, ok, "no VM %q", name)
@@ -69,7 +69,7 @@ func prodVM(t testing.TB, rec *mockrun.Recorder, name string) mockrun.Registrati
 }
 
 // prodDisks returns a VM registration's disks.
-func prodDisks(t testing.TB, r mockrun.Registration) []resource.PropertyMap {
+func prodDisks(t testing.TB, r offline.Registration) []resource.PropertyMap {
 	t.Helper()
 	var out []resource.PropertyMap
 	for _, d := range r.Inputs["disks"].ArrayValue() {
@@ -156,13 +156,13 @@ func TestProdAndDevSubstratesDoNotMix(t *testing.T) {
 type prodLayerShape struct {
 	Type, Name, Parent, Provider string
 	Custom                       bool
-	Options                      mockrun.Options
+	Options                      offline.Options
 	InputKeys                    []string
 }
 
 // prodLayerShapes returns the shapes of every registration outside the
 // substrate (the Talos and Helm layers), in a stable order.
-func prodLayerShapes(rec *mockrun.Recorder, cluster string) []prodLayerShape {
+func prodLayerShapes(rec *offline.Recorder, cluster string) []prodLayerShape {
 	// urn:pulumi:<stack>::<project>::<type chain>::<name> -> <type chain>::<name>
 	norm := func(urn string) string {
 		if parts := strings.SplitN(urn, "::", 3); len(parts) == 3 {
@@ -192,7 +192,7 @@ func prodLayerShapes(rec *mockrun.Recorder, cluster string) []prodLayerShape {
 }
 
 // prodInvokeTokens counts invokes per token.
-func prodInvokeTokens(rec *mockrun.Recorder) map[string]int {
+func prodInvokeTokens(rec *offline.Recorder) map[string]int {
 	out := map[string]int{}
 	for _, inv := range rec.Invokes() {
 		out[inv.Token]++
@@ -358,7 +358,7 @@ type talosPatch struct {
 }
 
 // prodPatch decodes the Talos config patch of one node.
-func nodePatch(t testing.TB, rec *mockrun.Recorder, node string) talosPatch {
+func nodePatch(t testing.TB, rec *offline.Recorder, node string) talosPatch {
 	t.Helper()
 	var p talosPatch
 	require.NoError(t, json.Unmarshal([]byte(nodeConfigInvoke(t, rec, node).Patches[0]), &p))

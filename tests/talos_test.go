@@ -21,7 +21,7 @@ import (
 
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/conformance"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -40,7 +40,7 @@ type nodeConfig struct {
 
 // nodeConfigInvoke finds the generator invoke of one node by the hostname
 // in its patch.
-func nodeConfigInvoke(t testing.TB, rec *mockrun.Recorder, node string) nodeConfig {
+func nodeConfigInvoke(t testing.TB, rec *offline.Recorder, node string) nodeConfig {
 	t.Helper()
 	for _, inv := range rec.InvokesOf(tGetConfig) {
 		var patches []string
@@ -57,12 +57,12 @@ func nodeConfigInvoke(t testing.TB, rec *mockrun.Recorder, node string) nodeConf
 
 // runMode runs the program on cfg as a preview (dryRun) or an update, with
 // per-run options, under a fresh recorder.
-func runMode(t *testing.T, stack string, cfg map[string]string, dryRun bool, opts stacks.RunOptions) *mockrun.Recorder {
+func runMode(t *testing.T, stack string, cfg map[string]string, dryRun bool, opts stacks.RunOptions) *offline.Recorder {
 	t.Helper()
-	rec := &mockrun.Recorder{}
+	rec := &offline.Recorder{}
 	secretKeys := slices.Sorted(maps.Keys(devSecrets))
 	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
-		Project: mockrun.Project, Stack: stack, Config: cfg, ConfigSecretKeys: secretKeys, Mocks: rec, DryRun: dryRun,
+		Project: offline.Project, Stack: stack, Config: cfg, ConfigSecretKeys: secretKeys, Mocks: rec, DryRun: dryRun,
 	})
 	require.NoError(t, err)
 	require.NoError(t, pulumi.RunWithContext(ctx, stacks.NewProgram(&opts)))
@@ -72,7 +72,7 @@ func runMode(t *testing.T, stack string, cfg map[string]string, dryRun bool, opt
 // loadErr returns the config error of cfg, or "".
 func loadErr(t *testing.T, stack string, cfg map[string]string) string {
 	t.Helper()
-	_, err := mockrun.Run(stacks.Program, stack, cfg, slices.Sorted(maps.Keys(devSecrets))...)
+	_, err := offline.Run(stacks.Program, stack, cfg, slices.Sorted(maps.Keys(devSecrets))...)
 	if err == nil {
 		return ""
 	}
@@ -109,7 +109,7 @@ func TestCPUModeValidation(t *testing.T) {
 
 // Item 2: control planes take workloads when nothing else can.
 func TestSchedulingOnControlPlanes(t *testing.T) {
-	patch := func(rec *mockrun.Recorder, node string) map[string]any {
+	patch := func(rec *offline.Recorder, node string) map[string]any {
 		var p map[string]any
 		require.NoError(t, json.Unmarshal([]byte(nodeConfigInvoke(t, rec, node).Patches[0]), &p))
 		return p
@@ -205,7 +205,7 @@ func TestApplyDialsTheConfiguredAddress(t *testing.T) {
 
 // unknownVMs is the recording mock with every libvirt domain's id unknown,
 // as in a preview that replaces the VMs.
-type unknownVMs struct{ *mockrun.Recorder }
+type unknownVMs struct{ *offline.Recorder }
 
 func (u unknownVMs) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
 	id, outs, err := u.Recorder.NewResource(args)
@@ -219,9 +219,9 @@ func (u unknownVMs) NewResource(args pulumi.MockResourceArgs) (string, resource.
 // apply still knows the address it dials, so the provider can dry-run the
 // change (staged_if_needing_reboot does not fall back to auto).
 func TestReplacedVMLeavesTheAddressKnown(t *testing.T) {
-	rec := &mockrun.Recorder{}
+	rec := &offline.Recorder{}
 	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
-		Project: mockrun.Project, Stack: "dev", Config: stackConfig(t, "dev", devSecrets),
+		Project: offline.Project, Stack: "dev", Config: stackConfig(t, "dev", devSecrets),
 		ConfigSecretKeys: slices.Sorted(maps.Keys(devSecrets)), Mocks: unknownVMs{rec}, DryRun: true,
 	})
 	require.NoError(t, err)
@@ -263,7 +263,7 @@ func TestBootstrapIsClusterLevelAndStable(t *testing.T) {
 // Item 7: control planes apply one at a time.
 func TestControlPlanesApplyOneAtATime(t *testing.T) {
 	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
-	apply := func(node string) mockrun.Registration {
+	apply := func(node string) offline.Registration {
 		a, ok := rec.ByName(tApply, node+"-apply")
 		require.True(t, ok)
 		return a
@@ -276,7 +276,7 @@ func TestControlPlanesApplyOneAtATime(t *testing.T) {
 }
 
 // dependsOn reports whether r depends on the resource of a type and name.
-func dependsOn(r mockrun.Registration, typ, name string) bool {
+func dependsOn(r offline.Registration, typ, name string) bool {
 	return slices.ContainsFunc(r.Options.Dependencies, func(urn string) bool {
 		return strings.HasSuffix(urn, "$"+typ+"::"+name) || strings.HasSuffix(urn, "::"+typ+"::"+name)
 	})
@@ -301,7 +301,7 @@ func TestTalosKeyOutputsAreSecret(t *testing.T) {
 
 // ExtraPatches are applied after the node's own patch, on the apply.
 func TestExtraPatchesFollowTheNodePatch(t *testing.T) {
-	rec, err := mockrun.Run(func(ctx *pulumi.Context) error {
+	rec, err := offline.Run(func(ctx *pulumi.Context) error {
 		_, err := talosnode.New(ctx, "n", &talosnode.Args{
 			Node:                 talosnode.Node{Name: "n", Role: talosnode.RoleWorker},
 			MachineConfiguration: pulumi.String("version: v1alpha1"),

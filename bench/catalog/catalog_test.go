@@ -17,7 +17,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -81,7 +82,7 @@ func baseConfig() obj {
 }
 
 // at walks a path of map keys and list indexes into c.
-var at = mockrun.At
+var at = offlinetest.At
 
 // Steps the per-node changes plan.
 func nodeSteps(op, node string) []step {
@@ -143,7 +144,7 @@ func catalog() []change {
 // raw turns a config object into the raw values the engine passes a program.
 func raw(t testing.TB, c obj) map[string]string {
 	t.Helper()
-	out, err := mockrun.RawConfig(c)
+	out, err := offlinetest.RawConfig(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,18 +169,18 @@ func edited(t testing.TB, edit func(obj)) obj {
 // recording mock and derives the steps the change plans.
 func mockSteps(t *testing.T, ch change) []step {
 	t.Helper()
-	run := func(c obj) map[string]mockrun.Registration {
+	run := func(c obj) map[string]offline.Registration {
 		cfg := raw(t, c)
 		// Vault's TLS material: secret keys, placeholders under mocks.
 		tls := []string{"milner:vaultTlsCert", "milner:vaultTlsKey", "milner:vaultTlsCa"}
 		for _, k := range tls {
 			cfg[k] = config.PlaceholderSecret
 		}
-		rec, err := mockrun.Run(stacks.Program, "catalog", cfg, tls...)
+		rec, err := offline.Run(stacks.Program, "catalog", cfg, tls...)
 		if err != nil {
 			t.Fatalf("%s: %v", ch.name, err)
 		}
-		regs := map[string]mockrun.Registration{}
+		regs := map[string]offline.Registration{}
 		for _, r := range rec.Registrations() {
 			regs[r.URN] = r
 		}
@@ -213,7 +214,7 @@ func mockSteps(t *testing.T, ch change) []step {
 // changedKeys returns the top-level inputs that differ between two
 // registrations of one resource, once the paths the new registration
 // ignores are removed from both.
-func changedKeys(before, after mockrun.Registration) []string {
+func changedKeys(before, after offline.Registration) []string {
 	strip := func(m resource.PropertyMap) resource.PropertyValue {
 		v := resource.NewProperty(m.Copy())
 		for _, p := range after.Options.IgnoreChanges {

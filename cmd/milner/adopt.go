@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -75,15 +74,19 @@ records only that (e.g. after the gate refused a second bootstrap).`,
 			case bootstrap:
 				what, id = "the bootstrap", stacks.BootstrapImportID
 			case all:
-				cfg, err := st.Config()
+				cfg, _, err := loadStack(st)
 				if err != nil {
 					return err
 				}
-				var sub config.SubstrateConfig
-				if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
+				if cfg.Substrate.Kind != config.KindLibvirt || !cfg.Declares(config.LayerSubstrate) {
 					return refused("adopt --all reads a libvirt host; on Proxmox adopt each node with --node/--id and --holder (docs/runbooks/adopt.md)")
 				}
-				v, err := viewLibvirt(ctx, st, cfg, sub.Libvirt)
+				// What the stack declares is what its preview declares.
+				res, err := st.Preview(ctx, false)
+				if err != nil {
+					return err
+				}
+				v, err := viewLibvirt(ctx, st, cfg, res.Steps)
 				if err != nil {
 					return err
 				}
@@ -138,11 +141,11 @@ records only that (e.g. after the gate refused a second bootstrap).`,
 			if err != nil {
 				return restore(err)
 			}
-			cfg, err := st.Config()
+			cfg, _, err := loadStack(st)
 			if err != nil {
 				return restore(err)
 			}
-			gate.NewReport(res.Steps, clusterName(cfg)).Write(os.Stdout)
+			gate.NewReport(res.Steps, cfg.Cluster.Name).Write(os.Stdout)
 			refusals, err := secretsBundleRefusals(st, cfg, res.Steps)
 			if err != nil {
 				return restore(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -17,25 +16,22 @@ import (
 // names as the media's source (config.LibvirtConfig.BootSource). The
 // default factory image without a digest is downloaded by the provider,
 // unverified: config validation warns about it.
-func verifyBootImage(cfg map[string]string, report gate.Report) error {
-	var sub config.SubstrateConfig
-	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Libvirt == nil {
+func verifyBootImage(cfg *config.Config, report gate.Report) error {
+	lv := cfg.Substrate.Libvirt
+	if lv == nil || lv.BootImageSHA256 == "" {
 		return nil
 	}
-	lv := sub.Libvirt
 	creates := false
 	for _, c := range report.Delta(gate.Persistent).Creates {
 		creates = creates || (c.Type == guard.TypeVolume && strings.HasSuffix(c.Name, config.BootSuffix))
 	}
-	if !creates || lv.BootImageSHA256 == "" {
+	if !creates {
 		return nil
 	}
 	var err error
 	switch url := lv.BootImage; {
 	case url == "":
-		var cluster config.ClusterConfig
-		_ = json.Unmarshal([]byte(cfg["milner:cluster"]), &cluster)
-		err = guard.FetchBootImage(http.DefaultClient, config.DefaultBootImage(cluster.TalosVersion), lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256))
+		err = guard.FetchBootImage(http.DefaultClient, config.DefaultBootImage(cfg.Cluster.TalosVersion), lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256))
 	case strings.Contains(url, "://"):
 		err = guard.FetchBootImage(http.DefaultClient, url, lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256))
 	default:

@@ -10,7 +10,6 @@ import (
 	sidx509 "github.com/siderolabs/crypto/x509"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/stackfile"
@@ -64,14 +63,14 @@ type bootstrapState struct {
 // declare the Talos layer is never asked (ok false). The error is a missing
 // bundle: nothing on an adopted cluster's Talos layer can go on without it.
 func askBootstrap(ctx context.Context, st *engine.Stack) (b bootstrapState, ok bool, err error) {
-	s, err := docs.ReadStack(st.File())
+	cfg, _, err := loadStack(st)
 	if err != nil {
 		return b, false, err
 	}
-	if !s.Config.Declares(config.LayerTalos) {
+	if !cfg.Declares(config.LayerTalos) {
 		return b, false, nil
 	}
-	b.Recorded = s.Config.Cluster.AdoptBootstrap
+	b.Recorded = cfg.Cluster.AdoptBootstrap
 	resources, err := st.Resources(ctx)
 	if err != nil {
 		return b, false, err
@@ -82,8 +81,8 @@ func askBootstrap(ctx context.Context, st *engine.Stack) (b bootstrapState, ok b
 	if b.InState || b.Recorded {
 		return b, true, nil
 	}
-	d := upgrade.FromConfig(s.Config)
-	tc, err := bundleTalosconfig(ctx, st, s.Config.Cluster.Name, d)
+	d := upgrade.FromConfig(cfg)
+	tc, err := bundleTalosconfig(ctx, st, cfg.Cluster.Name, d)
 	if err != nil {
 		return b, false, refused("%v: the stack declares the Talos layer, so its nodes can be managed only with the cluster's own secrets bundle; import it first: `milner secrets import --stack %s --in <bundle.age> --identity <key.txt>` (docs/runbooks/adopt.md says where an adopted cluster's bundle comes from)", err, st.Name())
 	}

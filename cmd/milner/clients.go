@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"strings"
 
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/milner/milner/internal/engine"
 )
@@ -22,65 +25,96 @@ type clientConfig struct {
 	env string
 	// home is the default file, relative to the home directory.
 	home string
-	// merge puts the stack's config into the user's; remove takes a
-	// cluster's entries out.
-	merge  func(user, stack map[string]any)
-	remove func(user map[string]any, cluster string)
+	// merge puts the stack's config (the output's text) into the user's
+	// file at path; remove takes a cluster's entries out of it. Both read
+	// and write through the client's own library.
+	merge  func(path, stack string) error
+	remove func(path, cluster string) error
 	// tool is the client that reads it, for the help text.
 	tool string
 }
 
 var kubeconfig = clientConfig{
 	output: "kubeconfig", env: "KUBECONFIG", home: ".kube/config", tool: "kubectl",
-	merge: func(user, stack map[string]any) {
-		for _, list := range []string{"clusters", "contexts", "users"} {
-			user[list] = mergeNamed(user[list], stack[list])
+	merge: func(path, stack string) error {
+		from, err := clientcmd.Load([]byte(stack))
+		if err != nil {
+			return fmt.Errorf("kubeconfig output: %w", err)
 		}
-		user["current-context"] = stack["current-context"]
-		for _, k := range []string{"apiVersion", "kind"} {
-			if user[k] == nil {
-				user[k] = stack[k]
-			}
-		}
+		return modifyKubeconfig(path, func(user *clientcmdapi.Config) {
+			maps.Copy(user.Clusters, from.Clusters)
+			maps.Copy(user.AuthInfos, from.AuthInfos)
+			maps.Copy(user.Contexts, from.Contexts)
+			user.CurrentContext = from.CurrentContext
+		})
 	},
-	remove: func(user map[string]any, cluster string) {
-		users := map[string]bool{}
-		var contexts []any
-		for _, c := range asList(user["contexts"]) {
-			ctx, _ := asMap(c)["context"].(map[string]any)
-			if ctx != nil && ctx["cluster"] == cluster {
-				users[fmt.Sprint(ctx["user"])] = true
-				if user["current-context"] == asMap(c)["name"] {
-					delete(user, "current-context")
+	remove: func(path, cluster string) error {
+		return modifyKubeconfig(path, func(user *clientcmdapi.Config) {
+			for name, c := range user.Contexts {
+				if c.Cluster != cluster {
+					continue
 				}
-				continue
+				delete(user.AuthInfos, c.AuthInfo)
+				delete(user.Contexts, name)
+				if user.CurrentContext == name {
+					user.CurrentContext = ""
+				}
 			}
-			contexts = append(contexts, c)
-		}
-		user["contexts"] = contexts
-		user["clusters"] = dropNamed(user["clusters"], func(n string) bool { return n == cluster })
-		user["users"] = dropNamed(user["users"], func(n string) bool { return users[n] })
+			delete(user.Clusters, cluster)
+		})
 	},
+}
+
+// modifyKubeconfig edits the kubeconfig at path as kubectl does: client-go
+// loads it and clientcmd.ModifyConfig writes the difference back under
+// kubectl's lock file (<path>.lock), so a concurrent kubectl waits.
+func modifyKubeconfig(path string, edit func(*clientcmdapi.Config)) error {
+	access := clientcmd.NewDefaultPathOptions()
+	access.LoadingRules.ExplicitPath = path
+	user, err := access.GetStartingConfig()
+	if err != nil {
+		return err
+	}
+	edit(user)
+	return clientcmd.ModifyConfig(access, *user, false)
 }
 
 var talosconfig = clientConfig{
 	output: "talosconfig", env: "TALOSCONFIG", home: ".talos/config", tool: "talosctl",
-	merge: func(user, stack map[string]any) {
-		contexts := asMap(user["contexts"])
-		for name, c := range asMap(stack["contexts"]) {
-			contexts[name] = c
+	merge: func(path, stack string) error {
+		from, err := clientconfig.FromString(stack)
+		if err != nil {
+			return fmt.Errorf("talosconfig output: %w", err)
 		}
-		user["contexts"] = contexts
-		user["context"] = stack["context"]
+		return modifyTalosconfig(path, func(user *clientconfig.Config) {
+			maps.Copy(user.Contexts, from.Contexts)
+			user.Context = from.Context
+		})
 	},
-	remove: func(user map[string]any, cluster string) {
-		contexts := asMap(user["contexts"])
-		delete(contexts, cluster)
-		user["contexts"] = contexts
-		if user["context"] == cluster {
-			delete(user, "context")
-		}
+	remove: func(path, cluster string) error {
+		return modifyTalosconfig(path, func(user *clientconfig.Config) {
+			delete(user.Contexts, cluster)
+			if user.Context == cluster {
+				user.Context = ""
+			}
+		})
 	},
+}
+
+// modifyTalosconfig edits the talosconfig at path through Talos' own
+// client config (machinery client/config), as talosctl reads it. Same
+// context names are replaced, not renamed as talosctl config merge does:
+// the stack's context is the cluster's.
+func modifyTalosconfig(path string, edit func(*clientconfig.Config)) error {
+	user, err := clientconfig.Open(path)
+	if err != nil {
+		return err
+	}
+	if user.Contexts == nil {
+		user.Contexts = map[string]*clientconfig.Context{}
+	}
+	edit(user)
+	return user.Save(path)
 }
 
 // path is the user's file: $env's first entry, or ~/home.
@@ -98,40 +132,33 @@ func (c clientConfig) path(explicit string) (string, error) {
 	return filepath.Join(h, c.home), nil
 }
 
-// read reads the user's file (empty when it does not exist), refusing a
-// symlink: the file holds credentials and is rewritten 0600.
-func readClientFile(path string) (map[string]any, error) {
+// privateFile prepares the user's file for credentials: a symlink is
+// refused (milner does not write through it), an existing file is made
+// 0600 before anything is written into it, a missing directory is made
+// 0700. exists says whether the file was there.
+func privateFile(path string) (exists bool, err error) {
 	fi, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return map[string]any{}, nil
+		return false, os.MkdirAll(filepath.Dir(path), 0o700)
 	case err != nil:
-		return nil, err
+		return false, err
 	case fi.Mode()&os.ModeSymlink != 0:
-		return nil, fmt.Errorf("%s is a symlink; milner does not write through it (give --file)", path)
+		return false, fmt.Errorf("%s is a symlink; milner does not write through it (give --file)", path)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]any{}
-	if err := yaml.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return m, nil
+	return true, os.Chmod(path, 0o600)
 }
 
-// writeClientFile writes m to path, 0600 (also when it existed with wider
-// permissions, never through a symlink), its directory 0700 when created.
-func writeClientFile(path string, m map[string]any) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	b, err := yaml.Marshal(m)
+// mergeInto merges the stack's config into the user's file.
+func (c clientConfig) mergeInto(stack, file string) (string, error) {
+	path, err := c.path(file)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return engine.WritePrivateFile(path, b)
+	if _, err := privateFile(path); err != nil {
+		return "", err
+	}
+	return path, c.merge(path, stack)
 }
 
 // removeFrom takes cluster's entries out of the user's file, if it exists.
@@ -140,12 +167,11 @@ func (c clientConfig) removeFrom(cluster, file string) error {
 	if err != nil {
 		return err
 	}
-	m, err := readClientFile(path)
-	if err != nil || len(m) == 0 {
+	exists, err := privateFile(path)
+	if err != nil || !exists {
 		return err
 	}
-	c.remove(m, cluster)
-	return writeClientFile(path, m)
+	return c.remove(path, cluster)
 }
 
 func clientCmd(c clientConfig) *cobra.Command {
@@ -163,12 +189,7 @@ cluster's entries out again. --renew first issues a new client certificate
 from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.output, c.output, c.tool, c.env, c.home),
 		Example: fmt.Sprintf("  milner %s --stack dev\n  milner %s --stack dev --stdout > /tmp/%s", c.output, c.output, c.output),
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
+		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
 			outs, err := st.Outputs(ctx, true)
 			if err != nil {
 				return err
@@ -186,70 +207,17 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.ou
 				_, err := fmt.Print(raw)
 				return err
 			}
-			stack := map[string]any{}
-			if err := yaml.Unmarshal([]byte(raw), &stack); err != nil {
-				return fmt.Errorf("stack %q: %s output: %w", st.Name(), c.output, err)
-			}
-			path, err := c.path(file)
+			path, err := c.mergeInto(raw, file)
 			if err != nil {
-				return err
-			}
-			user, err := readClientFile(path)
-			if err != nil {
-				return err
-			}
-			c.merge(user, stack)
-			if err := writeClientFile(path, user); err != nil {
-				return err
+				return fmt.Errorf("stack %q: %w", st.Name(), err)
 			}
 			fmt.Printf("milner %s: merged stack %q into %s\n", c.output, st.Name(), path)
 			return nil
-		},
+		}),
 	}
 	f.addStack(cmd)
 	cmd.Flags().StringVar(&file, "file", "", fmt.Sprintf("the %s config to merge into (default $%s or ~/%s)", c.tool, c.env, c.home))
 	cmd.Flags().BoolVar(&stdout, "stdout", false, "print the config instead of merging it")
 	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new client certificate (one year) from the stack's secrets bundle first; no apply")
 	return cmd
-}
-
-// mergeNamed merges two lists of {name: ...} entries: same names replaced.
-func mergeNamed(into, from any) []any {
-	out := asList(into)
-	for _, e := range asList(from) {
-		name := asMap(e)["name"]
-		replaced := false
-		for i, old := range out {
-			if asMap(old)["name"] == name {
-				out[i], replaced = e, true
-			}
-		}
-		if !replaced {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// dropNamed drops the entries of a named list whose name matches.
-func dropNamed(list any, drop func(string) bool) []any {
-	var out []any
-	for _, e := range asList(list) {
-		if !drop(strings.TrimSpace(fmt.Sprint(asMap(e)["name"]))) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func asList(v any) []any {
-	l, _ := v.([]any)
-	return l
-}
-
-func asMap(v any) map[string]any {
-	if m, ok := v.(map[string]any); ok {
-		return m
-	}
-	return map[string]any{}
 }

@@ -124,25 +124,12 @@ func completeNodes(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.Sh
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
-	var nodes []struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal([]byte(s.Raw["milner:nodes"]), &nodes)
 	var names []string
-	for _, n := range nodes {
+	for _, n := range s.Config.Nodes {
 		names = append(names, n.Name)
 	}
 	sort.Strings(names)
 	return names, cobra.ShellCompDirectiveNoFileComp
-}
-
-// clusterName reads milner:cluster.name from a stack's raw config ("" if absent).
-func clusterName(cfg map[string]string) string {
-	var c struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal([]byte(cfg["milner:cluster"]), &c)
-	return c.Name
 }
 
 // confirm is Milner's one confirmation: it asks the user to type the stack
@@ -192,4 +179,21 @@ func (f *stackFlags) openLocked(cmd *cobra.Command) (ctx context.Context, stop c
 	}
 	cancel := stop
 	return ctx, func() { unlock(); cancel() }, st, nil
+}
+
+// run is the RunE of a verb on one stack: it opens the stack (under
+// Milner's stack lock when locked), runs do and closes the stack again.
+func (f *stackFlags) run(locked bool, do func(ctx context.Context, st *engine.Stack) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		open := f.open
+		if locked {
+			open = f.openLocked
+		}
+		ctx, stop, st, err := open(cmd)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return do(ctx, st)
+	}
 }

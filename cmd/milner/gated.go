@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
+	"github.com/milner/milner/internal/pve"
 	"github.com/milner/milner/internal/upgrade"
 	"github.com/milner/milner/stacks/config"
 )
@@ -24,6 +24,9 @@ type gatedFlags struct {
 	expectNoChanges bool
 	talosconfig     string
 	osDisk          bool // up only: --os-disk (replace.go)
+	// allowContract is up's --allow-contract-change; nil for preview,
+	// which checks no contract.
+	allowContract *bool
 }
 
 func (f *gatedFlags) add(cmd *cobra.Command) {
@@ -54,51 +57,91 @@ type gated struct {
 	Mirrored []config.MirroredChart `json:"mirrored,omitempty"`
 }
 
-// previewGated is what preview and up share: the guard, a preview with a
-// plan, the layer report and the refusals. It prints the report (or keeps
+// previewGated is what preview and up share: one load of the stack's
+// config, one preview with a plan, and the guards, the layer rules and the
+// interlocks judging that preview's steps. It prints the report (or keeps
 // it for --json) and returns the outcome and the plan.
 func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.Writer) (*gated, *engine.Plan, error) {
-	cfg, err := st.Config()
+	cfg, raw, err := loadStack(st)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := guardSubstrate(ctx, st, cfg); err != nil {
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(os.Stderr, "milner: warning: %s\n", w)
+	}
+	if f.allowContract != nil {
+		if err := checkContract(ctx, st, cfg, *f.allowContract); err != nil {
+			return nil, nil, err
+		}
+	}
+	// The token's privileges are checked before the preview asks the API anything.
+	px, err := preflightProxmox(ctx, st, cfg)
+	if err != nil {
 		return nil, nil, err
 	}
-	cluster := clusterName(cfg)
-	opts := engine.PlanOptions{Refresh: f.refresh}
-	if len(f.replace) > 0 {
-		resources, err := st.Resources(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		if opts.Replace, err = replaceTargets(resources, cluster, f.replace); err != nil {
-			return nil, nil, err
-		}
-		opts.Replace = append(opts.Replace, osDiskTargets(resources, cluster, f)...)
+	opts, err := planOptions(ctx, f, st, cfg.Cluster.Name)
+	if err != nil {
+		return nil, nil, err
 	}
 	res, plan, err := st.PreviewPlan(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cluster),
-		Mirrored: config.Mirrored(stackSource{st, cfg})}
-	g.Refusals = allowOSDisk(gate.Check(g.Report, f.replace), g.Report, cluster, f)
-	bundle, err := secretsBundleRefusals(st, cfg, res.Steps)
-	if err != nil {
+	if err := guardSubstrate(ctx, st, cfg, px, res.Steps); err != nil {
 		return nil, nil, err
 	}
-	g.Refusals = append(g.Refusals, bundle...)
-	second, err := bootstrapRefusals(ctx, st, res.Steps)
-	if err != nil {
+	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cfg.Cluster.Name),
+		Mirrored: config.Mirrored(stackSource{st, raw})}
+	if g.Refusals, err = layerRefusals(ctx, f, st, cfg, res.Steps, g.Report); err != nil {
 		return nil, nil, err
 	}
-	g.Refusals = append(g.Refusals, second...)
 	if err := verifyBootImage(cfg, g.Report); err != nil {
 		return nil, nil, err
 	}
-	// Declared against running versions: drift is never silent, and a
-	// Talos config change while nodes lag is refused (upgrade.CheckUp).
+	versions := g.askVersions(ctx, f, st)
+	if !f.json {
+		g.write(out, versions)
+	}
+	return g, plan, nil
+}
+
+// planOptions are the preview's: --refresh, the URNs of the VMs --replace
+// names, and with --os-disk that node's OS volume and config apply.
+func planOptions(ctx context.Context, f *gatedFlags, st *engine.Stack, cluster string) (engine.PlanOptions, error) {
+	opts := engine.PlanOptions{Refresh: f.refresh}
+	if len(f.replace) == 0 {
+		return opts, nil
+	}
+	resources, err := st.Resources(ctx)
+	if err != nil {
+		return opts, err
+	}
+	if opts.Replace, err = replaceTargets(resources, cluster, f.replace); err != nil {
+		return opts, err
+	}
+	opts.Replace = append(opts.Replace, osDiskTargets(resources, cluster, f)...)
+	return opts, nil
+}
+
+// layerRefusals are every rule the preview's steps break: the layer
+// rules, a second secrets bundle, a second bootstrap.
+func layerRefusals(ctx context.Context, f *gatedFlags, st *engine.Stack, cfg *config.Config, steps []gate.Step, report gate.Report) ([]gate.Refusal, error) {
+	refusals := allowOSDisk(gate.Check(report, f.replace), report, cfg.Cluster.Name, f)
+	bundle, err := secretsBundleRefusals(st, cfg, steps)
+	if err != nil {
+		return nil, err
+	}
+	second, err := bootstrapRefusals(ctx, st, steps)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(refusals, bundle...), second...), nil
+}
+
+// askVersions asks the nodes their versions and sets the declared against
+// running view. Drift is never silent, and a Talos config change while
+// nodes lag is refused (upgrade.CheckUp).
+func (g *gated) askVersions(ctx context.Context, f *gatedFlags, st *engine.Stack) upgrade.Versions {
 	versions := askVersions(ctx, st, f.talosconfig)
 	g.Lagging, g.VersionsNote = upgrade.Lagging(versions.Declared, versions.Rows), versions.Note
 	g.Versions = viewVersions(versions)
@@ -106,23 +149,25 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 		g.Refusals = append(g.Refusals, gate.Refusal{Resource: "Talos machine configs", Reason: err.Error(),
 			Instead: fmt.Sprintf("milner upgrade --stack %s", st.Name())})
 	}
-	if !f.json {
-		g.Report.Write(out)
-		if len(g.Mirrored) > 0 {
-			_, _ = fmt.Fprintf(out, "\ncharts fetched through milner:chartMirrors (the stack pins the published source):\n")
-			for _, m := range g.Mirrored {
-				_, _ = fmt.Fprintf(out, "  %s: %s -> %s\n", m.App, m.Published, m.Fetch)
-			}
-		}
-		versions.Write(out)
-		if len(g.Refusals) > 0 {
-			_, _ = fmt.Fprintf(out, "\nrefused by the layer rules (%d):\n", len(g.Refusals))
-			for _, r := range g.Refusals {
-				_, _ = fmt.Fprintf(out, "  - %s\n", r)
-			}
+	return versions
+}
+
+// write prints the report, the mirrored charts, the versions and the refusals.
+func (g *gated) write(out io.Writer, versions upgrade.Versions) {
+	g.Report.Write(out)
+	if len(g.Mirrored) > 0 {
+		_, _ = fmt.Fprintf(out, "\ncharts fetched through milner:chartMirrors (the stack pins the published source):\n")
+		for _, m := range g.Mirrored {
+			_, _ = fmt.Fprintf(out, "  %s: %s -> %s\n", m.App, m.Published, m.Fetch)
 		}
 	}
-	return g, plan, nil
+	versions.Write(out)
+	if len(g.Refusals) > 0 {
+		_, _ = fmt.Fprintf(out, "\nrefused by the layer rules (%d):\n", len(g.Refusals))
+		for _, r := range g.Refusals {
+			_, _ = fmt.Fprintf(out, "  - %s\n", r)
+		}
+	}
 }
 
 // verdict turns a gated outcome into the command's error: refusals first,
@@ -159,25 +204,17 @@ func replaceTargets(resources []engine.Resource, cluster string, nodes []string)
 }
 
 // guardSubstrate refuses an up that would recreate or duplicate live
-// substrate objects: empty state while the machines live, or orphans. It
-// reads the libvirt host or the Proxmox API named by the stack's config.
-func guardSubstrate(ctx context.Context, st *engine.Stack, cfg map[string]string) error {
-	raw, ok := cfg["milner:substrate"]
-	if !ok {
+// substrate objects the preview's steps declare: empty state while the
+// machines live, or orphans (a create whose name is already live). It reads
+// the libvirt host, or the Proxmox API through px, named by the config.
+func guardSubstrate(ctx context.Context, st *engine.Stack, cfg *config.Config, px *pve.Client, steps []gate.Step) error {
+	switch {
+	case !cfg.Declares(config.LayerSubstrate):
 		return nil // an existing cluster (startAt: apps) declares no machines
+	case cfg.Substrate.Kind == config.KindProxmox:
+		return guardProxmox(ctx, st, cfg, px, steps)
 	}
-	var sub config.SubstrateConfig
-	if err := json.Unmarshal([]byte(raw), &sub); err != nil {
-		// Never a skipped guard: a config the guard cannot read is refused.
-		return refused("milner:substrate: %v; nothing was changed", err)
-	}
-	if sub.Kind == "proxmox" {
-		return guardProxmox(ctx, st, cfg)
-	}
-	if sub.Kind != "libvirt" {
-		return nil
-	}
-	v, err := viewLibvirt(ctx, st, cfg, sub.Libvirt)
+	v, err := viewLibvirt(ctx, st, cfg, steps)
 	if err != nil {
 		return err
 	}
@@ -221,12 +258,8 @@ type libvirtView struct {
 	live     []guard.Object
 }
 
-func viewLibvirt(ctx context.Context, st *engine.Stack, cfg map[string]string, lv *config.LibvirtConfig) (*libvirtView, error) {
-	uri := config.DefaultLibvirtURI
-	if lv != nil && lv.URI != "" {
-		uri = lv.URI
-	}
-	declared, err := guard.DeclaredLibvirt(st.Name(), cfg)
+func viewLibvirt(ctx context.Context, st *engine.Stack, cfg *config.Config, steps []gate.Step) (*libvirtView, error) {
+	declared, err := guard.DeclaredLibvirt(steps, cfg.Cluster.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +273,7 @@ func viewLibvirt(ctx context.Context, st *engine.Stack, cfg map[string]string, l
 		inState[r.Type+"::"+r.Name()] = true
 		ids[r.Type+"::"+r.Name()] = r.ID
 	}
-	live, err := guard.ListLibvirt(uri)
+	live, err := guard.ListLibvirt(cfg.Substrate.Libvirt.URI)
 	if err != nil {
 		return nil, err
 	}

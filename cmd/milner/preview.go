@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/engine"
 )
 
 func previewCmd() *cobra.Command {
@@ -24,12 +27,7 @@ declared is refused: 'milner upgrade' moves versions.`,
   milner preview --stack prod --expect-no-changes  # CI drift check: exit 4 on any change
   milner preview --stack dev --json | jq .report`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
+		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
 			g, _, err := previewGated(ctx, f, st, os.Stdout)
 			if err != nil {
 				return err
@@ -40,7 +38,7 @@ declared is refused: 'milner upgrade' moves versions.`,
 				}
 			}
 			return g.verdict(f)
-		},
+		}),
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVar(&f.refresh, "refresh", false, "read every resource back from its provider first")

@@ -18,7 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/docs"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -162,10 +163,10 @@ func TestQuickStart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, dev.SecretKeys, slices.Sorted(maps.Keys(secrets)))
 
-	cfg, err := mockrun.ReadStackConfig("Pulumi.dev.yaml")
+	cfg, err := offlinetest.ReadStackConfig("Pulumi.dev.yaml")
 	require.NoError(t, err)
 	maps.Copy(cfg, secrets)
-	rec, err := mockrun.Run(stacks.Program, "dev", cfg, slices.Sorted(maps.Keys(secrets))...)
+	rec, err := offline.Run(stacks.Program, "dev", cfg, slices.Sorted(maps.Keys(secrets))...)
 	require.NoError(t, err, "the dev stack with the quick start's secrets loads, validates and runs")
 
 	// The Vault certificate: exactly the names Vault needs, signed by the CA, its key.

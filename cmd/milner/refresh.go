@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/engine"
 )
 
 func refreshCmd() *cobra.Command {
@@ -19,12 +22,7 @@ shows the difference between the program and what is live. Use
 'milner preview --refresh' to see the difference without writing state.`,
 		Example: `  milner refresh --stack dev --yes`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.openLocked(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
+		RunE: f.run(true, func(ctx context.Context, st *engine.Stack) error {
 			if !yes {
 				if err := confirm(ctx, os.Stdin, os.Stdout, "Record the live state of the stack's resources?", st.Name()); err != nil {
 					return err
@@ -36,7 +34,7 @@ shows the difference between the program and what is live. Use
 			}
 			fmt.Printf("milner refresh: stack %q: %d resources read, %d differed from state\n", st.Name(), len(r.Steps), len(r.Changes()))
 			return nil
-		},
+		}),
 	}
 	f.addStack(cmd)
 	addYes(cmd, &yes)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
@@ -66,7 +64,7 @@ func prepareReplace(ctx context.Context, st *engine.Stack, f *gatedFlags) (*repl
 	if f.osDisk && len(f.replace) != 1 {
 		return nil, usageError{fmt.Errorf("--os-disk recovers one node at a time (got --replace %v)", f.replace)}
 	}
-	cfg, err := st.Config()
+	cfg, _, err := loadStack(st)
 	if err != nil {
 		return nil, err
 	}
@@ -74,13 +72,11 @@ func prepareReplace(ctx context.Context, st *engine.Stack, f *gatedFlags) (*repl
 	if err != nil {
 		return nil, err
 	}
-	var sub config.SubstrateConfig
-	_ = json.Unmarshal([]byte(cfg["milner:substrate"]), &sub)
-	if f.osDisk && sub.Kind != "libvirt" {
-		return nil, refused("--os-disk: a %s node's OS disk is a disk of its holder VM, not a volume of its own; follow docs/runbooks/lost-os-disk.md (Proxmox); nothing was changed", sub.Kind)
+	if f.osDisk && cfg.Substrate.Kind != config.KindLibvirt {
+		return nil, refused("--os-disk: a %s node's OS disk is a disk of its holder VM, not a volume of its own; follow docs/runbooks/lost-os-disk.md (Proxmox); nothing was changed", cfg.Substrate.Kind)
 	}
-	r.stopped = vmStopped(st, cfg, sub, resources, clusterName(cfg))
-	if err := r.connect(ctx, st, f.talosconfig, resources); err != nil {
+	r.stopped = vmStopped(st, cfg, resources)
+	if err := r.connect(ctx, st, cfg, f.talosconfig, resources); err != nil {
 		if f.osDisk {
 			return nil, refused("--os-disk: the Talos API is needed to remove the node's etcd member: %v; nothing was changed", err)
 		}
@@ -98,7 +94,7 @@ func prepareReplace(ctx context.Context, st *engine.Stack, f *gatedFlags) (*repl
 			return nil, err
 		}
 	}
-	vol := clusterName(cfg) + "-" + f.replace[0] + config.OSSuffix
+	vol := cfg.Cluster.Name + "-" + f.replace[0] + config.OSSuffix
 	for _, res := range resources {
 		if res.Type == gate.TypeLibvirtVolume && res.Name() == vol {
 			r.osVolume = res.URN
@@ -117,7 +113,7 @@ func prepareReplace(ctx context.Context, st *engine.Stack, f *gatedFlags) (*repl
 
 // connect dials the nodes' Talos API with the talosconfig askVersions uses;
 // a stack whose state holds no Talos config yet has nothing to ask.
-func (r *replaceRun) connect(ctx context.Context, st *engine.Stack, file string, resources []engine.Resource) error {
+func (r *replaceRun) connect(ctx context.Context, st *engine.Stack, cfg *config.Config, file string, resources []engine.Resource) error {
 	applied := false
 	for _, res := range resources {
 		applied = applied || res.Type == gate.TypeConfigApply
@@ -126,15 +122,11 @@ func (r *replaceRun) connect(ctx context.Context, st *engine.Stack, file string,
 		fmt.Fprintln(os.Stderr, "milner up: no node holds a Talos config in the state: nothing to shut down before the replace")
 		return nil
 	}
-	s, err := docs.ReadStack(st.File())
-	if err != nil {
-		return err
-	}
 	tc, err := versionsTalosconfig(ctx, st, file)
 	if err != nil {
 		return err
 	}
-	r.cluster, err = upgrade.ConnectWith(ctx, tc, upgrade.FromConfig(s.Config))
+	r.cluster, err = upgrade.ConnectWith(ctx, tc, upgrade.FromConfig(cfg))
 	return err
 }
 
@@ -203,7 +195,8 @@ func allowOSDisk(refusals []gate.Refusal, rep gate.Report, cluster string, f *ga
 
 // vmStopped reports whether a node's VM (its id in state) has stopped: a
 // libvirt domain shut off, a Proxmox VM "stopped", or gone.
-func vmStopped(st *engine.Stack, cfg map[string]string, sub config.SubstrateConfig, resources []engine.Resource, cluster string) upgrade.StoppedFunc {
+func vmStopped(st *engine.Stack, cfg *config.Config, resources []engine.Resource) upgrade.StoppedFunc {
+	cluster, sub := cfg.Cluster.Name, cfg.Substrate
 	id := func(node string) string {
 		for _, res := range resources {
 			if gate.IsNodeVM(res.Type) && res.Name() == cluster+"-"+node {
@@ -216,12 +209,8 @@ func vmStopped(st *engine.Stack, cfg map[string]string, sub config.SubstrateConf
 	return func(ctx context.Context, node string) (bool, error) {
 		want := id(node)
 		switch sub.Kind {
-		case "libvirt":
-			uri := config.DefaultLibvirtURI
-			if sub.Libvirt != nil && sub.Libvirt.URI != "" {
-				uri = sub.Libvirt.URI
-			}
-			live, err := guard.ListLibvirt(uri)
+		case config.KindLibvirt:
+			live, err := guard.ListLibvirt(sub.Libvirt.URI)
 			if err != nil {
 				return false, err
 			}
@@ -231,9 +220,9 @@ func vmStopped(st *engine.Stack, cfg map[string]string, sub config.SubstrateConf
 				}
 			}
 			return true, nil
-		case "proxmox":
+		case config.KindProxmox:
 			if pc == nil {
-				c, _, err := proxmoxClient(st, cfg)
+				c, err := proxmoxClient(st, cfg)
 				if err != nil || c == nil {
 					return false, err
 				}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,12 +38,7 @@ func secretsExportCmd() *cobra.Command {
 		Example: `  age-keygen -o ~/milner-dev.key
   milner secrets export --stack dev --out milner-dev-secrets.age --recipient age1...`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
+		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
 			_, outs, err := st.OutputsInClear(ctx, gate.TypeTalosSecrets)
 			if err != nil {
 				return err
@@ -70,7 +64,7 @@ func secretsExportCmd() *cobra.Command {
 			}
 			fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", st.Name(), len(recipients), out)
 			return nil
-		},
+		}),
 	}
 	f.addStack(cmd)
 	cmd.Flags().StringVar(&out, "out", "", "the encrypted bundle file to write (required; never commit it)")
@@ -115,7 +109,7 @@ adopting the nodes; docs/runbooks/recover.md.`,
 				return err
 			}
 			defer stop()
-			cfg, err := st.Config()
+			cfg, _, err := loadStack(st)
 			if err != nil {
 				return err
 			}
@@ -128,7 +122,7 @@ adopting the nodes; docs/runbooks/recover.md.`,
 			if err := engine.WritePrivateFile(file, plain); err != nil {
 				return err
 			}
-			name := clusterName(cfg) + "-secrets"
+			name := cfg.Cluster.Name + "-secrets"
 			if err := pulumiImport(ctx, st, gate.TypeTalosSecrets, name, file); err != nil {
 				return err
 			}
@@ -166,7 +160,7 @@ func pulumiImport(ctx context.Context, st *engine.Stack, typ, name, id string) e
 // secretsBundleRefusals applies gate.CheckSecretsBundle. It lists the host's
 // live node VMs only when the preview creates a bundle at all, so a normal
 // preview pays nothing for it.
-func secretsBundleRefusals(st *engine.Stack, cfg map[string]string, steps []gate.Step) ([]gate.Refusal, error) {
+func secretsBundleRefusals(st *engine.Stack, cfg *config.Config, steps []gate.Step) ([]gate.Refusal, error) {
 	creates := false
 	for _, s := range steps {
 		creates = creates || (s.Type == gate.TypeTalosSecrets && s.Op == "create")
@@ -174,30 +168,25 @@ func secretsBundleRefusals(st *engine.Stack, cfg map[string]string, steps []gate
 	if !creates {
 		return nil, nil
 	}
-	live, err := liveNodeVMs(st.Name(), cfg)
+	live, err := liveNodeVMs(cfg, steps)
 	if err != nil {
 		return nil, err
 	}
 	return gate.CheckSecretsBundle(steps, live, st.Name()), nil
 }
 
-// liveNodeVMs lists the libvirt domains named like the stack's node VMs.
-// The Proxmox inventory needs its API; there the rule sees state and
-// imports only.
-func liveNodeVMs(stack string, cfg map[string]string) ([]string, error) {
-	var sub config.SubstrateConfig
-	if err := json.Unmarshal([]byte(cfg["milner:substrate"]), &sub); err != nil || sub.Kind != "libvirt" {
+// liveNodeVMs lists the libvirt domains named like the node VMs the
+// preview declares. The Proxmox inventory needs its API; there the rule
+// sees state and imports only.
+func liveNodeVMs(cfg *config.Config, steps []gate.Step) ([]string, error) {
+	if cfg.Substrate.Kind != config.KindLibvirt || !cfg.Declares(config.LayerSubstrate) {
 		return nil, nil
 	}
-	uri := config.DefaultLibvirtURI
-	if sub.Libvirt != nil && sub.Libvirt.URI != "" {
-		uri = sub.Libvirt.URI
-	}
-	declared, err := guard.DeclaredLibvirt(stack, cfg)
+	declared, err := guard.DeclaredLibvirt(steps, cfg.Cluster.Name)
 	if err != nil {
 		return nil, err
 	}
-	live, err := guard.ListLibvirt(uri)
+	live, err := guard.ListLibvirt(cfg.Substrate.Libvirt.URI)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -31,12 +32,7 @@ func stateBackupsCmd() *cobra.Command {
 		Short:   "List the stack's state backups, newest first",
 		Example: `  milner state backups --stack dev`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
+		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
 			backups, err := st.Backups(ctx)
 			if err != nil {
 				return err
@@ -49,7 +45,7 @@ func stateBackupsCmd() *cobra.Command {
 				fmt.Printf("  %s  %s  %d resources\n", b.ID, b.Time.Format("2006-01-02 15:04:05Z"), b.Resources)
 			}
 			return nil
-		},
+		}),
 	}
 	f.addStack(cmd)
 	f.addJSON(cmd)
@@ -71,12 +67,7 @@ the restored state; docs/runbooks/state.md.`,
 		Example: `  milner state backups --stack dev
   milner state restore --stack dev --backup 1764561234567890123`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.openLocked(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
+		RunE: f.run(true, func(ctx context.Context, st *engine.Stack) error {
 			backup, err := st.ReadBackup(ctx, id)
 			if err != nil {
 				return err
@@ -115,7 +106,7 @@ the restored state; docs/runbooks/state.md.`,
 			}
 			fmt.Printf("milner state restore: done; run `milner preview --stack %s` to see how reality differs from the restored state\n", st.Name())
 			return nil
-		},
+		}),
 	}
 	f.addExplicitStack(cmd)
 	cmd.Flags().StringVar(&id, "backup", "", "the backup id from 'milner state backups', or latest (required)")
@@ -134,12 +125,7 @@ takes too: pid, user, host, time) and Milner's own operation lock (the
 milner command, pid, user@host and since when). It changes nothing.`,
 		Example: `  milner state locks --stack dev`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
+		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
 			locks, err := st.Locks(ctx)
 			if err != nil {
 				return err
@@ -149,7 +135,7 @@ milner command, pid, user@host and since when). It changes nothing.`,
 			}
 			printLocks(st.Name(), locks)
 			return nil
-		},
+		}),
 	}
 	f.addStack(cmd)
 	f.addJSON(cmd)
@@ -179,12 +165,7 @@ the same state.`,
 		Example: `  milner state locks --stack dev
   milner state unlock --stack dev          # asks for the stack name; --yes in scripts`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
+		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
 			locks, err := st.Locks(ctx)
 			if err != nil {
 				return err
@@ -210,7 +191,7 @@ the same state.`,
 			}
 			fmt.Printf("milner state unlock: cleared %d locks of stack %q\n", len(locks), st.Name())
 			return nil
-		},
+		}),
 	}
 	f.addStack(cmd)
 	addYes(cmd, &yes)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/certs"
+	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 )
 
@@ -43,13 +45,8 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
   milner status --stack dev --versions
   milner status --stack dev --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			cfg, err := st.Config()
+		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
+			cfg, _, err := loadStack(st)
 			if err != nil {
 				return err
 			}
@@ -61,7 +58,7 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 			if err != nil {
 				return err
 			}
-			s := status{Stack: st.Name(), Cluster: clusterName(cfg), Backend: st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"],
+			s := status{Stack: st.Name(), Cluster: cfg.Cluster.Name, Backend: st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"],
 				Certificates: certLifetimes(ctx, st)}
 			for _, r := range resources {
 				s.Resources[string(gate.LayerOf(r.Type, r.Name()))]++
@@ -98,7 +95,7 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 			if nodes, ok := s.Nodes.([]any); ok {
 				fmt.Println("nodes:")
 				for _, n := range nodes {
-					m := asMap(n)
+					m, _ := n.(map[string]any)
 					fmt.Printf("  %-8v %-13v %v\n", m["name"], m["role"], m["address"])
 				}
 			}
@@ -107,7 +104,7 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 				fmt.Printf("  %s\n", c.Line(time.Now()))
 			}
 			return nil
-		},
+		}),
 	}
 	f.addStack(cmd)
 	f.addJSON(cmd)

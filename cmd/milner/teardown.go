@@ -8,6 +8,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/engine"
 )
 
 func teardownCmd() *cobra.Command {
@@ -32,17 +34,12 @@ and not yet deleted is protected again.`,
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop, st, err := f.openLocked(cmd)
+		RunE: f.run(true, func(ctx context.Context, st *engine.Stack) error {
+			cfg, _, err := loadStack(st)
 			if err != nil {
 				return err
 			}
-			defer stop()
-			cfg, err := st.Config()
-			if err != nil {
-				return err
-			}
-			cluster := clusterName(cfg)
+			cluster := cfg.Cluster.Name
 			resources, err := st.Resources(ctx)
 			if err != nil {
 				return err
@@ -106,7 +103,7 @@ and not yet deleted is protected again.`,
 			}
 			fmt.Printf("milner teardown: stack %q is empty; the %s contexts are removed from the kubeconfig and talosconfig\n", st.Name(), cluster)
 			return nil
-		},
+		}),
 	}
 	f.addExplicitStack(cmd)
 	addYes(cmd, &yes)

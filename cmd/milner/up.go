@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -17,7 +16,7 @@ import (
 
 func upCmd() *cobra.Command {
 	f := &gatedFlags{}
-	var yes, allowContract bool
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Preview, refuse what the layer rules forbid, confirm, then apply exactly the previewed delta",
@@ -48,9 +47,6 @@ that does not answer is reported and replaced anyway.`,
 				return err
 			}
 			defer stop()
-			if err := checkContract(ctx, st, allowContract); err != nil {
-				return err
-			}
 			out := os.Stdout
 			if f.json {
 				out = os.Stderr
@@ -100,31 +96,26 @@ that does not answer is reported and replaced anyway.`,
 	f.add(cmd)
 	addYes(cmd, &yes)
 	cmd.Flags().BoolVar(&f.osDisk, "os-disk", false, "with --replace <node>: the node's OS disk is lost; remove its etcd member, replace its VM and OS volume (never the data volume), re-apply its config, wait for it to rejoin (docs/runbooks/lost-os-disk.md)")
-	cmd.Flags().BoolVar(&allowContract, "allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
+	f.allowContract = new(bool)
+	cmd.Flags().BoolVar(f.allowContract, "allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
 	return cmd
 }
 
 // checkContract refuses, before anything is previewed, a change of the
 // config contract the cluster's secrets bundle was created with, unless
 // it is explicitly allowed.
-func checkContract(ctx context.Context, st *engine.Stack, allow bool) error {
+func checkContract(ctx context.Context, st *engine.Stack, cfg *config.Config, allow bool) error {
 	resources, err := st.Resources(ctx)
 	if err != nil {
 		return err
 	}
-	cfg, err := st.Config()
-	if err != nil {
-		return err
-	}
-	var cl config.ClusterConfig
-	_ = json.Unmarshal([]byte(cfg["milner:cluster"]), &cl)
 	recorded := ""
 	for _, r := range resources {
 		if r.Type == gate.TypeTalosSecrets {
 			recorded, _ = r.Inputs["talosVersion"].(string)
 		}
 	}
-	if refusals := gate.CheckContract(recorded, cl.ConfigContract, allow); len(refusals) > 0 {
+	if refusals := gate.CheckContract(recorded, cfg.Cluster.ConfigContract, allow); len(refusals) > 0 {
 		return refused("%s; nothing was changed", refusals[0])
 	}
 	return nil

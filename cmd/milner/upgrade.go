@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/upgrade"
@@ -60,7 +59,7 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 				return err
 			}
 			defer stop()
-			s, err := docs.ReadStack(st.File())
+			cfg, _, err := loadStack(st)
 			if err != nil {
 				return err
 			}
@@ -68,14 +67,14 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 			if err != nil {
 				return fmt.Errorf("%w (`milner up` writes it to the state; or pass --talosconfig)", err)
 			}
-			c, err := upgrade.ConnectWith(ctx, tc, upgrade.FromConfig(s.Config))
+			c, err := upgrade.ConnectWith(ctx, tc, upgrade.FromConfig(cfg))
 			if err != nil {
 				return err
 			}
 			defer func() { _ = c.Close() }()
 			o := upgrade.DefaultOptions(os.Stdout)
 			if !dryRun { // a dry run sends nothing, so needs no gate
-				if o.Apps, err = appsGate(ctx, st, s.Config); err != nil {
+				if o.Apps, err = appsGate(ctx, st, cfg); err != nil {
 					return err
 				}
 			}

@@ -9,7 +9,6 @@ import (
 
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/upgrade"
@@ -24,11 +23,11 @@ const versionsTimeout = 15 * time.Second
 // own talosconfig output, or else $TALOSCONFIG / ~/.talos/config. It
 // never fails: why nothing could be asked is the Note.
 func askVersions(ctx context.Context, st *engine.Stack, file string) upgrade.Versions {
-	s, err := docs.ReadStack(st.File())
+	cfg, _, err := loadStack(st)
 	if err != nil {
 		return upgrade.Versions{Note: err.Error()}
 	}
-	v := upgrade.Versions{Declared: upgrade.FromConfig(s.Config)}
+	v := upgrade.Versions{Declared: upgrade.FromConfig(cfg)}
 	resources, err := st.Resources(ctx)
 	if err != nil {
 		v.Note = err.Error()
@@ -42,12 +41,12 @@ func askVersions(ctx context.Context, st *engine.Stack, file string) upgrade.Ver
 		v.Note = "no node holds a Talos config in the state yet"
 		return v
 	}
-	cfg, err := versionsTalosconfig(ctx, st, file)
+	tc, err := versionsTalosconfig(ctx, st, file)
 	if err != nil {
 		v.Note = err.Error()
 		return v
 	}
-	return upgrade.AskVersions(ctx, cfg, v.Declared, versionsTimeout)
+	return upgrade.AskVersions(ctx, tc, v.Declared, versionsTimeout)
 }
 
 // versionsView is upgrade.Versions as `--json` prints it.

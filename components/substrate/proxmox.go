@@ -220,10 +220,10 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		// Config validation holds holderAdoptId to vmId + config.HolderVMIDOffset.
 		holderOpts = append(holderOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, config.HolderVMID(spec.VMID)))))
 	}
-	holder, err := vm.NewVirtualMachine(ctx, base+"-disks", &vm.VirtualMachineArgs{
+	holder, err := vm.NewVirtualMachine(ctx, base+config.HolderSuffix, &vm.VirtualMachineArgs{
 		NodeName:    pulumi.String(spec.Host),
 		VmId:        pulumi.Int(config.HolderVMID(spec.VMID)),
-		Name:        pulumi.String(base + "-disks"),
+		Name:        pulumi.String(base + config.HolderSuffix),
 		Description: pulumi.String("Milner: holds the disks of " + base + ", which attaches them. Never start it."),
 		Started:     pulumi.Bool(false),
 		OnBoot:      pulumi.Bool(false),

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -21,7 +21,7 @@ func TestProxmoxUserDataGoesThroughTheNocloudDrive(t *testing.T) {
 		return NodeSpec{Name: name, Role: config.RoleControlPlane, VCPU: 2, MemoryMiB: 2048, OSDiskGiB: 20, DataDiskGiB: 20,
 			Address: netip.MustParseAddr("192.168.1.50"), MAC: "bc:24:11:00:00:01", VMID: vmid, Host: host}
 	}
-	rec, err := mockrun.Run(func(ctx *pulumi.Context) error {
+	rec, err := offline.Run(func(ctx *pulumi.Context) error {
 		_, err := NewProxmox(ctx, "c", &ProxmoxArgs{
 			Endpoint: "https://pve-1:8006/", APIToken: pulumi.String("a@pve!b=c"), NodeName: "pve-1",
 			OSDatastore: "local-lvm", DataDatastore: "local-lvm", ImageDatastore: "local", Bridge: "vmbr0",

@@ -1,6 +1,6 @@
 // Package conformance evaluates the layer rules of the seeds on what a stack
 // asks the engine for: the program runs under the recording mock
-// (internal/mockrun) and each Rule reads its registrations and invokes. The
+// (internal/offline) and each Rule reads its registrations and invokes. The
 // figure `conformance <stack>: N/M` counts the rules that hold among those
 // that apply to the layers the stack declares.
 package conformance
@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/mod/semver"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -24,14 +24,14 @@ type Evidence struct {
 	// Config is the stack's typed config.
 	Config *config.Config
 	// Regs are the registrations of one run of the program.
-	Regs []mockrun.Registration
+	Regs []offline.Registration
 	// Invokes are the provider functions that run called.
-	Invokes []mockrun.Invoke
+	Invokes []offline.Invoke
 	// Bumped are the registrations of a second run with the Talos version
 	// bumped (cluster.talosVersion, next patch release).
-	Bumped []mockrun.Registration
+	Bumped []offline.Registration
 	// BumpedInvokes are the invokes of the bumped run.
-	BumpedInvokes []mockrun.Invoke
+	BumpedInvokes []offline.Invoke
 	// BumpedVersion is the Talos version of the bumped run.
 	BumpedVersion string
 	// Tools is the directory of the Talos config validators
@@ -47,7 +47,7 @@ func Collect(stack string, raw map[string]string, secretKeys []string) (*Evidenc
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: %w", stack, err)
 	}
-	rec, err := mockrun.Run(stacks.Program, stack, raw, secretKeys...)
+	rec, err := offline.Run(stacks.Program, stack, raw, secretKeys...)
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: run: %w", stack, err)
 	}
@@ -59,7 +59,7 @@ func Collect(stack string, raw map[string]string, secretKeys []string) (*Evidenc
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: %w", stack, err)
 	}
-	bumped, err := mockrun.Run(stacks.Program, stack, bumpedRaw, secretKeys...)
+	bumped, err := offline.Run(stacks.Program, stack, bumpedRaw, secretKeys...)
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: run with Talos %s: %w", stack, version, err)
 	}

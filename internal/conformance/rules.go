@@ -10,7 +10,7 @@ import (
 
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/gate"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -46,10 +46,10 @@ var Rules = []Rule{
 // (Protect would fail that update; RetainOnDelete keeps the file).
 var bootMediaTypes = []string{gate.TypeProxmoxImage, gate.TypeProxmoxFile}
 
-func layer(r mockrun.Registration) gate.Layer { return gate.LayerOf(r.Type, r.Name) }
+func layer(r offline.Registration) gate.Layer { return gate.LayerOf(r.Type, r.Name) }
 
-func inLayer(regs []mockrun.Registration, l gate.Layer) []mockrun.Registration {
-	var out []mockrun.Registration
+func inLayer(regs []offline.Registration, l gate.Layer) []offline.Registration {
+	var out []offline.Registration
 	for _, r := range regs {
 		if r.Custom && layer(r) == l {
 			out = append(out, r)
@@ -58,8 +58,8 @@ func inLayer(regs []mockrun.Registration, l gate.Layer) []mockrun.Registration {
 	return out
 }
 
-func ofType(regs []mockrun.Registration, typ string) []mockrun.Registration {
-	var out []mockrun.Registration
+func ofType(regs []offline.Registration, typ string) []offline.Registration {
+	var out []offline.Registration
 	for _, r := range regs {
 		if r.Type == typ {
 			out = append(out, r)
@@ -70,26 +70,26 @@ func ofType(regs []mockrun.Registration, typ string) []mockrun.Registration {
 
 // find returns the registration a URN names (the mock's URNs and the SDK's
 // differ in form; type and name identify a resource).
-func find(regs []mockrun.Registration, urn string) (mockrun.Registration, bool) {
+func find(regs []offline.Registration, urn string) (offline.Registration, bool) {
 	u := resource.URN(urn)
 	if !u.IsValid() {
-		return mockrun.Registration{}, false
+		return offline.Registration{}, false
 	}
 	for _, r := range regs {
 		if r.Type == string(u.Type()) && r.Name == u.Name() {
 			return r, true
 		}
 	}
-	return mockrun.Registration{}, false
+	return offline.Registration{}, false
 }
 
-func byName(regs []mockrun.Registration, name string) (mockrun.Registration, bool) {
+func byName(regs []offline.Registration, name string) (offline.Registration, bool) {
 	for _, r := range regs {
 		if r.Name == name && r.Custom {
 			return r, true
 		}
 	}
-	return mockrun.Registration{}, false
+	return offline.Registration{}, false
 }
 
 // plain unwraps a secret property value.
@@ -100,7 +100,7 @@ func plain(v resource.PropertyValue) resource.PropertyValue {
 	return v
 }
 
-func stringInput(r mockrun.Registration, key resource.PropertyKey) (string, bool) {
+func stringInput(r offline.Registration, key resource.PropertyKey) (string, bool) {
 	v := plain(r.Inputs[key])
 	if !v.IsString() {
 		return "", false
@@ -108,7 +108,7 @@ func stringInput(r mockrun.Registration, key resource.PropertyKey) (string, bool
 	return v.StringValue(), true
 }
 
-func boolInput(r mockrun.Registration, path string) (bool, bool) {
+func boolInput(r offline.Registration, path string) (bool, bool) {
 	p, err := resource.ParsePropertyPath(path)
 	if err != nil {
 		return false, false
@@ -169,8 +169,8 @@ func replaceOnlyNodeVMs(ev *Evidence) []string {
 // diskResource is the suffix of the logical name of the resource that owns a
 // node's data disk, "<cluster>-<node><suffix>", per substrate kind.
 var diskResource = map[config.Kind]string{
-	config.KindLibvirt: "-data",           // the data volume (the OS volume is "-os")
-	config.KindProxmox: gate.HolderSuffix, // the holder VM owning OS and data disks
+	config.KindLibvirt: config.DataSuffix,   // the data volume (the OS volume is "-os")
+	config.KindProxmox: config.HolderSuffix, // the holder VM owning OS and data disks
 }
 
 // dataOutsideVM checks that every node's data disk lives in its own
@@ -247,18 +247,18 @@ func versionBumpSafe(ev *Evidence) []string {
 	return out
 }
 
-func byTypeName(regs []mockrun.Registration, typ, name string) (mockrun.Registration, bool) {
+func byTypeName(regs []offline.Registration, typ, name string) (offline.Registration, bool) {
 	for _, r := range regs {
 		if r.Type == typ && r.Name == name {
 			return r, true
 		}
 	}
-	return mockrun.Registration{}, false
+	return offline.Registration{}, false
 }
 
 // changedInputs lists the top-level inputs that differ between two
 // registrations of one resource once its ignoreChanges paths are removed.
-func changedInputs(a, b mockrun.Registration) []string {
+func changedInputs(a, b offline.Registration) []string {
 	strip := func(m resource.PropertyMap) resource.PropertyMap {
 		c := resource.NewPropertyMapFromMap(m.Mappable()) // a deep copy
 		for _, p := range a.Options.IgnoreChanges {
@@ -307,7 +307,7 @@ func parented(ev *Evidence) []string {
 	return out
 }
 
-func needsParent(r mockrun.Registration) bool {
+func needsParent(r offline.Registration) bool {
 	switch layer(r) {
 	case gate.Persistent, gate.Disposable:
 		return true

@@ -18,10 +18,6 @@ import (
 // loaded without its passphrase. Nothing rendered ever shows a secret.
 const Placeholder = config.PlaceholderSecret
 
-// PlaceholderProxmoxToken is the placeholder of the Proxmox API token, in
-// the token's shape (validation checks it).
-const PlaceholderProxmoxToken = "milner@pve!placeholder=placeholder-secret"
-
 // Stack is one committed stack file, loaded without its secrets.
 type Stack struct {
 	// Name is the stack name, from Pulumi.<name>.yaml.
@@ -71,19 +67,13 @@ var _ config.ConfigSource = source{}
 // Placeholder values, so a stack loads without its passphrase.
 func ReadStack(path string) (*Stack, error) {
 	name := StackName(path)
-	raw, err := stackfile.ReadConfig(path)
+	raw, secure, err := stackfile.Read(config.Namespace, path)
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", name, err)
 	}
-	secrets, err := secretKeys(path, raw)
-	if err != nil {
-		return nil, fmt.Errorf("stack %s: %w", name, err)
-	}
+	secrets := secretKeys(secure, raw)
 	for _, k := range secrets {
 		raw[k] = Placeholder
-		if k == config.Namespace+":"+config.ProxmoxTokenKey {
-			raw[k] = PlaceholderProxmoxToken
-		}
 	}
 	cfg, err := config.Load(source{raw: raw, secrets: secrets})
 	if err != nil {
@@ -115,26 +105,21 @@ func ReadStacks(root string) ([]*Stack, error) {
 // secretKeys lists the secret keys of a stack file, sorted: the keys whose
 // values are encrypted (secure:), the keys the apps layer reads
 // (config.AppsSecrets), and the Proxmox API token of a Proxmox stack.
-func secretKeys(path string, raw map[string]string) ([]string, error) {
-	keys, err := stackfile.SecureKeys(path)
-	if err != nil {
-		return nil, err
-	}
+func secretKeys(keys []string, raw map[string]string) []string {
 	add := func(k string) {
-		if k = config.Namespace + ":" + k; !slices.Contains(keys, k) {
+		if k = config.Key(k); !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
 	}
 	for _, need := range config.AppsSecrets(source{raw: raw}) {
 		add(need.Key)
 	}
-	var sub struct {
-		Kind config.Kind `json:"kind"`
-	}
-	_ = json.Unmarshal([]byte(raw[config.Namespace+":substrate"]), &sub)
+	// Lenient: Load reports a malformed substrate.
+	var sub config.SubstrateConfig
+	_ = json.Unmarshal([]byte(raw[config.Key("substrate")]), &sub)
 	if sub.Kind == config.KindProxmox {
 		add(config.ProxmoxTokenKey)
 	}
 	slices.Sort(keys)
-	return keys, nil
+	return keys
 }

@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/pulumi/pulumi/pkg/v3/backend"
 	"github.com/pulumi/pulumi/pkg/v3/backend/diy"
@@ -37,6 +38,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 	stackconfig "github.com/milner/milner/stacks/config"
 )
@@ -102,6 +104,10 @@ type Stack struct {
 	project  *workspace.Project
 	backend  backend.Backend
 	check    *lockCheck // the lock every state write checks (lockcheck.go)
+	// keys are the stack file's passphrase managers by salt: Secret derives
+	// the key (PBKDF2, slow by design) once per run, not once per value.
+	keys   map[string]*lazyManager
+	keysMu sync.Mutex
 }
 
 // stackName is what Milner accepts as a stack name: a file name that
@@ -184,9 +190,9 @@ func (s *Stack) stackFile() (*workspace.ProjectStack, error) {
 	if _, err := os.Stat(s.file); err != nil {
 		return nil, fmt.Errorf("stack %q: no stack file %s: %w", s.name, s.file, err)
 	}
-	ps, err := workspace.LoadProjectStack(cmdutil.Diag(), s.project, s.file)
+	ps, err := stackfile.Load(string(s.project.Name), s.file)
 	if err != nil {
-		return nil, fmt.Errorf("stack %q: %s: %w", s.name, s.file, err)
+		return nil, fmt.Errorf("stack %q: %w", s.name, err)
 	}
 	return ps, nil
 }
@@ -199,12 +205,14 @@ func (s *Stack) Config() (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plainConfig(ps.Config)
+	raw, _, err := stackfile.Plain(ps.Config)
+	return raw, err
 }
 
 // Secret returns the decrypted value of a secret of the stack file (full
-// key), and whether the file holds that secret. It derives the passphrase
-// key: only the guards that must talk to an API with a secret token use it.
+// key), and whether the file holds that secret: what the program reads, for
+// the config loader of milner's pipeline and the APIs it talks to. The
+// passphrase key is derived on the first secret only.
 func (s *Stack) Secret(key string) (string, bool) {
 	ps, err := s.stackFile()
 	if err != nil {
@@ -218,24 +226,21 @@ func (s *Stack) Secret(key string) (string, bool) {
 	if !ok || !v.Secure() {
 		return "", false
 	}
-	plain, err := v.Value(lazyPassphrase(s.pass, ps.EncryptionSalt).Decrypter())
+	plain, err := v.Value(s.manager(ps.EncryptionSalt).Decrypter())
 	return plain, err == nil
 }
 
-// plainConfig turns a config map into raw values, skipping secrets.
-func plainConfig(m config.Map) (map[string]string, error) {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if v.Secure() {
-			continue
-		}
-		raw, err := v.Value(config.NopDecrypter)
-		if err != nil {
-			return nil, fmt.Errorf("config %s: %w", k, err)
-		}
-		out[k.String()] = raw
+// manager is the stack's passphrase secrets manager for salt, one per run:
+// its key (PBKDF2, slow by design) is derived once, on first use.
+func (s *Stack) manager(salt string) *lazyManager {
+	s.keysMu.Lock()
+	defer s.keysMu.Unlock()
+	m, ok := s.keys[salt]
+	if !ok {
+		m = lazyPassphrase(s.pass, salt)
+		s.keys = map[string]*lazyManager{salt: m}
 	}
-	return out, nil
+	return m
 }
 
 // passphrase picks the stack's passphrase: Options, PULUMI_CONFIG_PASSPHRASE,

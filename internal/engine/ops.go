@@ -190,7 +190,7 @@ func (s *Stack) run(ctx context.Context, name string, do operation) (*Result, er
 	project := *s.project
 	project.Runtime = workspace.NewProjectRuntimeInfo("client", map[string]any{"address": host.address})
 
-	sm := lazyPassphrase(s.pass, ps.EncryptionSalt)
+	sm := s.manager(ps.EncryptionSalt)
 	cfg, err := ps.Config.Copy(sm.Decrypter(), sm.Encrypter())
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: config: %w", s.name, err)

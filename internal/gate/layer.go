@@ -6,6 +6,8 @@ package gate
 
 import (
 	"strings"
+
+	"github.com/milner/milner/stacks/config"
 )
 
 // Layer is the layer of the cluster a resource belongs to. The order of
@@ -48,12 +50,6 @@ const (
 	TypeHelmRelease    = "kubernetes:helm.sh/v3:Release"
 )
 
-// HolderSuffix ends the logical name of a Proxmox disk holder VM
-// ("<cluster>-<node>-disks", see components/substrate/proxmox.go): a VM
-// that is never started and only owns a node's disks, so they survive a
-// replace of the node VM.
-const HolderSuffix = "-disks"
-
 // layerRule maps a type token (exact, or a prefix when it ends in "*") and
 // an optional logical-name suffix to a layer. The first matching rule wins.
 type layerRule struct {
@@ -70,7 +66,7 @@ var layerRules = []layerRule{
 	{TypeLibvirtVolume, "", Persistent},
 	{TypeProxmoxImage, "", Persistent},
 	{TypeProxmoxFile, "", Persistent},
-	{TypeProxmoxVM, HolderSuffix, Persistent},
+	{TypeProxmoxVM, config.HolderSuffix, Persistent},
 	{TypeLibvirtDomain, "", Disposable},
 	{TypeProxmoxVM, "", Disposable},
 	{"talos:*", "", Talos},

@@ -34,3 +34,25 @@ func TestOptionOnlyChangeIsNotEmpty(t *testing.T) {
 		t.Fatalf("the report does not name the option change:\n%s", out)
 	}
 }
+
+// TestStepsCarryInputsAndTheImportedID: a step keeps its goal's inputs,
+// and an import step the id its outputs event reports (the engine sends the
+// pre-event before the import's Read, with no id yet): what the guards
+// compare with the live objects.
+func TestStepsCarryInputsAndTheImportedID(t *testing.T) {
+	urn := "urn:pulumi:dev::milner::" + TypeLibvirtDomain + "::milner-dev-cp-2"
+	meta := apitype.StepEventMetadata{Op: apitype.OpImport, URN: urn, Type: TypeLibvirtDomain,
+		New: &apitype.StepEventStateMetadata{Type: TypeLibvirtDomain, URN: urn, Inputs: map[string]any{"name": "milner-dev-cp-2"}}}
+	read := meta
+	read.New = &apitype.StepEventStateMetadata{Type: TypeLibvirtDomain, URN: urn, ID: "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69"}
+	steps := StepsFromEvents([]events.EngineEvent{
+		{EngineEvent: apitype.EngineEvent{ResourcePreEvent: &apitype.ResourcePreEvent{Metadata: meta}}},
+		{EngineEvent: apitype.EngineEvent{ResOutputsEvent: &apitype.ResOutputsEvent{Metadata: read}}},
+	})
+	if len(steps) != 1 {
+		t.Fatalf("steps = %v, want one", steps)
+	}
+	if steps[0].Inputs["name"] != "milner-dev-cp-2" || steps[0].ID != "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69" {
+		t.Errorf("step = %+v, want the goal's name and the read id", steps[0])
+	}
+}

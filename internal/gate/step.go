@@ -37,6 +37,13 @@ type Step struct {
 	// planned it: "auto" (live), "staged" (pending until the node reboots),
 	// or "" when the provider could not tell (e.g. no dry run possible).
 	ApplyMode string
+	// Inputs are the goal's inputs (the new state's; nil for a delete),
+	// secrets masked: the guards read each create's names from them.
+	Inputs map[string]any
+	// ID is the provider id the step ends with: the recorded id of a same
+	// or update, and of an import the id the preview read the live object
+	// under (its ResOutputsEvent); "" for a create in a preview.
+	ID string
 }
 
 // resolvedApplyMode is the talos ConfigurationApply output that says how a
@@ -88,19 +95,23 @@ func (s Step) Name() string { return resource.URN(s.URN).Name() }
 // Stack is the stack of the step's resource.
 func (s Step) Stack() string { return string(resource.URN(s.URN).Stack()) }
 
-// StepsFromEvents keeps the step of every ResourcePreEvent, in order, and
-// marks the steps a ResOpFailedEvent reports as failed. Other events
-// (outputs, diagnostics, summaries) say nothing about what will change.
-// It is the one fold of engine events: the gate's and the engine's.
+// StepsFromEvents keeps the step of every ResourcePreEvent, in order, with
+// the id its ResOutputsEvent reports, and marks the steps a
+// ResOpFailedEvent reports as failed. Other events (diagnostics,
+// summaries) say nothing about what will change. It is the one fold of
+// engine events: the gate's, the guards' and the engine's.
 func StepsFromEvents(evs []events.EngineEvent) []Step {
 	var steps []Step
 	for _, ev := range evs {
+		if o := ev.ResOutputsEvent; o != nil && o.Metadata.New != nil {
+			if i := lastStep(steps, o.Metadata.URN, o.Metadata.Op); i >= 0 && steps[i].ID == "" {
+				steps[i].ID = o.Metadata.New.ID
+			}
+			continue
+		}
 		if f := ev.ResOpFailedEvent; f != nil {
-			for i := len(steps) - 1; i >= 0; i-- {
-				if steps[i].URN == f.Metadata.URN && steps[i].Op == f.Metadata.Op {
-					steps[i].Failed = true
-					break
-				}
+			if i := lastStep(steps, f.Metadata.URN, f.Metadata.Op); i >= 0 {
+				steps[i].Failed = true
 			}
 			continue
 		}
@@ -109,7 +120,14 @@ func StepsFromEvents(evs []events.EngineEvent) []Step {
 			continue
 		}
 		m := pre.Metadata
+		var inputs map[string]any
+		id := ""
+		if m.New != nil {
+			inputs, id = m.New.Inputs, m.New.ID
+		}
 		steps = append(steps, Step{
+			Inputs:    inputs,
+			ID:        id,
 			Op:        m.Op,
 			URN:       m.URN,
 			Type:      m.Type,
@@ -121,6 +139,16 @@ func StepsFromEvents(evs []events.EngineEvent) []Step {
 		})
 	}
 	return steps
+}
+
+// lastStep is the index of the last step of urn and op, or -1.
+func lastStep(steps []Step, urn string, op apitype.OpType) int {
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].URN == urn && steps[i].Op == op {
+			return i
+		}
+	}
+	return -1
 }
 
 // optionChanges lists the resource options a "same" step changes between

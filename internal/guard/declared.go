@@ -1,58 +1,87 @@
 package guard
 
 import (
-	"maps"
+	"fmt"
+	"slices"
 	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
 	"github.com/milner/milner/components/substrate"
-	"github.com/milner/milner/internal/mockrun"
-	"github.com/milner/milner/stacks"
-	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/internal/gate"
 )
 
-// DeclaredLibvirt runs the stack's config through the program under the
-// recording mock, stopped after the substrate layer (so no secret is
-// needed), and returns the libvirt objects it declares with their names.
-// The names come from the program itself, never from a copy of its naming.
-func DeclaredLibvirt(stack string, cfg map[string]string) ([]Declared, error) {
-	cfg = maps.Clone(cfg)
-	cfg["milner:stopAfter"] = string(config.LayerSubstrate)
-	rec, err := mockrun.Run(stacks.Program, stack, cfg)
-	if err != nil {
-		return nil, err
-	}
-	var out []Declared
-	for _, r := range rec.Registrations() {
-		switch r.Type {
-		case TypeDomain, TypeVolume, TypeNetwork, TypePool:
-		default:
+// goals returns the steps of the given types that carry the program's goal
+// (every step but a delete), one per URN, in the preview's order: what the
+// stack declares, as the engine's own preview of the program reports it.
+func goals(steps []gate.Step, types ...string) []gate.Step {
+	seen := map[string]bool{}
+	var out []gate.Step
+	for _, s := range steps {
+		if s.Inputs == nil || seen[s.URN] || !slices.Contains(types, s.Type) {
 			continue
 		}
-		d := Declared{Type: r.Type, Logical: r.Name, Name: r.Inputs["name"].StringValue(), ImportID: r.Options.ImportID}
-		switch r.Type {
+		seen[s.URN] = true
+		out = append(out, s)
+	}
+	return out
+}
+
+// importID is the id an import step read the live object under (the
+// node's adoptId as the provider knows it); "" for any other step.
+func importID(s gate.Step) string {
+	if s.Op == apitype.OpImport || s.Op == apitype.OpImportReplacement {
+		return s.ID
+	}
+	return ""
+}
+
+// input reads a string input of a step; a missing or non-string value is
+// an error, never a skipped guard.
+func input(s gate.Step, key string) (string, error) {
+	v, ok := s.Inputs[key].(string)
+	if !ok {
+		return "", fmt.Errorf("guard: preview step %s: input %q is %T, not a string", s.URN, key, s.Inputs[key])
+	}
+	return v, nil
+}
+
+// DeclaredLibvirt returns the libvirt objects the preview's steps declare,
+// with their names: the names come from the program as the engine ran it,
+// never from a copy of its naming. Domains are named "<cluster>-<node>".
+func DeclaredLibvirt(steps []gate.Step, cluster string) ([]Declared, error) {
+	var out []Declared
+	pool := ""
+	for _, s := range goals(steps, TypeDomain, TypeVolume, TypeNetwork, TypePool) {
+		name, err := input(s, "name")
+		if err != nil {
+			return nil, err
+		}
+		d := Declared{Type: s.Type, Logical: s.Name(), Name: name, ImportID: importID(s)}
+		switch s.Type {
 		case TypeDomain:
-			// Domains are named "<cluster>-<node>" under the "<cluster>" component.
-			cluster := resource.URN(r.Parent).Name()
-			d.Node = strings.TrimPrefix(r.Name, cluster+"-")
-			if desc := r.Inputs["description"]; desc.IsString() {
-				d.Owner = substrate.OwnerOf(desc.StringValue())
+			d.Node = strings.TrimPrefix(d.Logical, cluster+"-")
+			if _, ok := s.Inputs["description"]; ok {
+				desc, err := input(s, "description")
+				if err != nil {
+					return nil, err
+				}
+				d.Owner = substrate.OwnerOf(desc)
 			}
 		case TypePool:
-			if t := r.Inputs["target"]; t.IsObject() && t.ObjectValue()["path"].IsString() {
-				d.Path = t.ObjectValue()["path"].StringValue()
+			pool = name
+			if t, ok := s.Inputs["target"]; ok {
+				target, isMap := t.(map[string]any)
+				path, isString := target["path"].(string)
+				if !isMap || !isString {
+					return nil, fmt.Errorf("guard: preview step %s: input target.path is not a string", s.URN)
+				}
+				d.Path = path
 			}
 		}
 		out = append(out, d)
 	}
 	// A stack has one pool; every volume it declares is in it.
-	pool := ""
-	for _, d := range out {
-		if d.Type == TypePool {
-			pool = d.Name
-		}
-	}
 	for i := range out {
 		if out[i].Type == TypeVolume {
 			out[i].Pool = pool

@@ -1,23 +1,40 @@
 package guard
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/offline/offlinetest"
+	"github.com/milner/milner/stacks"
 )
+
+// declaredBy reads what the preview of a clean install of the stack would
+// declare: the program's registrations, stopped after the substrate layer,
+// as the preview's create (and import) steps.
+func declaredBy(t *testing.T, cfg map[string]string) []Declared {
+	t.Helper()
+	cfg["milner:stopAfter"] = "substrate"
+	rec, err := offline.Run(stacks.Program, "dev", cfg)
+	require.NoError(t, err)
+	d, err := DeclaredLibvirt(offlinetest.Steps(rec), "milner-dev")
+	require.NoError(t, err)
+	return d
+}
 
 func devDeclared(t *testing.T) []Declared {
 	t.Helper()
-	cfg, err := mockrun.ReadStackConfig("../../Pulumi.dev.yaml")
+	cfg, err := offlinetest.ReadStackConfig("../../Pulumi.dev.yaml")
 	require.NoError(t, err)
-	d, err := DeclaredLibvirt("dev", cfg)
-	require.NoError(t, err)
-	return d
+	return declaredBy(t, cfg)
 }
 
 func TestDeclaredLibvirtNamesComeFromTheProgram(t *testing.T) {
@@ -89,11 +106,10 @@ func TestOrphanDomainFixIsTheExactAdoptCommand(t *testing.T) {
 }
 
 func TestAdoptedDomainIsNotAnOrphan(t *testing.T) {
-	cfg, err := mockrun.ReadStackConfig("../../Pulumi.dev.yaml")
+	cfg, err := offlinetest.ReadStackConfig("../../Pulumi.dev.yaml")
 	require.NoError(t, err)
 	cfg["milner:nodes"] = strings.Replace(cfg["milner:nodes"], `"name":"cp-2"`, `"adoptId":"0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69","name":"cp-2"`, 1)
-	declared, err := DeclaredLibvirt("dev", cfg)
-	require.NoError(t, err)
+	declared := declaredBy(t, cfg)
 	inState := state(TypePool + "::milner-dev-pool")
 
 	adopted := []Object{{Type: TypeDomain, Name: "milner-dev-cp-2", ID: "0F4A6C1E-8D2B-4A57-9A0E-2F1D3C4B5A69"}}
@@ -222,5 +238,39 @@ func TestStaleIdentityIsRefused(t *testing.T) {
 		if !strings.Contains(got[i].Problem, want) || !strings.Contains(got[i].Fix, "--backup latest") {
 			t.Errorf("finding %d: %v; want it to name %s and the restore fix", i, got[i], want)
 		}
+	}
+}
+
+// TestUnreadableStepIsAnError: a preview step the guard cannot read is an
+// error, never a skipped guard.
+func TestUnreadableStepIsAnError(t *testing.T) {
+	urn := "urn:pulumi:dev::milner::" + TypeDomain + "::milner-dev-cp-1"
+	_, err := DeclaredLibvirt([]gate.Step{{Op: apitype.OpCreate, URN: urn, Type: TypeDomain, Inputs: map[string]any{"name": 3.0}}}, "milner-dev")
+	assert.ErrorContains(t, err, `input "name" is float64`)
+	vm := "urn:pulumi:prod::milner::" + gate.TypeProxmoxVM + "::milner-prod-cp-1"
+	_, err = DeclaredProxmox([]gate.Step{{Op: apitype.OpCreate, URN: vm, Type: gate.TypeProxmoxVM, Inputs: map[string]any{"name": "x", "nodeName": "pve-1", "vmId": "150"}}}, "milner-prod")
+	assert.ErrorContains(t, err, `input "vmId" is string`)
+}
+
+// TestDeclaredFromARealPreview reads the declared objects from the event
+// streams the real engine and libvirt plugin emitted (internal/gate
+// testdata, real-*.jsonl): a create from empty state and a no-op both carry
+// every object's libvirt name and the pool's directory in their steps.
+func TestDeclaredFromARealPreview(t *testing.T) {
+	for _, capture := range []string{"real-create.jsonl", "real-noop.jsonl"} {
+		f, err := os.Open(filepath.Join("..", "gate", "testdata", capture))
+		require.NoError(t, err)
+		evs, err := gate.ReadEvents(f)
+		_ = f.Close()
+		require.NoError(t, err)
+		d, err := DeclaredLibvirt(gate.StepsFromEvents(evs), "milner-gate")
+		require.NoError(t, err, capture)
+		require.Len(t, d, 6, capture) // pool, network, boot, os, data, domain
+		i := slices.IndexFunc(d, func(x Declared) bool { return x.Type == TypeDomain })
+		assert.Equal(t, Declared{Type: TypeDomain, Logical: "milner-gate-cp-1", Name: "milner-gate-cp-1", Node: "cp-1"}, d[i], capture)
+		i = slices.IndexFunc(d, func(x Declared) bool { return x.Type == TypePool })
+		assert.Equal(t, "/var/lib/milner/gate/pool", d[i].Path, capture)
+		i = slices.IndexFunc(d, func(x Declared) bool { return x.Logical == "milner-gate-cp-1-data" })
+		assert.Equal(t, Declared{Type: TypeVolume, Logical: "milner-gate-cp-1-data", Name: "milner-gate-cp-1-data.qcow2", Pool: "milner-gate"}, d[i], capture)
 	}
 }

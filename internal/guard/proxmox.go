@@ -2,24 +2,15 @@ package guard
 
 import (
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
-
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/pve"
-	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
-
-// TypeProxmoxVM is the type token of a Proxmox VM (node VM or disk holder).
-const TypeProxmoxVM = "proxmoxve:VM/virtualMachine:VirtualMachine"
-
-// holderSuffix ends the logical (and PVE) name of a disk holder VM.
-const holderSuffix = "-disks"
 
 // DeclaredVM is one Proxmox VM the stack declares.
 type DeclaredVM struct {
@@ -35,40 +26,42 @@ type DeclaredVM struct {
 	Node string
 	// Holder is set for a disk holder VM.
 	Holder bool
-	// ImportID is "<host>/<vmid>" when the program imports it (adoptId,
-	// holderAdoptId): the live VM is being adopted, not orphaned.
+	// ImportID is the id the preview's import step read the VM under (the
+	// bpg provider's id is the VM id; adoptId, holderAdoptId): the live VM
+	// is being adopted, not orphaned.
 	ImportID string
 	// DiskSlots are the config keys a node VM attaches its disks on (virtio0, virtio1).
 	DiskSlots []string
 }
 
-// DeclaredProxmox runs the stack's config through the program under the
-// recording mock, stopped after the substrate layer, and returns the
-// Proxmox VMs it declares. Names and ids come from the program itself.
-// The API token is a placeholder: the mock never uses it.
-func DeclaredProxmox(stack string, cfg map[string]string) ([]DeclaredVM, error) {
-	cfg = maps.Clone(cfg)
-	cfg["milner:stopAfter"] = string(config.LayerSubstrate)
-	tokenKey := config.Namespace + ":" + config.ProxmoxTokenKey
-	cfg[tokenKey] = "guard@pve!declared=mock"
-	rec, err := mockrun.Run(stacks.Program, stack, cfg, tokenKey)
-	if err != nil {
-		return nil, err
-	}
+// DeclaredProxmox returns the Proxmox VMs the preview's steps declare,
+// node VMs ("<cluster>-<node>") and disk holders ("<cluster>-<node>-disks").
+// Names and ids come from the program as the engine ran it.
+func DeclaredProxmox(steps []gate.Step, cluster string) ([]DeclaredVM, error) {
 	var out []DeclaredVM
-	for _, r := range rec.ByType(TypeProxmoxVM) {
-		cluster := resource.URN(r.Parent).Name()
-		d := DeclaredVM{
-			Logical:  r.Name,
-			Name:     r.Inputs["name"].StringValue(),
-			VMID:     int(r.Inputs["vmId"].NumberValue()),
-			Host:     r.Inputs["nodeName"].StringValue(),
-			Holder:   strings.HasSuffix(r.Name, holderSuffix),
-			ImportID: r.Options.ImportID,
+	for _, s := range goals(steps, gate.TypeProxmoxVM) {
+		name, err := input(s, "name")
+		if err != nil {
+			return nil, err
 		}
-		d.Node = strings.TrimSuffix(strings.TrimPrefix(r.Name, cluster+"-"), holderSuffix)
-		for _, disk := range r.Inputs["disks"].ArrayValue() {
-			d.DiskSlots = append(d.DiskSlots, disk.ObjectValue()["interface"].StringValue())
+		host, err := input(s, "nodeName")
+		if err != nil {
+			return nil, err
+		}
+		vmid, ok := s.Inputs["vmId"].(float64)
+		if !ok {
+			return nil, fmt.Errorf("guard: preview step %s: input \"vmId\" is %T, not a number", s.URN, s.Inputs["vmId"])
+		}
+		d := DeclaredVM{Logical: s.Name(), Name: name, VMID: int(vmid), Host: host,
+			Holder: strings.HasSuffix(s.Name(), config.HolderSuffix), ImportID: importID(s)}
+		d.Node = strings.TrimSuffix(strings.TrimPrefix(d.Logical, cluster+"-"), config.HolderSuffix)
+		disks, _ := s.Inputs["disks"].([]any)
+		for i, disk := range disks {
+			slot, ok := disk.(map[string]any)["interface"].(string)
+			if !ok {
+				return nil, fmt.Errorf("guard: preview step %s: input disks[%d].interface is not a string", s.URN, i)
+			}
+			d.DiskSlots = append(d.DiskSlots, slot)
 		}
 		out = append(out, d)
 	}
@@ -127,7 +120,7 @@ func CheckProxmox(stack string, declared []DeclaredVM, inState func(logical stri
 				continue
 			}
 		}
-		if d.ImportID != "" && d.ImportID == fmt.Sprintf("%s/%d", v.Node, v.VMID) {
+		if d.ImportID != "" && (d.ImportID == strconv.Itoa(v.VMID) || d.ImportID == fmt.Sprintf("%s/%d", v.Node, v.VMID)) {
 			continue
 		}
 		f := Finding{Problem: fmt.Sprintf("Proxmox VM %d %q on %s matches %s (%d %q on %s) but is not in the state of stack %q: an up would fail on it or create a duplicate",

@@ -3,55 +3,60 @@ package stackfile
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
-	"strings"
+	"slices"
 
-	"gopkg.in/yaml.v3"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 )
 
-// Project is the Pulumi project name: the namespace of every key a stack
-// file's config block gives without one.
-const Project = "milner"
-
-// ReadConfig reads the config block of a Pulumi.<stack>.yaml into raw
-// config values as the engine passes them to a program: strings as they
-// are, everything else as JSON, keys namespaced by the project. Encrypted
-// (secure:) values are skipped: they need the stack's passphrase (see
-// SecureKeys).
-func ReadConfig(path string) (map[string]string, error) {
-	block, err := readConfigBlock(path)
+// Load reads a Pulumi.<stack>.yaml with Pulumi's own stack-file loader, the
+// one the engine reads it with: keys a config block gives without a
+// namespace get project's (the program's is stacks/config.Namespace).
+// Every reader of a stack file goes through it.
+func Load(project, path string) (*workspace.ProjectStack, error) {
+	proj := &workspace.Project{Name: tokens.PackageName(project)}
+	ps, err := workspace.LoadProjectStack(nil, proj, path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	out := map[string]string{}
-	for k, v := range block {
-		if isSecure(v) {
-			continue
-		}
-		if out[k], err = RawValue(v); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", filepath.Base(path), k, err)
-		}
-	}
-	return out, nil
+	return ps, nil
 }
 
-// SecureKeys lists, sorted, the keys of a stack file whose values are
-// encrypted (set with `pulumi config set --secret`).
-func SecureKeys(path string) ([]string, error) {
-	block, err := readConfigBlock(path)
-	if err != nil {
-		return nil, err
-	}
-	var keys []string
-	for k, v := range block {
-		if isSecure(v) {
-			keys = append(keys, k)
+// Plain turns a stack's config into the raw values the engine passes a
+// program (strings as they are, objects as JSON), leaving the encrypted
+// (secure:) values out: those need the stack's passphrase. secure lists
+// their keys, sorted.
+func Plain(m config.Map) (raw map[string]string, secure []string, err error) {
+	raw = make(map[string]string, len(m))
+	for k, v := range m {
+		if v.Secure() {
+			secure = append(secure, k.String())
+			continue
+		}
+		if raw[k.String()], err = v.Value(config.NopDecrypter); err != nil {
+			return nil, nil, fmt.Errorf("config %s: %w", k, err)
 		}
 	}
-	sort.Strings(keys)
-	return keys, nil
+	slices.Sort(secure)
+	return raw, secure, nil
+}
+
+// ReadConfig reads a stack file's plain config as raw values (see Plain).
+func ReadConfig(project, path string) (map[string]string, error) {
+	raw, _, err := Read(project, path)
+	return raw, err
+}
+
+// Read reads a stack file's plain config as raw values and the keys of
+// its encrypted values (see Plain).
+func Read(project, path string) (raw map[string]string, secure []string, err error) {
+	ps, err := Load(project, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Plain(ps.Config)
 }
 
 // RawValue is one config value as the engine passes it to a program: a
@@ -62,33 +67,4 @@ func RawValue(v any) (string, error) {
 	}
 	b, err := json.Marshal(v)
 	return string(b), err
-}
-
-// readConfigBlock reads the config block of a stack file, keys namespaced
-// by the project.
-func readConfigBlock(path string) (map[string]any, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var file struct {
-		Config map[string]any `yaml:"config"`
-	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	out := make(map[string]any, len(file.Config))
-	for k, v := range file.Config {
-		if !strings.Contains(k, ":") {
-			k = Project + ":" + k
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-// isSecure reports an encrypted value ({secure: <ciphertext>}).
-func isSecure(v any) bool {
-	m, ok := v.(map[string]any)
-	return ok && len(m) == 1 && m["secure"] != nil
 }

@@ -22,7 +22,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/stacks"
 	stackconfig "github.com/milner/milner/stacks/config"
 )
@@ -44,7 +45,7 @@ const (
 // workers differently), at the given versions and installer.
 func oneGraphStack(t *testing.T, talos, kubernetes, installer string) map[string]string {
 	t.Helper()
-	cfg, err := mockrun.ReadStackConfig("../../Pulumi.dev.yaml")
+	cfg, err := offlinetest.ReadStackConfig("../../Pulumi.dev.yaml")
 	require.NoError(t, err)
 	var cluster map[string]any
 	require.NoError(t, json.Unmarshal([]byte(cfg["milner:cluster"]), &cluster))
@@ -76,7 +77,7 @@ type nodeInputs struct {
 // runTalos runs the program and returns every node's Talos inputs.
 func runTalos(t *testing.T, cfg map[string]string) map[string]nodeInputs {
 	t.Helper()
-	rec, err := mockrun.Run(stacks.Program, "dev", cfg)
+	rec, err := offline.Run(stacks.Program, "dev", cfg)
 	require.NoError(t, err)
 	out := map[string]nodeInputs{}
 	for _, a := range rec.ByType(tApply) {

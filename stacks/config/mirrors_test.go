@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -35,7 +35,7 @@ func TestMirrorFetchTakesTheLongestPrefixOnPathBoundaries(t *testing.T) {
 func TestMirrorIsWhereTheReleaseFetchesAndNothingElse(t *testing.T) {
 	c := baseConfig()
 	c["chartMirrors"] = obj{"https://charts.example.org": "http://127.0.0.1:8080/charts", "oci://ghcr.io": "oci://localhost:5000/ghcr"}
-	rec, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
+	rec, err := offline.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
 	require.NoError(t, err)
 	app, ok := rec.ByName("kubernetes:helm.sh/v3:Release", "vault-release")
 	require.True(t, ok)
@@ -54,7 +54,7 @@ func TestMirrorIsWhereTheReleaseFetchesAndNothingElse(t *testing.T) {
 }
 
 func TestNoMirrorFetchesThePublishedSource(t *testing.T) {
-	rec, err := mockrun.Run(stacks.Program, "t", raw(t, baseConfig()), "milner:vaultToken")
+	rec, err := offline.Run(stacks.Program, "t", raw(t, baseConfig()), "milner:vaultToken")
 	require.NoError(t, err)
 	app, ok := rec.ByName("kubernetes:helm.sh/v3:Release", "vault-release")
 	require.True(t, ok)
@@ -84,7 +84,7 @@ func TestLoopbackHTTPMirrorsAreAccepted(t *testing.T) {
 	for _, to := range []string{"http://127.0.0.1:8080", "http://[::1]:8080/x", "http://localhost:8080", "https://charts.lan"} {
 		c := baseConfig()
 		c["chartMirrors"] = obj{"https://charts.example.org": to}
-		_, err := mockrun.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
+		_, err := offline.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
 		assert.NoError(t, err, to)
 	}
 }

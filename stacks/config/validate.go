@@ -44,7 +44,8 @@ func checkProxmoxToken(src ConfigSource, p *problems) {
 	full := Key(ProxmoxTokenKey)
 	n := len(p.errs)
 	checkSecret(src, ProxmoxTokenKey, "substrate kind proxmox", p)
-	if tok, _ := src.GetConfig(full); len(p.errs) == n && !proxmoxToken.MatchString(tok) {
+	// A stack loaded without its passphrase has no token to check.
+	if tok, _ := src.GetConfig(full); len(p.errs) == n && tok != PlaceholderSecret && !proxmoxToken.MatchString(tok) {
 		p.addf(full, "is not a Proxmox VE API token of the form user@realm!tokenid=secret")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
 )
@@ -37,7 +37,7 @@ var vaultNames = []string{"vault.vault.svc", "vault.vault.svc.cluster.local", "*
 var tlsKeys = []string{"milner:vaultToken", "milner:vaultTlsCert", "milner:vaultTlsKey", "milner:vaultTlsCa"}
 
 func TestVaultTLSAccepted(t *testing.T) {
-	rec, err := mockrun.Run(stacks.Program, "t", vaultStack(t, testpki.Valid(vaultNames...), nil), tlsKeys...)
+	rec, err := offline.Run(stacks.Program, "t", vaultStack(t, testpki.Valid(vaultNames...), nil), tlsKeys...)
 	require.NoError(t, err)
 	assert.NotEmpty(t, rec.Registrations())
 }
@@ -62,7 +62,7 @@ func TestVaultTLSRefusals(t *testing.T) {
 		{"not PEM", testpki.Bundle{Cert: "test-cert", Key: good.Key, CA: good.CA}, "milner:vaultTlsCert: holds no PEM certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec, err := mockrun.Run(stacks.Program, "t", vaultStack(t, tc.b, nil), tlsKeys...)
+			rec, err := offline.Run(stacks.Program, "t", vaultStack(t, tc.b, nil), tlsKeys...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Empty(t, rec.Registrations(), "a bad config must register nothing")
@@ -88,14 +88,14 @@ func TestVaultHardeningCannotBeUndone(t *testing.T) {
 		{"server disabled", obj{"server": obj{"enabled": false}}, "milner:apps[0].values.server.enabled: switches the chart"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec, err := mockrun.Run(stacks.Program, "t", vaultStack(t, b, tc.values), tlsKeys...)
+			rec, err := offline.Run(stacks.Program, "t", vaultStack(t, b, tc.values), tlsKeys...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Empty(t, rec.Registrations())
 		})
 	}
 	// A harmless extra argument stays the stack's.
-	_, err := mockrun.Run(stacks.Program, "t", vaultStack(t, b, obj{"server": obj{"extraArgs": "-log-level=debug"}}), tlsKeys...)
+	_, err := offline.Run(stacks.Program, "t", vaultStack(t, b, obj{"server": obj{"extraArgs": "-log-level=debug"}}), tlsKeys...)
 	require.NoError(t, err)
 }
 
@@ -104,7 +104,7 @@ func TestVaultHardeningCannotHideInSecretValues(t *testing.T) {
 	apps := strings.Replace(r["milner:apps"], `"vault":{`, `"secretValues":{"server.extraArgs":"vaultToken","server.dev.enabled":"vaultToken"},"vault":{`, 1)
 	require.NotEqual(t, r["milner:apps"], apps)
 	r["milner:apps"] = apps
-	_, err := mockrun.Run(stacks.Program, "t", r, tlsKeys...)
+	_, err := offline.Run(stacks.Program, "t", r, tlsKeys...)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "milner:apps[0].secretValues[server.extraArgs]: is set by Milner's hardened Vault")
 	assert.Contains(t, err.Error(), "milner:apps[0].secretValues[server.dev.enabled]: is set by Milner's hardened Vault")

@@ -115,6 +115,12 @@ const HolderVMIDOffset = 1000
 // HolderVMID returns the VM id of the disk holder of the node with VM id vmID.
 func HolderVMID(vmID int) int { return vmID + HolderVMIDOffset }
 
+// HolderSuffix ends the logical (and PVE) name of a Proxmox node's disk
+// holder VM, "<cluster>-<node>-disks": a VM that is never started and only
+// owns the node's disks, so they survive a replace of the node VM. A state
+// contract.
+const HolderSuffix = "-disks"
+
 // Suffixes of the logical names of a libvirt substrate's objects after the
 // cluster name (the node name comes between for volumes): a state contract.
 const (

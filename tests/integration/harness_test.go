@@ -14,11 +14,9 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +31,7 @@ import (
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/tests/harness"
 )
 
 const (
@@ -66,7 +65,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "integration: libvirtd does not answer (run scripts/libvirt-up.sh): %v: %s\n", err, out)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	os.Exit(harness.Run(m))
 }
 
 // node is one node of a scenario's config.
@@ -121,7 +120,7 @@ func newScenarioOn(t *testing.T, id string, subnet int, url string) *scenario {
 		{Name: "w-1", Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: s.addr(21), MAC: s.mac(0x21)},
 	}
 	// The progress log closes after the cleanup below has used it.
-	progress := logWriter(t)
+	progress := harness.LogWriter(t)
 	// Leftovers of an interrupted earlier run would make every create fail.
 	s.virshCleanup()
 	t.Cleanup(s.cleanup)
@@ -429,21 +428,4 @@ func steps(ss []gate.Step) string {
 		fmt.Fprintf(&b, "\n  %s %s %s keys=%v diffs=%v failed=%v", s.Op, s.Type, s.Name(), s.Keys, s.Diffs, s.Failed)
 	}
 	return b.String()
-}
-
-// logWriter sends Pulumi's progress to the test log, line by line.
-func logWriter(t *testing.T) io.Writer {
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if line := strings.TrimRight(sc.Text(), " "); line != "" {
-				t.Log(line)
-			}
-		}
-	}()
-	t.Cleanup(func() { _ = pw.Close(); <-done }) // a pipe's Close never fails
-	return pw
 }

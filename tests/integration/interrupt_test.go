@@ -5,11 +5,9 @@ package integration
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -118,12 +116,9 @@ func (s *milnerScenario) interruptWhen(reached func(*milnerScenario) bool, args 
 // reports true, and returns how it ended.
 func (s *milnerScenario) actWhen(reached func(*milnerScenario) bool, act func(pid int) error, args ...string) cmdResult {
 	s.t.Helper()
-	full := append([]string{args[0], "--stack", milnerStack, "--dir", s.dir}, args[1:]...)
-	cmd := exec.Command(s.bin, full...)
-	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend(), "PULUMI_CONFIG_PASSPHRASE="+itPassphrase)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd := s.command(args, &stdout, &stderr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
@@ -152,13 +147,7 @@ poll:
 	if sent.IsZero() {
 		s.t.Fatalf("milner %s ended before the event it was to be acted on at:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
 	}
-	r := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		r.code = exit.ExitCode()
-	} else if err != nil {
-		s.t.Fatal(err)
-	}
+	r := s.exited(args, err, &stdout, &stderr)
 	s.t.Logf("milner %s: acted at the event, then exit %d %s later\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.code,
 		time.Since(sent).Round(time.Millisecond), r.stdout, r.stderr)
 	return r

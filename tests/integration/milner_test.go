@@ -12,11 +12,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/tests/harness"
 )
 
 // The `milner` command, driven black-box: the binary is built once per test
@@ -28,34 +28,6 @@ import (
 
 // milnerStack is the stack name the command is given.
 const milnerStack = itStack
-
-var (
-	milnerOnce sync.Once
-	milnerBin  string
-	milnerErr  error
-)
-
-// milnerBinary builds cmd/milner once and returns its path.
-func milnerBinary(t *testing.T) string {
-	t.Helper()
-	milnerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "milner-it-bin-")
-		if err != nil {
-			milnerErr = err
-			return
-		}
-		milnerBin = filepath.Join(dir, "milner")
-		cmd := exec.Command("go", "build", "-o", milnerBin, "./cmd/milner")
-		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			milnerErr = fmt.Errorf("go build ./cmd/milner: %w: %s", err, out)
-		}
-	})
-	if milnerErr != nil {
-		t.Fatal(milnerErr)
-	}
-	return milnerBin
-}
 
 // cmdResult is one run of the milner binary.
 type cmdResult struct {
@@ -83,7 +55,7 @@ func newMilnerScenario(t *testing.T, id string, subnet int) *milnerScenario {
 // newMilnerScenarioOn is newMilnerScenario on the backend url.
 func newMilnerScenarioOn(t *testing.T, id string, subnet int, url string) *milnerScenario {
 	t.Helper()
-	bin := milnerBinary(t)
+	bin := harness.Milner(t, repo)
 	s := &milnerScenario{scenario: newScenarioOn(t, id, subnet, url), bin: bin}
 	// Runs before the harness's cleanup (registered earlier, run later).
 	t.Cleanup(func() {
@@ -108,14 +80,31 @@ func (s *milnerScenario) milner(args ...string) cmdResult {
 // milnerIn is milner with stdin.
 func (s *milnerScenario) milnerIn(stdin string, args ...string) cmdResult {
 	s.t.Helper()
+	var stdout, stderr strings.Builder
+	cmd := s.command(args, &stdout, &stderr)
+	cmd.Stdin = strings.NewReader(stdin)
+	start := time.Now()
+	r := s.exited(args, cmd.Run(), &stdout, &stderr)
+	s.t.Logf("milner %s: exit %d in %s\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.code,
+		time.Since(start).Round(time.Millisecond), r.stdout, r.stderr)
+	return r
+}
+
+// command is the binary with --stack and -C after the verb, the
+// scenario's backend and passphrase in Pulumi's variables, its output
+// going to stdout and stderr.
+func (s *milnerScenario) command(args []string, stdout, stderr *strings.Builder) *exec.Cmd {
 	full := append([]string{args[0], "--stack", milnerStack, "-C", s.dir}, args[1:]...)
 	cmd := exec.Command(s.bin, full...)
 	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend(), "PULUMI_CONFIG_PASSPHRASE="+itPassphrase)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	return cmd
+}
+
+// exited is how a run of the binary ended (err is its Run's or Wait's):
+// its exit code and output. Any error but an exit status fails the test.
+func (s *milnerScenario) exited(args []string, err error, stdout, stderr *strings.Builder) cmdResult {
+	s.t.Helper()
 	r := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
 	var exit *exec.ExitError
 	switch {
@@ -125,8 +114,6 @@ func (s *milnerScenario) milnerIn(stdin string, args ...string) cmdResult {
 	default:
 		s.t.Fatalf("milner %s: %v", strings.Join(args, " "), err)
 	}
-	s.t.Logf("milner %s: exit %d in %s\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), r.code,
-		time.Since(start).Round(time.Millisecond), r.stdout, r.stderr)
 	return r
 }
 

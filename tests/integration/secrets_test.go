@@ -14,6 +14,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
 	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/tests/harness"
 )
 
 // TestStackFileSecrets: one workflow. A secret set the way the README says
@@ -62,7 +63,7 @@ func TestStackFileSecrets(t *testing.T) {
 	open := func(passphrase string) *engine.Stack {
 		st, err := engine.Open(context.Background(), engine.Options{
 			Stack: "sec", Dir: dir, Tools: filepath.Join(repo, ".tools", "bin"), Backend: backend,
-			Passphrase: passphrase, Program: program, Progress: logWriter(t),
+			Passphrase: passphrase, Program: program, Progress: harness.LogWriter(t),
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -11,7 +11,6 @@
 package kubeapi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -462,22 +461,4 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
-}
-
-// logWriter sends Pulumi's progress to the test log, line by line.
-func logWriter(t *testing.T) io.Writer {
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			if line := strings.TrimRight(sc.Text(), " "); line != "" {
-				t.Log(line)
-			}
-		}
-	}()
-	t.Cleanup(func() { _ = pw.Close(); <-done }) // a pipe's Close never fails
-	return pw
 }

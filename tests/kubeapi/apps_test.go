@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/harness"
 )
 
 const (
@@ -155,7 +155,7 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 		Backend:    backend,
 		Passphrase: passphrase,
 		Program:    stacks.Program,
-		Progress:   logWriter(t),
+		Progress:   harness.LogWriter(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -533,45 +533,18 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
-var (
-	milnerOnce sync.Once
-	milnerBin  string
-	milnerErr  error
-)
-
 // TestMain removes the milner binary built for the package's tests once
 // they have all run (several tests use it).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if milnerBin != "" {
-		_ = os.RemoveAll(filepath.Dir(milnerBin)) // a leftover temp dir fails nothing
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(harness.Run(m)) }
 
 // milner runs the milner command, built once per test process, on
 // the scenario's stack with its backend and passphrase in Pulumi's variables,
 // logs what it printed and returns its exit code and output.
 func (s *appsScenario) milner(args ...string) (int, string) {
 	s.t.Helper()
-	milnerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "milner-kubeapi-bin-")
-		if err != nil {
-			milnerErr = err
-			return
-		}
-		milnerBin = filepath.Join(dir, "milner")
-		cmd := exec.Command("go", "build", "-o", milnerBin, "./cmd/milner")
-		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			milnerErr = fmt.Errorf("go build ./cmd/milner: %w: %s", err, out)
-		}
-	})
-	if milnerErr != nil {
-		s.t.Fatal(milnerErr)
-	}
+	bin := harness.Milner(s.t, repo)
 	full := append([]string{args[0], "--stack", stackName, "-C", s.dir}, args[1:]...)
-	cmd := exec.Command(milnerBin, full...)
+	cmd := exec.Command(bin, full...)
 	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend, "PULUMI_CONFIG_PASSPHRASE="+passphrase)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()

@@ -28,7 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/milner/milner/components/helmapp"
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/internal/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -64,7 +65,7 @@ func testSecret(k string) string { return "s3cret-value-of-" + k }
 type stack struct {
 	name    string
 	cfg     *config.Config
-	rec     *mockrun.Recorder
+	rec     *offline.Recorder
 	secrets map[string]string
 }
 
@@ -78,7 +79,7 @@ func committedStacks(t *testing.T) []stack {
 	var out []stack
 	for _, f := range files {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml")
-		raw, err := mockrun.ReadStackConfig(f)
+		raw, err := offlinetest.ReadStackConfig(f)
 		require.NoError(t, err)
 		secrets := map[string]string{}
 		src := source(raw)
@@ -106,7 +107,7 @@ func committedStacks(t *testing.T) []stack {
 		maps.Copy(raw, secrets)
 		cfg, err := config.Load(source(raw))
 		require.NoError(t, err, name)
-		rec, err := mockrun.Run(stacks.Program, name, raw, slices.Sorted(maps.Keys(secrets))...)
+		rec, err := offline.Run(stacks.Program, name, raw, slices.Sorted(maps.Keys(secrets))...)
 		require.NoError(t, err, name)
 		out = append(out, stack{name: name, cfg: cfg, rec: rec, secrets: secrets})
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/mockrun"
+	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -49,17 +49,17 @@ func Base() Obj {
 // program, with the secret the base config's app needs.
 func Raw(t testing.TB, c Obj) map[string]string {
 	t.Helper()
-	out, err := mockrun.RawConfig(c)
+	out, err := offlinetest.RawConfig(c)
 	require.NoError(t, err)
 	out["milner:vaultToken"] = "t0k3n"
 	return out
 }
 
 // RawConfig turns a config object into raw values, without secrets.
-var RawConfig = mockrun.RawConfig
+var RawConfig = offlinetest.RawConfig
 
 // At walks a path of map keys and list indexes into c.
-var At = mockrun.At
+var At = offlinetest.At
 
 // Source is a config.ConfigSource over raw values; the keys listed in
 // Secrets are secret, as `pulumi config set --secret` stores them.

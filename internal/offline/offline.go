@@ -1,8 +1,10 @@
-// Package mockrun runs the Milner program against a recording mock of the
-// Pulumi engine: every resource registration and invoke is kept, with its
-// inputs and options, so tests and `milner check` can assert what the program
-// asks for without an engine, a provider or a network.
-package mockrun
+// Package offline runs the Milner program without an engine, against a
+// recording resource monitor: every resource registration and invoke is
+// kept, with its inputs and options, so `milner check` (and the tests) can
+// evaluate what the program asks for without an engine, a provider or a
+// network. Nothing on the preview/up path runs it: the guards judge the
+// engine's own preview.
+package offline
 
 import (
 	"context"
@@ -14,11 +16,13 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/milner/milner/internal/stackfile"
+	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/stacks/config"
 )
 
-// Project is the Pulumi project name of the program.
-const Project = stackfile.Project
+// Project is the Pulumi project name of the program: the namespace of its
+// config keys.
+const Project = config.Namespace
 
 // Registration is one resource the program registered.
 type Registration struct {
@@ -197,45 +201,6 @@ func Run(program pulumi.RunFunc, stack string, config map[string]string, secretK
 	return rec, errors.Join(runErr, ctx.Close())
 }
 
-// ReadStackConfig reads the config block of a Pulumi.<stack>.yaml into raw
-// config values as the engine passes them to a program (see
-// stackfile.ReadConfig).
-func ReadStackConfig(path string) (map[string]string, error) { return stackfile.ReadConfig(path) }
-
-// RawConfig turns config objects, keyed as in a stack file's config block
-// without the project namespace, into the raw values the engine passes a
-// program (as ReadStackConfig does for a file).
-func RawConfig(c map[string]any) (map[string]string, error) {
-	out := make(map[string]string, len(c))
-	for k, v := range c {
-		raw, err := stackfile.RawValue(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
-		}
-		out[Project+":"+k] = raw
-	}
-	return out, nil
-}
-
-// At walks a path of map keys and list indexes into a config object and
-// returns the object there, for tests that edit one value of a config.
-func At(c map[string]any, path ...any) map[string]any {
-	var cur any = c
-	for _, p := range path {
-		switch p := p.(type) {
-		case string:
-			cur = cur.(map[string]any)[p]
-		case int:
-			cur = cur.([]any)[p]
-		}
-	}
-	return cur.(map[string]any)
-}
-
-// SecureKeys lists, sorted, the keys of a stack file whose values are
-// encrypted (see stackfile.SecureKeys).
-func SecureKeys(path string) ([]string, error) { return stackfile.SecureKeys(path) }
-
 // str builds a string property.
 func str(s string) resource.PropertyValue { return resource.NewProperty(s) }
 
@@ -243,7 +208,7 @@ func str(s string) resource.PropertyValue { return resource.NewProperty(s) }
 func mockOutputs(token string, inputs resource.PropertyMap) resource.PropertyMap {
 	out := inputs.Copy()
 	switch token {
-	case "talos:machine/secrets:Secrets":
+	case gate.TypeTalosSecrets:
 		out["machineSecrets"] = resource.NewProperty(resource.PropertyMap{
 			"cluster": resource.NewProperty(resource.PropertyMap{"id": str("mock-cluster-id"), "secret": str("mock-cluster-secret")}),
 		})
@@ -252,11 +217,11 @@ func mockOutputs(token string, inputs resource.PropertyMap) resource.PropertyMap
 			"clientCertificate": str("mock-cert"),
 			"clientKey":         str("mock-key"),
 		})
-	case "talos:machine/configurationApply:ConfigurationApply":
+	case gate.TypeConfigApply:
 		out["resolvedApplyMode"] = str("auto")
 	case "talos:cluster/kubeconfig:Kubeconfig":
 		out["kubeconfigRaw"] = str("apiVersion: v1\nkind: Config\n# mock kubeconfig\n")
-	case "proxmoxve:VM/virtualMachine:VirtualMachine":
+	case gate.TypeProxmoxVM:
 		// Proxmox names every disk it creates in a datastore and reports the
 		// name as its pathInDatastore (vm-<vmid>-disk-<n> on LVM-thin); a
 		// VM that attaches disks by path reports the paths it was given.
@@ -271,7 +236,7 @@ func mockOutputs(token string, inputs resource.PropertyMap) resource.PropertyMap
 		if disks != nil {
 			out["disks"] = resource.NewProperty(disks)
 		}
-	case "kubernetes:helm.sh/v3:Release":
+	case gate.TypeHelmRelease:
 		out["status"] = resource.NewProperty(resource.PropertyMap{"status": str("deployed"), "revision": resource.NewProperty(1.0)})
 	}
 	return out

@@ -1,0 +1,71 @@
+// Package offlinetest holds the test helpers around an offline run of the
+// program: stack files read into raw config, config objects edited and
+// turned into raw config, and recorded registrations shaped as a preview's
+// steps.
+package offlinetest
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+
+	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/stackfile"
+)
+
+// ReadStackConfig reads the config block of a Pulumi.<stack>.yaml into raw
+// config values as the engine passes them to a program (see
+// stackfile.ReadConfig).
+func ReadStackConfig(path string) (map[string]string, error) {
+	return stackfile.ReadConfig(offline.Project, path)
+}
+
+// RawConfig turns config objects, keyed as in a stack file's config block
+// without the project namespace, into the raw values the engine passes a
+// program (as ReadStackConfig does for a file).
+func RawConfig(c map[string]any) (map[string]string, error) {
+	out := make(map[string]string, len(c))
+	for k, v := range c {
+		raw, err := stackfile.RawValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[offline.Project+":"+k] = raw
+	}
+	return out, nil
+}
+
+// At walks a path of map keys and list indexes into a config object and
+// returns the object there, for tests that edit one value of a config.
+func At(c map[string]any, path ...any) map[string]any {
+	var cur any = c
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			cur = cur.(map[string]any)[p]
+		case int:
+			cur = cur.([]any)[p]
+		}
+	}
+	return cur.(map[string]any)
+}
+
+// Steps returns the custom resources r recorded as the steps a preview of
+// a clean install reports: a create (an import where the program imports)
+// with its inputs, as the engine's events carry them. Tests hand them to
+// what judges a real preview's steps.
+func Steps(r *offline.Recorder) []gate.Step {
+	var out []gate.Step
+	for _, reg := range r.Registrations() {
+		if !reg.Custom {
+			continue
+		}
+		s := gate.Step{Op: apitype.OpCreate, URN: reg.URN, Type: reg.Type, Inputs: reg.Inputs.Mappable()}
+		if reg.Options.ImportID != "" {
+			s.Op, s.ID = apitype.OpImport, reg.Options.ImportID
+		}
+		out = append(out, s)
+	}
+	return out
+}
