@@ -270,11 +270,12 @@ func openBundle(t *testing.T, file, key string) *secrets.Bundle {
 // marker of any private key.
 func needles(b *secrets.Bundle) []string {
 	b64 := base64.StdEncoding.EncodeToString
-	return []string{
+	all := []string{
 		"PRIVATE KEY",
 		b64(b.Certs.OS.Key), b64(b.Certs.K8s.Key), b64(b.Certs.Etcd.Key), b64(b.Certs.K8sAggregator.Key), b64(b.Certs.K8sServiceAccount.Key),
 		b.Cluster.Secret, b.Secrets.BootstrapToken, b.Secrets.SecretboxEncryptionSecret, b.TrustdInfo.Token,
 	}
+	return slices.DeleteFunc(all, func(s string) bool { return len(s) < 16 }) // an empty or short one would match anything
 }
 
 // scanBackend fails the test if any object holds a secret outside a
