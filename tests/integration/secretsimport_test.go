@@ -90,6 +90,9 @@ func TestSecretsImportKeepsTheBundleEncrypted(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = os.RemoveAll(dir) })
 			url := "file://" + filepath.Join(dir, "state")
+			if err := os.MkdirAll(filepath.Join(dir, "state"), 0o700); err != nil {
+				t.Fatal(err)
+			}
 			objects := func() map[string][]byte { return fileObjects(t, filepath.Join(dir, "state")) }
 			if tc.table != "" {
 				url = postgresURL(t, tc.table)

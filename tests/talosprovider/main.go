@@ -28,13 +28,15 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"os/signal"
 	"time"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/provider"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"gopkg.in/yaml.v3"
@@ -49,10 +51,28 @@ const (
 	version = "0.7.1"
 )
 
+// main serves the provider as a plugin does (the lines of
+// sdk/v3/go/pulumi/provider.Main that matter here, without its tracing):
+// a gRPC server on a free port, the port on stdout, until the engine's
+// SIGINT.
 func main() {
-	if err := provider.Main("talos", func(*provider.HostClient) (pulumirpc.ResourceProviderServer, error) {
-		return &talos{}, nil
-	}); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cancel := make(chan bool)
+	go func() { <-ctx.Done(); close(cancel) }()
+	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Cancel: cancel,
+		Init: func(srv *grpc.Server) error {
+			pulumirpc.RegisterResourceProviderServer(srv, &talos{})
+			return nil
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("%d\n", handle.Port)
+	if err := <-handle.Done; err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
