@@ -34,11 +34,21 @@ fi
 
 # 3. Daemons (no systemd: run them with -d). virtlogd collects qemu's
 # console/stderr logs; libvirtd refuses to start domains without it.
+# A daemon keeps every descriptor it inherits: started under
+# `flock /tmp/milner-*.lock`, it would hold that lock for as long as it runs.
+# daemon runs one with only stdin, stdout and stderr open.
+daemon() (
+  for fd in /proc/self/fd/*; do
+    fd=${fd##*/}
+    ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null || true
+  done
+  exec "$@"
+)
 mkdir -p /var/log/libvirt
-pgrep -x virtlogd >/dev/null || virtlogd -d
+pgrep -x virtlogd >/dev/null || daemon virtlogd -d
 if ! pgrep -x libvirtd >/dev/null; then
   # Without journald libvirtd's errors would be lost; send them to a file.
-  LIBVIRT_LOG_OUTPUTS="3:file:$log" libvirtd -d
+  LIBVIRT_LOG_OUTPUTS="3:file:$log" daemon libvirtd -d
 fi
 
 # 4. Bounded wait until the daemon answers on its socket.

@@ -304,13 +304,7 @@ func (c *Config) validateNodes(p *problems) {
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
 		np := fmt.Sprintf("%s[%d]", path, i)
-		if !dnsLabel.MatchString(n.Name) {
-			p.addf(np+".name", "%q is not a lowercase DNS label", n.Name)
-		} else if j, dup := names[n.Name]; dup {
-			p.addf(np+".name", "%q is also the name of nodes[%d]", n.Name, j)
-		} else {
-			names[n.Name] = i
-		}
+		uniqueName(p, np+".name", n.Name, "nodes", i, names)
 
 		minMem := MinMemoryWorkerMiB
 		switch n.Role {
@@ -393,6 +387,18 @@ func (c *Config) validateNodes(p *problems) {
 	}
 }
 
+// uniqueName checks the name of list[i]: a lowercase DNS label that no
+// earlier entry of the list (seen: name → index) has.
+func uniqueName(p *problems, path, name, list string, i int, seen map[string]int) {
+	if !dnsLabel.MatchString(name) {
+		p.addf(path, "%q is not a lowercase DNS label", name)
+	} else if j, dup := seen[name]; dup {
+		p.addf(path, "%q is also the name of %s[%d]", name, list, j)
+	} else {
+		seen[name] = i
+	}
+}
+
 func (c *Config) validateApps(p *problems) {
 	path := Key("apps")
 	// On an existing cluster (startAt: apps) its nodes are not Milner's to check.
@@ -403,13 +409,7 @@ func (c *Config) validateApps(p *problems) {
 	for i := range c.Apps {
 		a := &c.Apps[i]
 		ap := fmt.Sprintf("%s[%d]", path, i)
-		if !dnsLabel.MatchString(a.Name) {
-			p.addf(ap+".name", "%q is not a lowercase DNS label", a.Name)
-		} else if j, dup := names[a.Name]; dup {
-			p.addf(ap+".name", "%q is also the name of apps[%d]", a.Name, j)
-		} else {
-			names[a.Name] = i
-		}
+		uniqueName(p, ap+".name", a.Name, "apps", i, names)
 		if !dnsLabel.MatchString(a.ReleaseName) || len(a.ReleaseName) > 53 {
 			p.addf(ap+".releaseName", "%q is not a Helm release name (a DNS label of at most 53 characters)", a.ReleaseName)
 		}
