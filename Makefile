@@ -2,7 +2,7 @@
 # what CI runs (.ci/run): on a fresh Debian machine, as root, it installs
 # and starts what its tests need (scripts/ci-deps.sh), builds the pinned
 # tools into .tools/bin, and runs every check.
-.PHONY: build test lint vet integration tools tools-lint tools-kubeapi deps flake-check conformance ci
+.PHONY: build test lint vet integration tools tools-lint tools-kubeapi tools-validate deps flake-check conformance ci
 
 export PATH := /usr/local/go/bin:$(PATH)
 export PULUMI_SKIP_UPDATE_CHECK := true
@@ -14,7 +14,7 @@ build:
 # Unit and whole-program tests (mocks; no engine, no libvirt, no network),
 # then the real upstream charts rendered with Helm's engine (tests/render, a
 # module of its own; it reads ../shared/charts or $$MILNER_CHARTS_DIR).
-test:
+test: tools-validate
 	go test ./...
 	cd tests/render && GOWORK=off go test -count=1 ./...
 
@@ -26,6 +26,11 @@ lint: tools-lint
 
 tools-lint:
 	scripts/tools.sh lint
+
+# The Talos config validators, one per machinery version (the provider's
+# v1.12.0, the nodes' v1.9.5), for `milner check` and internal/conformance.
+tools-validate:
+	scripts/tools.sh talos-validate
 
 # The pinned Pulumi CLI and libvirt plugin, built into .tools/bin.
 tools:
@@ -54,8 +59,9 @@ flake-check: deps
 	nix-instantiate --parse flake.nix >/dev/null
 
 # Docs rendered from the committed stack files and commands must match;
-# every stack must satisfy the layer rules under mocks.
-conformance:
+# every stack must satisfy the layer rules under mocks, and its node configs,
+# generated with the provider's machinery, the machinery of its talosVersion.
+conformance: tools-validate
 	go run ./cmd/milner docs --check
 	go run ./cmd/milner check --all
 

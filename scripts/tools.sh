@@ -9,10 +9,12 @@
 #                               pinned by tools/kube-controller-manager/go.mod (the same release)
 #   pulumi-resource-kubernetes - the Kubernetes provider plugin, pinned by
 #                               tools/kubernetes-provider/go.mod
+#   talos-validate-v<version> - Talos config validators, one per machinery version
+#                               (tools/talos-validate-v*/go.mod; the code is tools/talos-validate)
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes]...
+# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes|talos-validate]...
 #   (default: pulumi libvirt; kubeapi is kube-apiserver, kube-controller-manager and etcd)
 set -euo pipefail
 
@@ -55,11 +57,13 @@ kubernetes_embeds() {
 }
 
 # build NAME MODULE_DIR PACKAGE LDFLAGS [PREPARE]
-# PREPARE is a command run before a build that is not skipped.
+# PREPARE is a command run before a build that is not skipped. $also names a
+# module the tool's go.mod replaces with a local directory: its sources are
+# part of the stamp.
 build() {
   local name=$1 dir=$2 pkg=$3 ldflags=$4 prepare=${5:-}
   local stamp="$root/.tools/$name.stamp" key start
-  key=$({ cat "$dir/go.mod" "$dir/go.sum" "$dir"/*.go; echo "$ldflags"; go version; } | sha256sum | cut -d' ' -f1)
+  key=$({ cat "$dir/go.mod" "$dir/go.sum" "$dir"/*.go; [[ -z ${also:-} ]] || cat "$also/go.mod" "$also"/*.go; echo "$ldflags"; go version; } | sha256sum | cut -d' ' -f1)
   if [[ -x "$bin/$name" && -f "$stamp" && "$(<"$stamp")" == "$key" ]]; then
     echo "tools: $name is up to date"
     return 0
@@ -97,6 +101,11 @@ for t in "${targets[@]}"; do
     kubernetes)
       build pulumi-resource-kubernetes "$root/tools/kubernetes-provider" . \
         "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$kubernetes_ver" kubernetes_embeds ;;
-    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi or kubernetes)" >&2; exit 2 ;;
+    talos-validate) # one validator per machinery version that matters (docs/verification.md)
+      for d in "$root"/tools/talos-validate-v*/; do
+        d=${d%/}
+        also="$root/tools/talos-validate" build "$(basename "$d")" "$d" . ""
+      done ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubernetes or talos-validate)" >&2; exit 2 ;;
   esac
 done

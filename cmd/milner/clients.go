@@ -151,7 +151,7 @@ func (c clientConfig) removeFrom(cluster, file string) error {
 func clientCmd(c clientConfig) *cobra.Command {
 	f := &stackFlags{}
 	var file string
-	var stdout bool
+	var stdout, renew bool
 	cmd := &cobra.Command{
 		Use:   c.output,
 		Short: fmt.Sprintf("Merge the stack's %s into the user's %s config (or print it)", c.output, c.tool),
@@ -159,7 +159,8 @@ func clientCmd(c clientConfig) *cobra.Command {
 user's %s config: --file, else $%s, else ~/%s. Entries of the same name
 are replaced, the cluster's context becomes the current one, the file is
 written 0600, and a symlink is refused. 'milner teardown' takes the
-cluster's entries out again.`, c.output, c.output, c.tool, c.env, c.home),
+cluster's entries out again. --renew first issues a new client certificate
+from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.output, c.output, c.tool, c.env, c.home),
 		Example: fmt.Sprintf("  milner %s --stack dev\n  milner %s --stack dev --stdout > /tmp/%s", c.output, c.output, c.output),
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -175,6 +176,11 @@ cluster's entries out again.`, c.output, c.output, c.tool, c.env, c.home),
 			raw, ok := outs[c.output].(string)
 			if !ok {
 				return fmt.Errorf("stack %q has no %s output yet: run `milner up --stack %s` through the Talos layer first", st.Name(), c.output, st.Name())
+			}
+			if renew {
+				if raw, err = renewClient(ctx, st, c.output, raw); err != nil {
+					return err
+				}
 			}
 			if stdout {
 				_, err := fmt.Print(raw)
@@ -203,6 +209,7 @@ cluster's entries out again.`, c.output, c.output, c.tool, c.env, c.home),
 	f.addStack(cmd)
 	cmd.Flags().StringVar(&file, "file", "", fmt.Sprintf("the %s config to merge into (default $%s or ~/%s)", c.tool, c.env, c.home))
 	cmd.Flags().BoolVar(&stdout, "stdout", false, "print the config instead of merging it")
+	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new client certificate (one year) from the stack's secrets bundle first; no apply")
 	return cmd
 }
 

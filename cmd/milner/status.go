@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/milner/milner/internal/certs"
 	"github.com/milner/milner/internal/gate"
 )
 
@@ -20,6 +22,8 @@ type status struct {
 	Nodes     any            `json:"nodes"`
 	// Versions is --versions: what each node runs against the declared.
 	Versions *versionsView `json:"versions,omitempty"`
+	// Certificates are the client certificates' and CAs' lifetimes.
+	Certificates []certs.Cert `json:"certificates"`
 }
 
 func statusCmd() *cobra.Command {
@@ -30,7 +34,9 @@ func statusCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show a stack's backend, resources by layer and nodes from its state; --versions asks every node what it runs",
 		Long: `status reads the stack's state (no engine run): its backend, resources by
-layer, protected count and nodes. With --versions it also asks every node,
+layer, protected count, nodes, and when the talosconfig and kubeconfig
+client certificates and the cluster CAs expire (a warning within 30 days;
+'milner talosconfig|kubeconfig --renew' renews a client certificate). With --versions it also asks every node,
 through the Talos API, which Talos and Kubernetes versions it runs, against
 the declared ones, marking every difference ('milner upgrade' closes it).`,
 		Example: `  milner status --stack dev
@@ -55,7 +61,8 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 			if err != nil {
 				return err
 			}
-			s := status{Stack: st.Name(), Cluster: clusterName(cfg), Backend: st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"]}
+			s := status{Stack: st.Name(), Cluster: clusterName(cfg), Backend: st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"],
+				Certificates: certLifetimes(ctx, st)}
 			for _, r := range resources {
 				s.Resources[string(gate.LayerOf(r.Type, r.Name()))]++
 				if r.Protect {
@@ -94,6 +101,10 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 					m := asMap(n)
 					fmt.Printf("  %-8v %-13v %v\n", m["name"], m["role"], m["address"])
 				}
+			}
+			fmt.Printf("certificates (warned within %d days):\n", int(certs.WarnWithin.Hours()/24))
+			for _, c := range s.Certificates {
+				fmt.Printf("  %s\n", c.Line(time.Now()))
 			}
 			return nil
 		},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/upgrade"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config"
 )
 
 func upgradeCmd() *cobra.Command {
@@ -27,7 +29,10 @@ Pulumi.<stack>.yaml, asks every node what it runs (Talos machine API), and
 plans the nodes whose version differs: control planes first, then workers,
 one at a time. Before and after each node the cluster must be healthy
 (every node ready, etcd with one healthy voting member per control plane,
-no alarm). A node is upgraded with the declared installer image, its data
+no alarm), and every StatefulSet and Deployment of the apps layer must be
+fully Ready: after a node, up to 10 minutes (a rebooted node's Vault pod
+is Ready only once unsealed; the run stops, naming the sealed pod, rather
+than take the next node down). A node is upgraded with the declared installer image, its data
 preserved, and must come back on the declared version. The first failure
 stops the run and names the node; a rerun skips nodes already upgraded.
 Kubernetes follows with upstream's upgrade-k8s sequence.
@@ -68,8 +73,14 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 				return err
 			}
 			defer func() { _ = c.Close() }()
+			o := upgrade.DefaultOptions(os.Stdout)
+			if !dryRun { // a dry run sends nothing, so needs no gate
+				if o.Apps, err = appsGate(ctx, st, s.Config); err != nil {
+					return err
+				}
+			}
 			var declined error
-			err = upgrade.Execute(ctx, c, upgrade.DefaultOptions(os.Stdout), dryRun, func(*upgrade.Plan) bool {
+			err = upgrade.Execute(ctx, c, o, dryRun, func(*upgrade.Plan) bool {
 				if yes {
 					return true
 				}
@@ -77,9 +88,12 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 				declined = confirm(ctx, os.Stdin, os.Stdout, "Upgrade these nodes, one at a time?", st.Name())
 				return declined == nil
 			})
+			var stopped *upgrade.StopError
 			switch {
 			case declined != nil:
 				return declined
+			case errors.As(err, &stopped) && stopped.NothingChanged():
+				return refused("%v", err)
 			case err != nil:
 				return err
 			case dryRun:
@@ -94,6 +108,27 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	addYes(cmd, &yes)
 	return cmd
+}
+
+// appsGate is the apps layer's readiness (upgrade.Apps.Ready), asked with
+// the stack's kubeconfig output; nil when the stack declares no apps.
+func appsGate(ctx context.Context, st *engine.Stack, cfg *config.Config) (func(context.Context) error, error) {
+	if len(cfg.Apps) == 0 && !cfg.Storage.On() {
+		return nil, nil
+	}
+	outs, err := st.Outputs(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	raw, _ := outs[kubeconfig.output].(string)
+	if raw == "" {
+		return nil, fmt.Errorf("stack %q has no kubeconfig output: the apps gate between nodes needs it (run `milner up` through the Talos layer first)", st.Name())
+	}
+	apps, err := upgrade.NewApps(cfg, []byte(raw))
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: %w", st.Name(), err)
+	}
+	return apps.Ready, nil
 }
 
 // recordConfigs makes the stack's state match what the nodes hold once

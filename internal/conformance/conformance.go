@@ -34,6 +34,9 @@ type Evidence struct {
 	BumpedInvokes []mockrun.Invoke
 	// BumpedVersion is the Talos version of the bumped run.
 	BumpedVersion string
+	// Tools is the directory of the Talos config validators
+	// (talos-validate-<machinery version>): <project>/.tools/bin.
+	Tools string
 }
 
 // Collect runs the program twice for one stack under the mock: as

@@ -100,31 +100,6 @@ func strs(v resource.PropertyValue) []string {
 	return out
 }
 
-// talosValid generates every node config the run asked for with Talos' own
-// machinery (a secrets bundle made here, the stack's contract), applies the
-// patches through machinery's patcher and validates the result for the
-// stack's platform.
-func talosValid(ev *Evidence) []string {
-	inputs, err := NodeInputs(ev)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	if len(inputs) != len(ev.Config.Nodes) {
-		return []string{fmt.Sprintf("%d node configs for %d nodes", len(inputs), len(ev.Config.Nodes))}
-	}
-	secrets, err := talosconfig.NewSecrets(ev.Config.Cluster.ConfigContract)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	var out []string
-	for _, node := range sortedNodes(inputs) {
-		if err := talosconfig.Validate(secrets, inputs[node]); err != nil {
-			out = append(out, fmt.Sprintf("node %s: %v", node, err))
-		}
-	}
-	return out
-}
-
 func sortedNodes(m map[string]talosconfig.Input) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

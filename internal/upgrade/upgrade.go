@@ -245,6 +245,12 @@ type Options struct {
 	RebootTimeout time.Duration
 	// HealthTimeout bounds the wait for the cluster to be healthy after a node.
 	HealthTimeout time.Duration
+	// Apps is the apps gate (Apps.Ready): checked before the first node and
+	// waited for, up to AppsTimeout, after every node and after Kubernetes.
+	// nil when the stack has no apps layer.
+	Apps func(ctx context.Context) error
+	// AppsTimeout bounds the wait for the apps to be Ready after a node.
+	AppsTimeout time.Duration
 	// Kubernetes runs the Kubernetes step; nil uses upstream's upgrade-k8s
 	// (UpgradeKubernetes).
 	Kubernetes func(ctx context.Context, c *Cluster, step KubernetesStep, out io.Writer) error
@@ -254,7 +260,7 @@ type Options struct {
 // installer, writes the new image and reboots (upstream's suite allows 5
 // minutes to the reboot and 10 more to the new version).
 func DefaultOptions(out io.Writer) Options {
-	return Options{Out: out, Poll: 5 * time.Second, RebootTimeout: 15 * time.Minute, HealthTimeout: 10 * time.Minute}
+	return Options{Out: out, Poll: 5 * time.Second, RebootTimeout: 15 * time.Minute, HealthTimeout: 10 * time.Minute, AppsTimeout: 10 * time.Minute}
 }
 
 // StopError is the error of a run that stopped: which node, at which
@@ -262,8 +268,9 @@ func DefaultOptions(out io.Writer) Options {
 type StopError struct {
 	// Node is the node the run stopped at ("" for the Kubernetes step).
 	Node string
-	// Stage is what was being done: "health gate before", "upgrade",
-	// "reboot", "version", "health gate after", "kubernetes".
+	// Stage is what was being done: "health gate before", "apps before",
+	// "upgrade", "reboot", "version", "health gate after", "apps after",
+	// "kubernetes".
 	Stage string
 	// Upgraded are the nodes this run upgraded before stopping.
 	Upgraded []string
@@ -290,6 +297,12 @@ func (e *StopError) Error() string {
 
 func (e *StopError) Unwrap() error { return e.Err }
 
+// NothingChanged reports a run that stopped at a gate before it upgraded
+// any node: a refusal.
+func (e *StopError) NothingChanged() bool {
+	return len(e.Upgraded) == 0 && (e.Stage == "health gate before" || e.Stage == "apps before")
+}
+
 // Run carries out a plan: for each node in order, the health gate, the
 // Upgrade call (installer image, preserve=true), the wait for the reboot
 // into the declared version, the health gate again; then the Kubernetes
@@ -301,7 +314,7 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 		for _, s := range plan.Talos[i+1:] {
 			untouched = append(untouched, s.Node.Name)
 		}
-		if stage == "health gate before" {
+		if stage == "health gate before" || stage == "apps before" {
 			untouched = append([]string{plan.Talos[i].Node.Name}, untouched...)
 		}
 		return &StopError{Node: plan.Talos[i].Node.Name, Stage: stage, Upgraded: upgraded, Untouched: untouched, Err: err}
@@ -311,6 +324,9 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 		_, _ = fmt.Fprintf(o.Out, "[%d/%d] %s: health gate\n", i+1, len(plan.Talos), n.Name)
 		if err := c.Healthy(ctx); err != nil {
 			return stop(i, "health gate before", err)
+		}
+		if err := appsGate(ctx, o, false); err != nil {
+			return stop(i, "apps before", err)
 		}
 		boot, err := c.bootID(ctx, n)
 		if err != nil {
@@ -334,6 +350,10 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 		if err := waitFor(ctx, o, o.HealthTimeout, func() error { return c.Healthy(ctx) }); err != nil {
 			return stop(i, "health gate after", err)
 		}
+		_, _ = fmt.Fprintf(o.Out, "[%d/%d] %s: healthy; waiting for the apps to be Ready\n", i+1, len(plan.Talos), n.Name)
+		if err := appsGate(ctx, o, true); err != nil {
+			return stop(i, "apps after", err)
+		}
 	}
 	if plan.Kubernetes == nil {
 		return nil
@@ -346,13 +366,31 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 	if err := c.Healthy(ctx); err != nil {
 		return &StopError{Stage: "health gate before", Upgraded: upgraded, Err: err}
 	}
+	if err := appsGate(ctx, o, false); err != nil {
+		return &StopError{Stage: "apps before", Upgraded: upgraded, Err: err}
+	}
 	if err := run(ctx, c, *plan.Kubernetes, o.Out); err != nil {
 		return &StopError{Stage: "kubernetes", Upgraded: upgraded, Err: err}
 	}
 	if err := waitFor(ctx, o, o.HealthTimeout, func() error { return c.Healthy(ctx) }); err != nil {
 		return &StopError{Stage: "health gate after", Upgraded: upgraded, Err: err}
 	}
+	if err := appsGate(ctx, o, true); err != nil {
+		return &StopError{Stage: "apps after", Upgraded: upgraded, Err: err}
+	}
 	return nil
+}
+
+// appsGate checks the apps (o.Apps) once, or waits up to o.AppsTimeout for
+// them when wait is set (after a node: its pods restart).
+func appsGate(ctx context.Context, o Options, wait bool) error {
+	switch {
+	case o.Apps == nil:
+		return nil
+	case !wait:
+		return o.Apps(ctx)
+	}
+	return waitFor(ctx, o, o.AppsTimeout, func() error { return o.Apps(ctx) })
 }
 
 // upgrade asks a node to install image and reboot into it. preserve=true

@@ -1,0 +1,158 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/milner/milner/stacks/config"
+)
+
+// Apps is the app-aware part of the rolling gate: between nodes, every
+// StatefulSet and Deployment of the apps layer must be fully Ready again.
+// Talos' health (Healthy) knows nothing of them: a rebooted node's Vault
+// pod comes back sealed, and the chart's PodDisruptionBudget (one
+// unavailable) would make Talos' drain of the next node wait out its
+// timeout and reboot anyway, leaving two of three raft peers sealed.
+type Apps struct {
+	client kubernetes.Interface
+	// namespaces are the apps layer's: every milner:apps release's and the
+	// storage provisioner's (milner:workloads only reserves capacity for
+	// workloads Milner does not deploy).
+	namespaces []string
+	// vault are the namespaces of the Vault releases.
+	vault []string
+}
+
+// NewApps returns the apps gate of a stack's apps layer, asked through the
+// stack's admin kubeconfig.
+func NewApps(cfg *config.Config, kubeconfig []byte) (*Apps, error) {
+	a := &Apps{}
+	if cfg.Storage.On() {
+		a.namespaces = append(a.namespaces, cfg.Storage.Namespace)
+	}
+	for _, app := range cfg.Apps {
+		a.namespaces = append(a.namespaces, app.Namespace)
+		if app.Vault != nil {
+			a.vault = append(a.vault, app.Namespace)
+		}
+	}
+	rc, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if a.client, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	slices.Sort(a.namespaces)
+	a.namespaces = slices.Compact(a.namespaces)
+	return a, nil
+}
+
+// Ready returns nil when every StatefulSet and Deployment of the apps
+// layer has all its replicas Ready, observed at its current generation;
+// otherwise an error naming each workload that is not and why, by pod.
+//
+// The replica counts are the controllers' own (the StatefulSet and
+// Deployment controllers count the Pods whose Ready condition is true), so
+// a Vault pod counts only once it is unsealed: the vault-helm chart's
+// readinessProbe at the pinned v0.29.1 (templates/server-statefulset.yaml)
+// is `vault status -tls-skip-verify`, whose exit code is 2 while sealed.
+func (a *Apps) Ready(ctx context.Context) error {
+	var problems []string
+	for _, ns := range a.namespaces {
+		sets, err := a.client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("apps: list statefulsets in %s: %w", ns, err)
+		}
+		for _, s := range sets.Items {
+			want := replicas(s.Spec.Replicas)
+			if s.Status.ObservedGeneration >= s.Generation && s.Status.ReadyReplicas == want && s.Status.Replicas == want {
+				continue
+			}
+			problems = append(problems, a.notReady(ctx, "statefulset", ns, s.Name, s.Spec.Selector, s.Status.ReadyReplicas, want))
+		}
+		deps, err := a.client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("apps: list deployments in %s: %w", ns, err)
+		}
+		for _, d := range deps.Items {
+			want := replicas(d.Spec.Replicas)
+			st := d.Status
+			// As `kubectl rollout status` waits: every replica updated,
+			// available, and no old one left.
+			if st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.ReadyReplicas == want && st.AvailableReplicas == want && st.Replicas == want {
+				continue
+			}
+			problems = append(problems, a.notReady(ctx, "deployment", ns, d.Name, d.Spec.Selector, st.ReadyReplicas, want))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("apps not ready: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// replicas is a spec's replica count (the API server defaults it to 1).
+func replicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
+
+// notReady says why one workload is not ready: its count and each of its
+// pods that is not Ready.
+func (a *Apps) notReady(ctx context.Context, kind, ns, name string, selector *metav1.LabelSelector, ready, want int32) string {
+	msg := fmt.Sprintf("%s %s/%s has %d/%d replicas ready", kind, ns, name, ready, want)
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return msg
+	}
+	pods, err := a.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return fmt.Sprintf("%s (pods: %v)", msg, err)
+	}
+	var why []string
+	for _, p := range pods.Items {
+		if w := a.podNotReady(&p); w != "" {
+			why = append(why, w)
+		}
+	}
+	if len(why) == 0 {
+		return msg
+	}
+	return msg + ": " + strings.Join(why, ", ")
+}
+
+// podNotReady says why a pod is not Ready ("" when it is).
+func (a *Apps) podNotReady(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return ""
+		}
+	}
+	running := len(p.Status.ContainerStatuses) > 0
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running == nil {
+			running = false
+		}
+	}
+	// A Vault server pod whose container runs but is not Ready fails the
+	// chart's `vault status` probe: it is sealed (or not initialised).
+	if running && slices.Contains(a.vault, p.Namespace) && p.Labels["app.kubernetes.io/name"] == "vault" && p.Labels["component"] == "server" {
+		return fmt.Sprintf("%s is sealed: run `milner vault unseal` (docs/runbooks/vault.md)", p.Name)
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if w := c.State.Waiting; w != nil {
+			return fmt.Sprintf("%s is not Ready (%s: %s)", p.Name, c.Name, w.Reason)
+		}
+	}
+	return fmt.Sprintf("%s is not Ready (phase %s)", p.Name, p.Status.Phase)
+}
