@@ -23,6 +23,7 @@ type gatedFlags struct {
 	refresh         bool
 	expectNoChanges bool
 	talosconfig     string
+	osDisk          bool // up only: --os-disk (replace.go)
 }
 
 func (f *gatedFlags) add(cmd *cobra.Command) {
@@ -74,6 +75,7 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 		if opts.Replace, err = replaceTargets(resources, cluster, f.replace); err != nil {
 			return nil, nil, err
 		}
+		opts.Replace = append(opts.Replace, osDiskTargets(resources, cluster, f)...)
 	}
 	res, plan, err := st.PreviewPlan(ctx, opts)
 	if err != nil {
@@ -81,7 +83,7 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 	}
 	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cluster),
 		Mirrored: config.Mirrored(stackSource{st, cfg})}
-	g.Refusals = gate.Check(g.Report, f.replace)
+	g.Refusals = allowOSDisk(gate.Check(g.Report, f.replace), g.Report, cluster, f)
 	bundle, err := secretsBundleRefusals(st, cfg, res.Steps)
 	if err != nil {
 		return nil, nil, err

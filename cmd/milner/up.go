@@ -30,9 +30,13 @@ Talos config while a node runs other versions than declared (Talos would
 apply new Kubernetes images to every node at once: run 'milner upgrade').
 After a typed "yes"
 (or --yes) it applies the preview's own plan: the engine fails any step
-the preview did not show rather than take it.`,
+the preview did not show rather than take it. Each node named with
+--replace is first asked to shut down through the Talos API (Talos
+cordons and drains it) and its VM given a bounded time to stop; a node
+that does not answer is reported and replaced anyway.`,
 		Example: `  milner up --stack dev
   milner up --stack dev --replace cp-2   # recovery: recreate cp-2's VM only; its disks stay
+  milner up --stack dev --replace cp-2 --os-disk   # cp-2's OS disk is lost: fresh OS volume, data volume kept
   milner up --stack dev --yes            # scripts: no prompt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,6 +55,11 @@ the preview did not show rather than take it.`,
 			if f.json {
 				out = os.Stderr
 			}
+			rp, err := prepareReplace(ctx, st, f)
+			if err != nil {
+				return err
+			}
+			defer rp.close()
 			g, plan, err := previewGated(ctx, f, st, out)
 			if err != nil {
 				return err
@@ -74,6 +83,9 @@ the preview did not show rather than take it.`,
 			// The cluster health check runs only when the Talos layer changes
 			// beyond the replaced nodes: a dead node never blocks its own recovery.
 			run.SkipHealthCheck = !g.Report.TalosChanged(f.replace)
+			if err := rp.before(ctx, out); err != nil {
+				return finish(err)
+			}
 			result, err := st.UpPlan(ctx, plan)
 			if err != nil {
 				return finish(err)
@@ -82,11 +94,12 @@ the preview did not show rather than take it.`,
 			if g.Staged = gate.Staged(gate.AppliedModes(result.Events)); len(g.Staged) > 0 {
 				_, _ = fmt.Fprintf(out, "milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(g.Staged, ", "))
 			}
-			return finish(nil)
+			return finish(rp.after(ctx, out))
 		},
 	}
 	f.add(cmd)
 	addYes(cmd, &yes)
+	cmd.Flags().BoolVar(&f.osDisk, "os-disk", false, "with --replace <node>: the node's OS disk is lost; remove its etcd member, replace its VM and OS volume (never the data volume), re-apply its config, wait for it to rejoin (docs/runbooks/lost-os-disk.md)")
 	cmd.Flags().BoolVar(&allowContract, "allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
 	return cmd
 }

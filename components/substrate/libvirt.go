@@ -210,7 +210,13 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		Size:         pulumi.Int(spec.OSDiskGiB * gib),
 		Format:       pulumi.String("qcow2"),
 		// Read never sets base_volume_id (the backing file is not read back).
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+config.OSSuffix, "baseVolumeId"))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true),
+		// Replaced only by `milner up --replace <node> --os-disk` (protected
+		// otherwise): the new volume has the old one's libvirt name and path,
+		// so a create-before-delete would delete the new file with the old
+		// volume (seen on the real engine: tests/integration
+		// TestMilnerOSDiskReplace).
+		pulumi.DeleteBeforeReplace(true)}, args.adopt(base+config.OSSuffix, "baseVolumeId"))...)
 	if err != nil {
 		return Node{}, fmt.Errorf("os volume: %w", err)
 	}

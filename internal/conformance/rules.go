@@ -153,7 +153,10 @@ func replaceOnlyNodeVMs(ev *Evidence) []string {
 			}
 			continue
 		}
-		if replaces || dbr {
+		// A libvirt OS volume deletes before replace: its one replace
+		// (`--os-disk`) reuses its libvirt name (components/substrate).
+		osVolume := r.Type == gate.TypeLibvirtVolume && strings.HasSuffix(r.Name, config.OSSuffix)
+		if replaces || (dbr && !osVolume) {
 			out = append(out, fmt.Sprintf("%s (%s) is not a node VM but sets replaceOnChanges %v / deleteBeforeReplace %v", r.Name, r.Type, r.Options.ReplaceOnChanges, dbr))
 		}
 	}

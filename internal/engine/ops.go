@@ -445,6 +445,16 @@ func (s *Stack) UnprotectAll(ctx context.Context) error {
 	return s.setProtect(ctx, nil, false)
 }
 
+// Unprotect clears the protect flag of the resources with the given URNs
+// (none: nothing): the one replace of a protected OS volume that
+// `milner up --replace <node> --os-disk` makes, protected again after it.
+func (s *Stack) Unprotect(ctx context.Context, urns []resource.URN) error {
+	if len(urns) == 0 {
+		return nil
+	}
+	return s.setProtect(ctx, urns, false)
+}
+
 // Protect sets the protect flag of the resources with the given URNs (a
 // failed teardown puts back what it unprotected).
 func (s *Stack) Protect(ctx context.Context, urns []resource.URN) error {

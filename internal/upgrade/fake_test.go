@@ -69,6 +69,10 @@ type fakeNode struct {
 	// etcdDown makes EtcdMemberList fail, as on a node whose etcd does not
 	// run (a stand-in: the real error text is machined's, not reproduced).
 	etcdDown bool
+	// srv serves the node; stopping it makes the node dead (fake_day2_test.go).
+	srv *grpc.Server
+	// shutDown is set by Shutdown (fake_day2_test.go).
+	shutDown bool
 }
 
 // fakeCluster is the nodes and the journal of what was asked.
@@ -257,6 +261,7 @@ func newFake(t *testing.T, specs ...fakeSpec) (*fakeCluster, Declared, string) {
 			ClientCAs:    pool,
 			ClientAuth:   tls.RequireAndVerifyClientCert,
 		})))
+		n.srv = srv
 		machine.RegisterMachineServiceServer(srv, n)
 		v1alpha1.RegisterStateServer(srv, cosiserver.NewState(n.state))
 		lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+
+	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/guard"
+	"github.com/milner/milner/internal/pve"
+	"github.com/milner/milner/internal/upgrade"
+	"github.com/milner/milner/stacks/config"
+)
+
+// The Talos side of `milner up --replace` (docs/runbooks/replace.md and
+// lost-os-disk.md): a graceful shutdown of each replaced node before the
+// engine deletes its VM and, with --os-disk, the etcd member removal, the
+// OS volume's protection lifted for that one replace, and the wait for the
+// node to rejoin etcd. The Talos calls are internal/upgrade's.
+
+// Bounds of the waits of a replace on a real cluster.
+const (
+	// stopTimeout bounds the wait for a replaced node's VM to stop after
+	// Shutdown: longer than Talos' own drain timeout (5 minutes), so a
+	// drain that waits on a PodDisruptionBudget ends before the VM is deleted.
+	stopTimeout = 6 * time.Minute
+	// rejoinTimeout bounds the wait for a node with a fresh OS disk to boot,
+	// take its config in maintenance mode, install and rejoin etcd.
+	rejoinTimeout = 15 * time.Minute
+)
+
+// replaceRun is one `milner up --replace` run's Talos side.
+type replaceRun struct {
+	st       *engine.Stack
+	nodes    []string
+	cluster  *upgrade.Cluster // nil when no node holds a Talos config
+	stopped  upgrade.StoppedFunc
+	removal  *upgrade.MemberRemoval
+	osVolume resource.URN // unprotected for the run; "" without --os-disk
+}
+
+// prepareReplace runs before the preview. With --os-disk it refuses what
+// may not be done (a second node, a Proxmox stack, the last control plane,
+// a removal that loses etcd quorum) and lifts the OS volume's protection,
+// which the preview needs to plan its replace (Pulumi refuses to replace a
+// resource protected in state and program alike: pkg/v3
+// resource/deploy/step_generator.go, "new.Protect && old.Protect"). close
+// puts it back whatever happens.
+func prepareReplace(ctx context.Context, st *engine.Stack, f *gatedFlags) (*replaceRun, error) {
+	r := &replaceRun{st: st, nodes: f.replace}
+	if len(f.replace) == 0 {
+		if f.osDisk {
+			return nil, usageError{errors.New("--os-disk needs --replace <node>")}
+		}
+		return r, nil
+	}
+	if f.osDisk && len(f.replace) != 1 {
+		return nil, usageError{fmt.Errorf("--os-disk recovers one node at a time (got --replace %v)", f.replace)}
+	}
+	cfg, err := st.Config()
+	if err != nil {
+		return nil, err
+	}
+	resources, err := st.Resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var sub config.SubstrateConfig
+	_ = json.Unmarshal([]byte(cfg["milner:substrate"]), &sub)
+	if f.osDisk && sub.Kind != "libvirt" {
+		return nil, refused("--os-disk: a %s node's OS disk is a disk of its holder VM, not a volume of its own; follow docs/runbooks/lost-os-disk.md (Proxmox); nothing was changed", sub.Kind)
+	}
+	r.stopped = vmStopped(st, cfg, sub, resources, clusterName(cfg))
+	if err := r.connect(ctx, st, f.talosconfig, resources); err != nil {
+		if f.osDisk {
+			return nil, refused("--os-disk: the Talos API is needed to remove the node's etcd member: %v; nothing was changed", err)
+		}
+		fmt.Fprintf(os.Stderr, "milner up: the nodes cannot be asked to shut down (%v); the replace powers their VMs off\n", err)
+	}
+	if !f.osDisk {
+		return r, nil
+	}
+	if r.cluster != nil {
+		if r.removal, err = r.cluster.MemberRemovalFor(ctx, f.replace[0]); err != nil {
+			r.close()
+			if errors.Is(err, upgrade.ErrUnsafeMemberRemoval) {
+				return nil, refused("--os-disk %s: %v", f.replace[0], err)
+			}
+			return nil, err
+		}
+	}
+	vol := clusterName(cfg) + "-" + f.replace[0] + config.OSSuffix
+	for _, res := range resources {
+		if res.Type == gate.TypeLibvirtVolume && res.Name() == vol {
+			r.osVolume = res.URN
+		}
+	}
+	if r.osVolume == "" {
+		r.close()
+		return nil, refused("--os-disk %s: the state has no OS volume %q; nothing was changed", f.replace[0], vol)
+	}
+	if err := st.Unprotect(ctx, []resource.URN{r.osVolume}); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// connect dials the nodes' Talos API with the talosconfig askVersions uses;
+// a stack whose state holds no Talos config yet has nothing to ask.
+func (r *replaceRun) connect(ctx context.Context, st *engine.Stack, file string, resources []engine.Resource) error {
+	applied := false
+	for _, res := range resources {
+		applied = applied || res.Type == gate.TypeConfigApply
+	}
+	if !applied && file == "" {
+		fmt.Fprintln(os.Stderr, "milner up: no node holds a Talos config in the state: nothing to shut down before the replace")
+		return nil
+	}
+	s, err := docs.ReadStack(st.File())
+	if err != nil {
+		return err
+	}
+	tc, err := versionsTalosconfig(ctx, st, file)
+	if err != nil {
+		return err
+	}
+	r.cluster, err = upgrade.ConnectWith(ctx, tc, upgrade.FromConfig(s.Config))
+	return err
+}
+
+// before runs once the gate passed and the delta is confirmed, right
+// before the engine applies it: each replaced node is shut down and its VM
+// waited for; with --os-disk, the node's etcd member is removed.
+func (r *replaceRun) before(ctx context.Context, out io.Writer) error {
+	if r.cluster == nil || len(r.nodes) == 0 {
+		return nil
+	}
+	o := upgrade.DefaultOptions(out)
+	if _, err := r.cluster.ShutdownForReplace(ctx, r.nodes, r.stopped, stopTimeout, o); err != nil {
+		return err
+	}
+	return r.cluster.Remove(ctx, r.removal, out)
+}
+
+// after runs once the engine applied the delta: with --os-disk, the wait
+// for the node to be an etcd member again.
+func (r *replaceRun) after(ctx context.Context, out io.Writer) error {
+	if r.cluster == nil {
+		return nil
+	}
+	return r.cluster.WaitRejoined(ctx, r.removal, rejoinTimeout, upgrade.DefaultOptions(out))
+}
+
+// close puts the OS volume's protection back (also after an interrupt: it
+// is what keeps the volume safe) and closes the Talos clients. After a
+// successful replace the program's Protect already holds for the new volume.
+func (r *replaceRun) close() {
+	if r.osVolume != "" {
+		if err := r.st.Protect(context.WithoutCancel(context.Background()), []resource.URN{r.osVolume}); err != nil {
+			fmt.Fprintf(os.Stderr, "milner up: could not protect %s again: %v; run `pulumi state protect '%s'`\n", r.osVolume.Name(), err, r.osVolume)
+		}
+	}
+	if r.cluster != nil {
+		_ = r.cluster.Close()
+	}
+}
+
+// osDiskTargets are the URNs --os-disk adds to the replaced VM: the node's
+// OS volume and its config apply, whose inputs a fresh disk leaves
+// unchanged (a replace makes the provider apply it again, in maintenance
+// mode: terraform-provider-talos talosClientOp dials insecurely first).
+func osDiskTargets(resources []engine.Resource, cluster string, f *gatedFlags) []string {
+	if !f.osDisk || len(f.replace) != 1 {
+		return nil
+	}
+	var out []string
+	for _, res := range resources {
+		if (res.Type == gate.TypeLibvirtVolume && res.Name() == cluster+"-"+f.replace[0]+config.OSSuffix) ||
+			(res.Type == gate.TypeConfigApply && res.Name() == f.replace[0]+"-apply") {
+			out = append(out, string(res.URN))
+		}
+	}
+	return out
+}
+
+// allowOSDisk applies gate.AllowOSDisk for an --os-disk run.
+func allowOSDisk(refusals []gate.Refusal, rep gate.Report, cluster string, f *gatedFlags) []gate.Refusal {
+	if !f.osDisk || len(f.replace) != 1 {
+		return refusals
+	}
+	return gate.AllowOSDisk(refusals, rep, f.replace[0], cluster+"-"+f.replace[0]+config.OSSuffix)
+}
+
+// vmStopped reports whether a node's VM (its id in state) has stopped: a
+// libvirt domain shut off, a Proxmox VM "stopped", or gone.
+func vmStopped(st *engine.Stack, cfg map[string]string, sub config.SubstrateConfig, resources []engine.Resource, cluster string) upgrade.StoppedFunc {
+	id := func(node string) string {
+		for _, res := range resources {
+			if gate.IsNodeVM(res.Type) && res.Name() == cluster+"-"+node {
+				return res.ID
+			}
+		}
+		return ""
+	}
+	var pc *pve.Client // dialled on first use
+	return func(ctx context.Context, node string) (bool, error) {
+		want := id(node)
+		switch sub.Kind {
+		case "libvirt":
+			uri := config.DefaultLibvirtURI
+			if sub.Libvirt != nil && sub.Libvirt.URI != "" {
+				uri = sub.Libvirt.URI
+			}
+			live, err := guard.ListLibvirt(uri)
+			if err != nil {
+				return false, err
+			}
+			for _, o := range live {
+				if o.Type == gate.TypeLibvirtDomain && o.ID == want {
+					return o.Stopped, nil
+				}
+			}
+			return true, nil
+		case "proxmox":
+			if pc == nil {
+				c, _, err := proxmoxClient(st, cfg)
+				if err != nil || c == nil {
+					return false, err
+				}
+				pc = c
+			}
+			c := pc
+			vms, err := c.VMs(ctx)
+			if err != nil {
+				return false, err
+			}
+			for _, vm := range vms {
+				if strconv.Itoa(vm.VMID) == want {
+					return vm.Status == "stopped", nil
+				}
+			}
+			return true, nil
+		}
+		return false, fmt.Errorf("substrate %q: cannot tell whether a VM stopped", sub.Kind)
+	}
+}

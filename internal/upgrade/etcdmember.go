@@ -1,0 +1,183 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// A control plane whose OS disk is lost comes back empty: its etcd data
+// (on EPHEMERAL, on the OS disk) is gone, so its old member must leave the
+// cluster before the fresh node joins, as Talos' documented procedure does
+// with `talosctl etcd remove-member` (machined Server.EtcdRemoveMemberByID:
+// a MemberRemove through an etcd client of every control plane, with
+// WithRequireLeader; NotFound when the id is not a member). The member's
+// name is the node's hostname, which the substrate sets to the node's name.
+
+// ErrUnsafeMemberRemoval is wrapped by MemberRemovalFor's refusals: the
+// last control plane, or a removal after which etcd would lack quorum.
+var ErrUnsafeMemberRemoval = errors.New("removing the etcd member is unsafe")
+
+// memberCallTimeout bounds each etcd call through a node.
+const memberCallTimeout = 15 * time.Second
+
+// MemberRemoval is the etcd member a lost OS disk leaves behind.
+type MemberRemoval struct {
+	// Node is the node whose OS disk is replaced.
+	Node string
+	// Via is the control plane the member is removed through.
+	Via string
+	// MemberID is the member to remove; 0 when the node has none (already
+	// removed, or a worker).
+	MemberID uint64
+	// Voters is the number of voting members before the removal.
+	Voters int
+	// Healthy are the other control planes whose etcd answers without errors.
+	Healthy []string
+}
+
+// MemberRemovalFor decides the etcd side of replacing node's OS disk. A
+// worker has no member (nil, nil). For a control plane it asks the other
+// control planes, and refuses (ErrUnsafeMemberRemoval) when node is the
+// last control plane, when no other one can list the members, or when the
+// healthy other members would not make a quorum of the members left.
+func (c *Cluster) MemberRemovalFor(ctx context.Context, node string) (*MemberRemoval, error) {
+	var self *Node
+	var others []Node
+	for _, n := range c.declared.controlPlanes() {
+		if n.Name == node {
+			self = &n
+			continue
+		}
+		others = append(others, n)
+	}
+	if self == nil {
+		return nil, nil // a worker: no etcd member
+	}
+	if len(others) == 0 {
+		return nil, fmt.Errorf("%w: %s is the last control plane: with its OS disk the cluster's only etcd data is lost; restore etcd from a snapshot instead (talosctl bootstrap --recover-from)", ErrUnsafeMemberRemoval, node)
+	}
+	r := &MemberRemoval{Node: node}
+	var members []*machine.EtcdMember
+	var listErrs []error
+	for _, o := range others {
+		ms, err := c.members(ctx, o)
+		if err != nil {
+			listErrs = append(listErrs, fmt.Errorf("%s: %w", o.Name, err))
+			continue
+		}
+		if r.Via == "" {
+			r.Via, members = o.Name, ms
+		}
+		if c.etcdHealthy(ctx, o) {
+			r.Healthy = append(r.Healthy, o.Name)
+		}
+	}
+	if r.Via == "" {
+		return nil, fmt.Errorf("%w: no other control plane lists the etcd members (%w): etcd has no quorum; nothing was changed", ErrUnsafeMemberRemoval, errors.Join(listErrs...))
+	}
+	for _, m := range members {
+		if !m.GetIsLearner() {
+			r.Voters++
+		}
+		if m.GetHostname() == node {
+			r.MemberID = m.GetId()
+		}
+	}
+	left := r.Voters
+	if r.MemberID != 0 {
+		left--
+	}
+	if left == 0 {
+		return nil, fmt.Errorf("%w: %s is etcd's last member", ErrUnsafeMemberRemoval, node)
+	}
+	if quorum := left/2 + 1; len(r.Healthy) < quorum {
+		return nil, fmt.Errorf("%w: after removing %s, %d etcd members are left and need %d healthy for quorum, but only %d are healthy (%v); bring the others back first",
+			ErrUnsafeMemberRemoval, node, left, quorum, len(r.Healthy), r.Healthy)
+	}
+	return r, nil
+}
+
+// members lists the etcd members through node n.
+func (c *Cluster) members(ctx context.Context, n Node) ([]*machine.EtcdMember, error) {
+	ctx, cancel := context.WithTimeout(ctx, memberCallTimeout)
+	defer cancel()
+	resp, err := c.clients[n.Name].EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetMessages()) != 1 {
+		return nil, fmt.Errorf("etcd member list: want one answer, got %d", len(resp.GetMessages()))
+	}
+	return resp.GetMessages()[0].GetMembers(), nil
+}
+
+// etcdHealthy reports whether node n's own etcd member answers without errors.
+func (c *Cluster) etcdHealthy(ctx context.Context, n Node) bool {
+	ctx, cancel := context.WithTimeout(ctx, memberCallTimeout)
+	defer cancel()
+	resp, err := c.clients[n.Name].EtcdStatus(ctx)
+	if err != nil || len(resp.GetMessages()) != 1 {
+		return false
+	}
+	return len(resp.GetMessages()[0].GetMemberStatus().GetErrors()) == 0
+}
+
+// Remove removes the member through Via. A member already gone (NotFound,
+// e.g. a rerun after a failed apply) is not an error.
+func (c *Cluster) Remove(ctx context.Context, r *MemberRemoval, out io.Writer) error {
+	if r == nil || r.MemberID == 0 {
+		if r != nil {
+			_, _ = fmt.Fprintf(out, "milner up: %s: no etcd member to remove (already removed)\n", r.Node)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, memberCallTimeout)
+	defer cancel()
+	err := c.clients[r.Via].EtcdRemoveMemberByID(ctx, &machine.EtcdRemoveMemberByIDRequest{MemberId: r.MemberID})
+	if status.Code(err) == codes.NotFound {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("node %q: remove etcd member %x through %s: %w; nothing was applied", r.Node, r.MemberID, r.Via, err)
+	}
+	_, _ = fmt.Fprintf(out, "milner up: %s: etcd member %x removed through %s\n", r.Node, r.MemberID, r.Via)
+	return nil
+}
+
+// WaitRejoined waits, up to timeout, until the node is a voting etcd
+// member again under a new id (Talos joins a fresh control plane as a
+// learner and promotes it).
+func (c *Cluster) WaitRejoined(ctx context.Context, r *MemberRemoval, timeout time.Duration, o Options) error {
+	if r == nil {
+		return nil
+	}
+	via := Node{Name: r.Via}
+	_, _ = fmt.Fprintf(o.Out, "milner up: %s: waiting up to %s for it to rejoin etcd\n", r.Node, timeout)
+	err := waitFor(ctx, o, timeout, func() error {
+		ms, err := c.members(ctx, via)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.GetHostname() == r.Node && m.GetId() != r.MemberID {
+				if m.GetIsLearner() {
+					return errors.New("a learner, not promoted yet")
+				}
+				return nil
+			}
+		}
+		return errors.New("not an etcd member yet")
+	})
+	if err != nil {
+		return fmt.Errorf("node %q: did not rejoin etcd: %w (its VM and OS disk are replaced; check `talosctl -n %s dmesg` and rerun `milner up`)", r.Node, err, r.Node)
+	}
+	_, _ = fmt.Fprintf(o.Out, "milner up: %s: an etcd member again\n", r.Node)
+	return nil
+}
