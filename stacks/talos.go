@@ -67,20 +67,64 @@ func talosNodes(cfg *config.Config, nodes []substrate.Node) []talosnode.Node {
 
 // newSecrets creates the cluster's one secrets bundle. A new bundle is a new
 // cluster, so it is protected; its format follows the config contract at
-// creation, and a later contract value must not touch it.
-func newSecrets(ctx *pulumi.Context, cfg *config.Config) (*machine.Secrets, error) {
+// creation, and a later contract value must not touch it. extra are added
+// after these (SecretsBundle's one-shot import).
+func newSecrets(ctx *pulumi.Context, cfg *config.Config, extra ...pulumi.ResourceOption) (*machine.Secrets, error) {
 	name := cfg.Cluster.Name
 	secrets, err := machine.NewSecrets(ctx, name+"-secrets", &machine.SecretsArgs{
 		TalosVersion: pulumi.String(cfg.Cluster.ConfigContract),
-	},
+	}, append([]pulumi.ResourceOption{
 		pulumi.Protect(true),
 		pulumi.AdditionalSecretOutputs(SecretOutputs),
 		pulumi.IgnoreChanges([]string{"talosVersion"}),
-	)
+	}, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("talos %q: secrets: %w", name, err)
 	}
 	return secrets, nil
+}
+
+// SecretsBundle is the program that declares the cluster's secrets bundle
+// alone, exactly as Program does (newSecrets: its logical name, inputs and
+// options). With importPath it imports the bundle from that file: the
+// program `milner secrets import` runs once, in an update targeted at the
+// bundle (engine.Stack.UpTarget), so nothing else of the stack is touched
+// and nothing else of the program (machines, config renders, the health
+// check) runs. The import id is the path of a `talosctl gen secrets` YAML
+// file (terraform-provider-talos v0.10.1 talos_machine_secrets ImportState
+// reads req.ID as that file).
+//
+// Why through the program: the engine marks a registration's
+// AdditionalSecretOutputs secret on each step's new state before the
+// snapshot saves it (pkg/v3 v3.276.0 resource/deploy/step_executor.go,
+// continueExecuteStep), so the checkpoint, and every history entry and
+// backup the DIY backend copies from it, holds the bundle only in secret
+// envelopes. `pulumi import` registers no AdditionalSecretOutputs
+// (resource/deploy/import.go) and the provider's schema marks no output
+// secret, so it wrote every CA key in the clear.
+//
+// Why once: the engine plans an import again whenever a goal's import id
+// differs from the one the state recorded (resource/deploy/step_generator.go:
+// "isImport := goal.Custom && goal.ID != "" && (old == nil || old.External ||
+// oldImportID != goal.ID)"), and for a resource already in state that is an
+// import-replacement. The path is a new temporary file each time, so Program
+// never carries the import: its later runs register no id and plan "same".
+func SecretsBundle(importPath string) pulumi.RunFunc {
+	return func(ctx *pulumi.Context) error {
+		cfg, err := config.Load(ctx)
+		if err != nil {
+			return err
+		}
+		if !cfg.Declares(config.LayerTalos) {
+			return fmt.Errorf("talos %q: the stack declares no Talos layer (milner:startAt, milner:stopAfter), so it has no secrets bundle", cfg.Cluster.Name)
+		}
+		var extra []pulumi.ResourceOption
+		if importPath != "" {
+			extra = append(extra, pulumi.Import(pulumi.ID(importPath)))
+		}
+		_, err = newSecrets(ctx, cfg, extra...)
+		return err
+	}
 }
 
 // RenderNodeConfigs renders every node's machine configuration from the

@@ -5,15 +5,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/secretsbundle"
+	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -81,10 +83,12 @@ func secretsImportCmd() *cobra.Command {
 		Use:   "import",
 		Short: "Import an exported secrets bundle as the program's secrets resource (recovery from lost state)",
 		Long: `import decrypts the bundle into a private temporary file, checks it, and
-imports it as <cluster>-secrets (protected) with the pinned Pulumi CLI's
-'pulumi import', in the project directory and the user's backend and
-passphrase; the clear file is removed whatever happens. Run it before
-adopting the nodes; docs/runbooks/recover.md.`,
+imports it as <cluster>-secrets (protected) through the program itself: an
+update targeted at the bundle alone, which the engine stores in secret
+envelopes in the checkpoint, its history and backups (the program's
+AdditionalSecretOutputs); the clear file is removed whatever happens. A stack
+whose state already holds a bundle is refused. Run it before adopting the
+nodes; docs/runbooks/recover.md.`,
 		Example: `  milner secrets import --stack dev --in milner-dev-secrets.age --identity ~/milner-dev.key`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -103,30 +107,34 @@ adopting the nodes; docs/runbooks/recover.md.`,
 			if _, err := secretsbundle.Parse(plain); err != nil {
 				return fmt.Errorf("%s: %w", in, err)
 			}
-			// Under Milner's stack lock: an import writes state, as up does.
-			ctx, stop, st, err := f.openLocked(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			cfg, _, err := loadStack(st)
-			if err != nil {
-				return err
-			}
 			dir, err := os.MkdirTemp("", "milner-secrets-")
 			if err != nil {
 				return err
 			}
 			defer func() { _ = os.RemoveAll(dir) }()
 			file := filepath.Join(dir, "secrets.yaml")
+			f.program = stacks.SecretsBundle(file)
+			// Under Milner's stack lock: an import writes state, as up does.
+			ctx, stop, st, err := f.openLocked(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			name, err := bundleToImport(ctx, st)
+			if err != nil {
+				return err
+			}
 			if err := engine.WritePrivateFile(file, plain); err != nil {
 				return err
 			}
-			name := cfg.Cluster.Name + "-secrets"
-			if err := pulumiImport(ctx, st, gate.TypeTalosSecrets, name, file); err != nil {
+			r, err := st.UpTarget(ctx, gate.TypeTalosSecrets, name)
+			if err != nil {
 				return err
 			}
-			fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", st.Name(), name, st.Name())
+			if !slices.ContainsFunc(r.Steps, func(s gate.Step) bool { return s.Type == gate.TypeTalosSecrets && s.Op == apitype.OpImport }) {
+				return fmt.Errorf("stack %q: the update imported no %s", st.Name(), name)
+			}
+			fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected, its outputs secret); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", st.Name(), name, st.Name())
 			return nil
 		},
 	}
@@ -138,23 +146,27 @@ adopting the nodes; docs/runbooks/recover.md.`,
 	return cmd
 }
 
-// pulumiImport runs the pinned CLI's `pulumi import` in the project
-// directory, against the stack's backend, with the user's passphrase
-// environment: the one workflow's conventions. For the Talos secrets bundle
-// the id is the bundle file's path (terraform-provider-talos ImportState).
-func pulumiImport(ctx context.Context, st *engine.Stack, typ, name, id string) error {
-	bin, err := st.ToolPath("pulumi")
+// bundleToImport is the logical name of the stack's secrets bundle, refusing
+// a stack without a Talos layer and one whose state already holds a bundle:
+// importing again would replace the cluster's root of trust.
+func bundleToImport(ctx context.Context, st *engine.Stack) (string, error) {
+	cfg, _, err := loadStack(st)
 	if err != nil {
-		return err
+		return "", err
 	}
-	c := exec.CommandContext(ctx, bin, "import", typ, name, id, "--yes", "--protect", "--generate-code=false", "--stack", st.Name())
-	c.Dir = st.Dir()
-	c.Env = append(os.Environ(), st.BackendEnv())
-	c.Stdout, c.Stderr = os.Stdout, os.Stderr
-	if err := c.Run(); err != nil {
-		return fmt.Errorf("stack %q: pulumi import %s %s: %w", st.Name(), typ, name, err)
+	if !cfg.Declares(config.LayerTalos) {
+		return "", refused("stack %q declares no Talos layer, so it has no secrets bundle; nothing was changed", st.Name())
 	}
-	return nil
+	resources, err := st.Resources(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range resources {
+		if r.Type == gate.TypeTalosSecrets {
+			return "", refused("stack %q already holds the secrets bundle %s; an import would replace the cluster's root of trust, so nothing was changed (a damaged state: docs/runbooks/recover.md)", st.Name(), r.Name())
+		}
+	}
+	return cfg.Cluster.Name + "-secrets", nil
 }
 
 // secretsBundleRefusals applies gate.CheckSecretsBundle. It lists the host's
