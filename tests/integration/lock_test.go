@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,6 +84,10 @@ func TestStaleLockUnlock(t *testing.T) {
 		killed = pid
 		return syscall.Kill(-pid, syscall.SIGKILL)
 	}, "up", "--yes")
+	// The engine starts its plugins in their own process groups: a SIGKILLed
+	// milner leaves them running, holding every descriptor they inherited
+	// (a `flock` around the test run included). This scenario's only.
+	_ = exec.Command("pkill", "-KILL", "-f", s.dir+"/.tools/bin/pulumi-resource-").Run()
 	t.Logf("killed up: exit %d", r.code)
 	var locks []engine.Holder
 	if err := json.Unmarshal([]byte(s.mustMilner("state", "locks", "--json").stdout), &locks); err != nil {
