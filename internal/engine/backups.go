@@ -122,6 +122,16 @@ func (s *Stack) Restore(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("stack %q: backup %s: %w", s.name, id, err)
 	}
+	release, err := holdBackendLock(ctx, st)
+	if err != nil {
+		return fmt.Errorf("stack %q: %w", s.name, err)
+	}
+	imported := false
+	defer func() {
+		if !imported {
+			release()
+		}
+	}()
 	current, err := backend.ExportStackDeployment(ctx, st)
 	if err != nil {
 		return fmt.Errorf("stack %q: export: %w", s.name, err)
@@ -142,6 +152,8 @@ func (s *Stack) Restore(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	beforeStateImport()
+	imported = true
 	if err := st.Backend().ImportDeployment(ctx, st, &apitype.UntypedDeployment{Version: 3, Deployment: raw}); err != nil {
 		return fmt.Errorf("stack %q: restore backup %s: %w", s.name, id, err)
 	}

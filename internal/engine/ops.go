@@ -475,12 +475,18 @@ func (s *Stack) setProtect(ctx context.Context, urns []resource.URN, protect boo
 	if err != nil || st == nil {
 		return err
 	}
+	release, err := holdBackendLock(ctx, st)
+	if err != nil {
+		return fmt.Errorf("stack %q: %w", s.name, err)
+	}
 	dep, err := backend.ExportStackDeployment(ctx, st)
 	if err != nil {
+		release()
 		return fmt.Errorf("stack %q: export: %w", s.name, err)
 	}
 	var state apitype.DeploymentV3
 	if err := json.Unmarshal(dep.Deployment, &state); err != nil {
+		release()
 		return fmt.Errorf("stack %q: decode state: %w", s.name, err)
 	}
 	want := map[resource.URN]bool{}
@@ -493,8 +499,10 @@ func (s *Stack) setProtect(ctx context.Context, urns []resource.URN, protect boo
 		}
 	}
 	if dep.Deployment, err = json.Marshal(state); err != nil {
+		release()
 		return err
 	}
+	beforeStateImport()
 	if err := backend.ImportStackDeployment(ctx, st, dep); err != nil {
 		return fmt.Errorf("stack %q: save state: %w", s.name, err)
 	}

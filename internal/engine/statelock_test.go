@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// TestStateEditsHoldTheBackendLock: a state edit (here the protect flags)
+// holds the DIY backend's own lock from its export to its import, so a
+// plain `pulumi up`, which takes only that lock, cannot write in between;
+// and leaves no lock behind.
+func TestStateEditsHoldTheBackendLock(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{"Pulumi.yaml": "name: locktest\nruntime: go\n", "Pulumi.edit.yaml": "config: {}\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	st, err := Open(ctx, Options{Stack: "edit", Dir: dir, Backend: "file://" + filepath.Join(dir, "state"),
+		Passphrase: "correct horse battery staple 42", Program: func(*pulumi.Context) error { return nil }, Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var during []Holder
+	beforeStateImport = func() {
+		if during, err = st.backendLocks(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { beforeStateImport = func() {} })
+	if err := st.Protect(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(during) != 1 {
+		t.Errorf("backend locks between the edit's export and import: %+v, want the edit's own", during)
+	}
+	after, err := st.backendLocks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 0 {
+		t.Errorf("backend locks after the edit: %+v, want none", after)
+	}
+}
