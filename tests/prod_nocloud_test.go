@@ -121,8 +121,7 @@ func pncInput(inv offline.Invoke) talosconfig.Input {
 // node's first authenticated apply brings no change.
 func TestProdFirstConfigEqualsTheAppliedConfigInTalosMachinery(t *testing.T) {
 	rec := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
-	secrets, err := talosconfig.NewSecrets("v1.9")
-	require.NoError(t, err)
+	secrets := newTalosSecrets(t, "v1.9")
 	for _, n := range prodNodes {
 		snippet, ok := rec.ByName(prodTSnippet, "milner-prod-"+n.name+"-userdata")
 		require.True(t, ok)
@@ -132,13 +131,13 @@ func TestProdFirstConfigEqualsTheAppliedConfigInTalosMachinery(t *testing.T) {
 		input, _ := pncPlain(t, apply.Inputs["machineConfigurationInput"])
 
 		// The first boot: the generator with every patch.
-		boot, _, err := talosconfig.Render(secrets, pncInput(pncRenderOf(t, rec, first)))
+		boot, _, err := renderTalos(secrets, pncInput(pncRenderOf(t, rec, first)))
 		require.NoError(t, err, n.name)
 		bootBytes, err := boot.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
 		require.NoError(t, err)
 
 		// The apply: the rendered config's bytes, patched with the apply's patches.
-		base, _, err := talosconfig.Render(secrets, pncInput(pncRenderOf(t, rec, input)))
+		base, _, err := renderTalos(secrets, pncInput(pncRenderOf(t, rec, input)))
 		require.NoError(t, err, n.name)
 		baseBytes, err := base.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
 		require.NoError(t, err)

@@ -330,13 +330,12 @@ func TestEveryNodeConfigPassesTalosMachinery(t *testing.T) {
 			inputs, err := conformance.NodeInputs(ev)
 			require.NoError(t, err)
 			require.Len(t, inputs, 3)
-			secrets, err := talosconfig.NewSecrets(ev.Config.Cluster.ConfigContract)
-			require.NoError(t, err)
+			secrets := newTalosSecrets(t, ev.Config.Cluster.ConfigContract)
 			want := map[string]talosconfig.Platform{"dev": talosconfig.Metal, "local": talosconfig.Metal, "prod": talosconfig.Nocloud}[stack]
 			for node, in := range inputs {
 				assert.Equal(t, want, in.Platform)
 				assert.Equal(t, "v1.9", in.Contract)
-				cfg, warnings, err := talosconfig.Render(secrets, in)
+				cfg, warnings, err := renderTalos(secrets, in)
 				require.NoError(t, err, "%s %s", stack, node)
 				assert.Empty(t, warnings, "%s %s", stack, node)
 				assert.Equal(t, node, cfg.Machine().Network().Hostname(), "the patch reached the config")
