@@ -1,54 +1,33 @@
-// Package vault speaks the few endpoints of Vault's HTTP API that the
-// operator's unseal procedure needs: seal status, unseal with key shares
-// the operator supplies, and the file audit device. Key shares and tokens
-// pass through memory only: nothing here writes them anywhere.
+// Package vault is the operator's unseal procedure over Vault's HTTP API,
+// spoken by HashiCorp's own Go client (github.com/hashicorp/vault/api):
+// seal status, unseal with key shares the operator supplies, and the file
+// audit device. Key shares and tokens pass through memory only: nothing
+// here writes them anywhere.
 //
 // The endpoints, as documented by HashiCorp (developer.hashicorp.com/vault/api-docs):
 //   - GET  /v1/sys/seal-status: unauthenticated; type, initialized, sealed, t, n, progress, version, ...
-//   - POST /v1/sys/unseal {"key": share}: the same seal status after the share;
-//     {"reset": true} discards the shares entered so far.
+//   - PUT  /v1/sys/unseal {"key": share}: the same seal status after the share.
 //   - GET  /v1/sys/audit (token): the enabled audit devices by path.
-//   - POST /v1/sys/audit/<path> {"type": "file", "options": {"file_path": ...}} (token).
-//
-// Errors come back as {"errors": ["..."]} with a non-2xx status.
+//   - PUT  /v1/sys/audit/<path> {"type": "file", "options": {"file_path": ...}} (token).
 package vault
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/vault/api"
 )
 
 // SealStatus is Vault's seal status (/v1/sys/seal-status and /v1/sys/unseal).
-type SealStatus struct {
-	// Type is the seal type, e.g. shamir.
-	Type string `json:"type"`
-	// Initialized is false until `vault operator init` ran.
-	Initialized bool `json:"initialized"`
-	// Sealed is true while Vault cannot decrypt its storage.
-	Sealed bool `json:"sealed"`
-	// T is the number of key shares needed to unseal.
-	T int `json:"t"`
-	// N is the number of key shares.
-	N int `json:"n"`
-	// Progress is the number of shares entered so far.
-	Progress int `json:"progress"`
-	// Version is Vault's version.
-	Version string `json:"version"`
-	// StorageType is the storage backend, e.g. raft.
-	StorageType string `json:"storage_type"`
-	// ClusterName is set once Vault is unsealed.
-	ClusterName string `json:"cluster_name"`
-}
+type SealStatus api.SealStatusResponse
 
 // String renders the status for an operator.
 func (s SealStatus) String() string {
@@ -63,13 +42,12 @@ func (s SealStatus) String() string {
 }
 
 // Client talks to one Vault server over TLS.
-type Client struct {
-	addr string
-	http *http.Client
-}
+type Client struct{ api *api.Client }
 
 // NewClient returns a client of the Vault at addr (https:// only: Milner's
-// Vault listens with TLS alone) that trusts the CA certificates in caPEM.
+// Vault listens with TLS alone) that trusts the CA certificates in caPEM
+// alone, and sends no token but the one a call is given (VAULT_TOKEN is
+// cleared; requests are not retried).
 func NewClient(addr string, caPEM []byte) (*Client, error) {
 	if !strings.HasPrefix(addr, "https://") {
 		return nil, fmt.Errorf("vault address %q: want https:// (the listener is TLS only)", addr)
@@ -78,34 +56,33 @@ func NewClient(addr string, caPEM []byte) (*Client, error) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, errors.New("vault CA: no PEM certificate found")
 	}
-	return &Client{
-		addr: strings.TrimSuffix(addr, "/"),
-		http: &http.Client{
-			Timeout:   30 * time.Second,
-			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
-		},
-	}, nil
+	c, err := api.NewClient(&api.Config{
+		Address:    addr,
+		HttpClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}},
+		Timeout:    30 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vault client: %w", err)
+	}
+	c.ClearToken()
+	return &Client{api: c}, nil
 }
 
 // SealStatus reads the seal status.
 func (c *Client) SealStatus(ctx context.Context) (SealStatus, error) {
-	var s SealStatus
-	err := c.do(ctx, http.MethodGet, "/v1/sys/seal-status", "", nil, &s)
-	return s, err
+	return status(c.api.Sys().SealStatusWithContext(ctx))
 }
 
 // Unseal enters one key share and returns the status after it.
 func (c *Client) Unseal(ctx context.Context, share string) (SealStatus, error) {
-	var s SealStatus
-	err := c.do(ctx, http.MethodPost, "/v1/sys/unseal", "", map[string]any{"key": share}, &s)
-	return s, err
+	return status(c.api.Sys().UnsealWithContext(ctx, share))
 }
 
-// ResetUnseal discards the shares entered so far.
-func (c *Client) ResetUnseal(ctx context.Context) (SealStatus, error) {
-	var s SealStatus
-	err := c.do(ctx, http.MethodPost, "/v1/sys/unseal", "", map[string]any{"reset": true}, &s)
-	return s, err
+func status(s *api.SealStatusResponse, err error) (SealStatus, error) {
+	if err != nil {
+		return SealStatus{}, fmt.Errorf("vault: %w", err)
+	}
+	return SealStatus(*s), nil
 }
 
 // ErrStillSealed is returned when the shares ran out before Vault unsealed.
@@ -154,92 +131,29 @@ func Shares(r io.Reader) func(SealStatus) (string, error) {
 	}
 }
 
-// AuditDevice is one enabled audit device.
-type AuditDevice struct {
-	// Type is the device type, e.g. file.
-	Type string `json:"type"`
-	// Options are the device options, e.g. file_path.
-	Options map[string]string `json:"options"`
-}
-
-// AuditDevices lists the enabled audit devices by path (needs a token
-// allowed to read sys/audit).
-func (c *Client) AuditDevices(ctx context.Context, token string) (map[string]AuditDevice, error) {
-	var raw map[string]json.RawMessage
-	if err := c.do(ctx, http.MethodGet, "/v1/sys/audit", token, nil, &raw); err != nil {
-		return nil, err
-	}
-	out := map[string]AuditDevice{}
-	for path, v := range raw {
-		var d AuditDevice
-		// The response also carries request metadata (request_id, data, ...):
-		// only entries that decode as a device with a type are devices.
-		if !strings.HasSuffix(path, "/") || json.Unmarshal(v, &d) != nil || d.Type == "" {
-			continue
-		}
-		out[path] = d
-	}
-	return out, nil
-}
-
 // EnableFileAudit enables a file audit device writing to filePath at path
-// "file/", unless a file device with that path is already enabled. It
-// reports whether it enabled one.
+// "file/", unless a file device with that path is already enabled, with
+// token (allowed to read and enable sys/audit). It reports whether it
+// enabled one.
 func (c *Client) EnableFileAudit(ctx context.Context, token, filePath string) (bool, error) {
-	devices, err := c.AuditDevices(ctx, token)
+	authed, err := c.api.Clone()
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("vault client: %w", err)
+	}
+	authed.SetToken(token)
+	sys := authed.Sys()
+	devices, err := sys.ListAuditWithContext(ctx)
+	if err != nil {
+		return false, fmt.Errorf("vault: audit devices: %w", err)
 	}
 	for _, d := range devices {
 		if d.Type == "file" && d.Options["file_path"] == filePath {
 			return false, nil
 		}
 	}
-	body := map[string]any{"type": "file", "options": map[string]string{"file_path": filePath}}
-	return true, c.do(ctx, http.MethodPost, "/v1/sys/audit/file", token, body, nil)
-}
-
-// do sends one request and decodes a JSON response into out (when non-nil).
-func (c *Client) do(ctx context.Context, method, path, token string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
+	opts := &api.EnableAuditOptions{Type: "file", Options: map[string]string{"file_path": filePath}}
+	if err := sys.EnableAuditWithOptionsWithContext(ctx, "file", opts); err != nil {
+		return false, fmt.Errorf("vault: enable the file audit device: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.addr+path, rd)
-	if err != nil {
-		return err
-	}
-	if token != "" {
-		req.Header.Set("X-Vault-Token", token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("vault %s %s: %w", method, path, err)
-	}
-	defer func() { _ = resp.Body.Close() }() // the body is read in full below
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("vault %s %s: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Errors []string `json:"errors"`
-		}
-		_ = json.Unmarshal(b, &e)
-		return fmt.Errorf("vault %s %s: %s: %s", method, path, resp.Status, strings.Join(e.Errors, "; "))
-	}
-	if out == nil || len(b) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("vault %s %s: decode: %w", method, path, err)
-	}
-	return nil
+	return true, nil
 }
