@@ -126,7 +126,7 @@ func (r *replaceRun) connect(ctx context.Context, st *engine.Stack, cfg *config.
 	if err != nil {
 		return err
 	}
-	r.cluster, err = upgrade.ConnectWith(ctx, tc, upgrade.FromConfig(cfg))
+	r.cluster, err = upgrade.Connect(ctx, tc, upgrade.FromConfig(cfg))
 	return err
 }
 

@@ -67,7 +67,7 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 			if err != nil {
 				return fmt.Errorf("%w (`milner up` writes it to the state; or pass --talosconfig)", err)
 			}
-			c, err := upgrade.ConnectWith(ctx, tc, upgrade.FromConfig(cfg))
+			c, err := upgrade.Connect(ctx, tc, upgrade.FromConfig(cfg))
 			if err != nil {
 				return err
 			}

@@ -3,7 +3,6 @@ package upgrade
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -43,55 +42,31 @@ func (e Etcd) String() string {
 // in config order that lists members. It never fails: a control plane that
 // does not answer is a line of Unanswered.
 func AskEtcd(ctx context.Context, cfg *clientconfig.Config, d Declared, timeout time.Duration) Etcd {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cps := Declared{Nodes: d.controlPlanes()}
-	var e Etcd
-	if len(cps.Nodes) == 0 {
-		e.Unanswered = []string{"no control plane is declared"}
-		return e
+	cps := d.controlPlanes()
+	if len(cps) == 0 {
+		return Etcd{Unanswered: []string{"no control plane is declared"}}
 	}
-	c, err := ConnectWith(ctx, cfg, cps)
+	members := make([][]*machine.EtcdMember, len(cps))
+	errs := make([]error, len(cps))
+	err := dial(ctx, cfg, Declared{Nodes: cps}, timeout, func(ctx context.Context, c *Cluster) {
+		each(cps, func(i int, n Node) { members[i], errs[i] = c.members(ctx, n) })
+	})
 	if err != nil {
-		e.Unanswered = []string{err.Error()}
-		return e
+		return Etcd{Unanswered: []string{err.Error()}}
 	}
-	defer func() { _ = c.Close() }()
-	members := make([][]string, len(cps.Nodes))
-	errs := make([]error, len(cps.Nodes))
-	var wg sync.WaitGroup
-	for i, n := range cps.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			members[i], errs[i] = c.etcdMembers(ctx, n)
-		}()
-	}
-	wg.Wait()
-	for i, n := range cps.Nodes {
+	var e Etcd
+	for i, n := range cps {
 		switch {
 		case errs[i] != nil:
 			e.Unanswered = append(e.Unanswered, fmt.Sprintf("%s: %v", n.Name, errs[i]))
 		case len(members[i]) == 0:
 			e.Unanswered = append(e.Unanswered, n.Name+": no members")
 		case e.Node == "":
-			e.Node, e.Members = n.Name, members[i]
+			e.Node = n.Name
+			for _, m := range members[i] {
+				e.Members = append(e.Members, m.GetHostname())
+			}
 		}
 	}
 	return e
-}
-
-// etcdMembers asks one control plane for etcd's members' hostnames.
-func (c *Cluster) etcdMembers(ctx context.Context, n Node) ([]string, error) {
-	resp, err := c.clients[n.Name].EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, m := range resp.GetMessages() {
-		for _, mem := range m.GetMembers() {
-			out = append(out, mem.GetHostname())
-		}
-	}
-	return out, nil
 }

@@ -75,7 +75,7 @@ func (c *Cluster) MemberRemovalFor(ctx context.Context, node string) (*MemberRem
 		if r.Via == "" {
 			r.Via, members = o.Name, ms
 		}
-		if c.etcdHealthy(ctx, o) {
+		if _, err := c.etcdStatus(ctx, o); err == nil {
 			r.Healthy = append(r.Healthy, o.Name)
 		}
 	}
@@ -116,17 +116,6 @@ func (c *Cluster) members(ctx context.Context, n Node) ([]*machine.EtcdMember, e
 		return nil, fmt.Errorf("etcd member list: want one answer, got %d", len(resp.GetMessages()))
 	}
 	return resp.GetMessages()[0].GetMembers(), nil
-}
-
-// etcdHealthy reports whether node n's own etcd member answers without errors.
-func (c *Cluster) etcdHealthy(ctx context.Context, n Node) bool {
-	ctx, cancel := context.WithTimeout(ctx, memberCallTimeout)
-	defer cancel()
-	resp, err := c.clients[n.Name].EtcdStatus(ctx)
-	if err != nil || len(resp.GetMessages()) != 1 {
-		return false
-	}
-	return len(resp.GetMessages()[0].GetMemberStatus().GetErrors()) == 0
 }
 
 // Remove removes the member through Via. A member already gone (NotFound,

@@ -282,7 +282,9 @@ func newFake(t *testing.T, specs ...fakeSpec) (*fakeCluster, Declared, string) {
 // connect connects to the fake with test timeouts.
 func connect(t *testing.T, d Declared, talosconfig string) *Cluster {
 	t.Helper()
-	c, err := Connect(context.Background(), talosconfig, d)
+	cfg, err := clientconfig.Open(talosconfig)
+	require.NoError(t, err)
+	c, err := Connect(context.Background(), cfg, d)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c

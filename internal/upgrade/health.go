@@ -68,14 +68,11 @@ func (c *Cluster) etcdProblems(ctx context.Context) []string {
 	}
 	var problems []string
 	members := map[uint64]string{}
-	resp, err := c.clients[cps[0].Name].EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
-	switch {
-	case err != nil:
+	list, err := c.members(ctx, cps[0])
+	if err != nil {
 		problems = append(problems, fmt.Sprintf("etcd member list (via %q): %v", cps[0].Name, err))
-	case len(resp.GetMessages()) != 1:
-		problems = append(problems, fmt.Sprintf("etcd member list (via %q): want one answer, got %d", cps[0].Name, len(resp.GetMessages())))
-	default:
-		for _, m := range resp.GetMessages()[0].GetMembers() {
+	} else {
+		for _, m := range list {
 			members[m.GetId()] = m.GetHostname()
 			if m.GetIsLearner() {
 				problems = append(problems, fmt.Sprintf("etcd member %q is a learner", m.GetHostname()))
@@ -95,22 +92,14 @@ func (c *Cluster) etcdProblems(ctx context.Context) []string {
 
 // etcdMemberHealthy checks one control plane's etcd member and alarms.
 func (c *Cluster) etcdMemberHealthy(ctx context.Context, n Node, members map[uint64]string) error {
-	cl := c.clients[n.Name]
-	st, err := cl.EtcdStatus(ctx)
+	id, err := c.etcdStatus(ctx, n)
 	if err != nil {
-		return fmt.Errorf("status: %w", err)
+		return err
 	}
-	if len(st.GetMessages()) != 1 {
-		return fmt.Errorf("status: want one answer, got %d", len(st.GetMessages()))
+	if _, ok := members[id]; !ok && len(members) > 0 {
+		return fmt.Errorf("member %x is not in the member list", id)
 	}
-	ms := st.GetMessages()[0].GetMemberStatus()
-	if _, ok := members[ms.GetMemberId()]; !ok && len(members) > 0 {
-		return fmt.Errorf("member %x is not in the member list", ms.GetMemberId())
-	}
-	if len(ms.GetErrors()) > 0 {
-		return errors.New(strings.Join(ms.GetErrors(), ", "))
-	}
-	alarms, err := cl.EtcdAlarmList(ctx)
+	alarms, err := c.clients[n.Name].EtcdAlarmList(ctx)
 	if err != nil {
 		return fmt.Errorf("alarms: %w", err)
 	}
@@ -122,4 +111,23 @@ func (c *Cluster) etcdMemberHealthy(ctx context.Context, n Node, members map[uin
 		}
 	}
 	return nil
+}
+
+// etcdStatus asks node n for its own etcd member's status: its id, or why
+// it does not answer or answers with errors.
+func (c *Cluster) etcdStatus(ctx context.Context, n Node) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, memberCallTimeout)
+	defer cancel()
+	st, err := c.clients[n.Name].EtcdStatus(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("status: %w", err)
+	}
+	if len(st.GetMessages()) != 1 {
+		return 0, fmt.Errorf("status: want one answer, got %d", len(st.GetMessages()))
+	}
+	ms := st.GetMessages()[0].GetMemberStatus()
+	if len(ms.GetErrors()) > 0 {
+		return 0, errors.New(strings.Join(ms.GetErrors(), ", "))
+	}
+	return ms.GetMemberId(), nil
 }

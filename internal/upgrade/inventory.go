@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/blang/semver"
@@ -33,23 +33,13 @@ type Row struct {
 	Err error
 }
 
-// Inventory asks every declared node which Talos and Kubernetes versions it
-// runs, in config order. A node that cannot be asked has Err set; the
-// error is only for the whole call (none today). The nodes are asked at
-// once, so a dead node costs one timeout, not one per node. `milner
-// status`, `preview` and `up` print it with WriteInventory.
-func Inventory(ctx context.Context, c *Cluster) ([]Row, error) {
+// Inventory asks every declared node, at once, which Talos and Kubernetes
+// versions it runs, in config order. A node that cannot be asked has Err
+// set. `milner status`, `preview` and `up` print it with Versions.Write.
+func Inventory(ctx context.Context, c *Cluster) []Row {
 	rows := make([]Row, len(c.declared.Nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.declared.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rows[i] = c.row(ctx, n)
-		}()
-	}
-	wg.Wait()
-	return rows, nil
+	each(c.declared.Nodes, func(i int, n Node) { rows[i] = c.row(ctx, n) })
+	return rows
 }
 
 // row asks one node.
@@ -87,42 +77,12 @@ func imageTag(image string) string {
 	return image[i+1:]
 }
 
-// WriteInventory prints declared against running versions per node, marking
-// every difference, so drift is never silent.
-func WriteInventory(w io.Writer, d Declared, rows []Row) {
-	_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", "NODE", "ROLE", "TALOS run (declared)", "KUBERNETES run (declared)")
-	for _, r := range rows {
-		if r.Err != nil {
-			_, _ = fmt.Fprintf(w, "%-12s %-12s unreachable: %v\n", r.Node.Name, r.Node.Role, r.Err)
-			continue
-		}
-		k := r.Kubelet
-		if r.APIServer != "" && r.APIServer != r.Kubelet {
-			k = fmt.Sprintf("kubelet %s, apiserver %s", r.Kubelet, r.APIServer)
-		}
-		_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", r.Node.Name, r.Node.Role,
-			mark(r.Talos, d.TalosVersion), mark(k, d.KubernetesVersion))
-	}
-}
-
 // mark is running, with the declared version when it differs.
 func mark(running, declared string) string {
 	if running == declared {
 		return running
 	}
 	return fmt.Sprintf("%s (declared %s) *", running, declared)
-}
-
-// Drift reports whether any node runs other versions than declared, or
-// could not be asked.
-func Drift(d Declared, rows []Row) bool {
-	for _, r := range rows {
-		if r.Err != nil || r.Talos != d.TalosVersion || r.Kubelet != d.KubernetesVersion ||
-			(r.APIServer != "" && r.APIServer != d.KubernetesVersion) {
-			return true
-		}
-	}
-	return false
 }
 
 // checkVersions refuses declared versions Talos itself would refuse: a
@@ -183,34 +143,17 @@ type Versions struct {
 // row with Err, and a cluster that cannot be asked at all is the Note.
 func AskVersions(ctx context.Context, cfg *clientconfig.Config, d Declared, timeout time.Duration) Versions {
 	v := Versions{Declared: d}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := ConnectWith(ctx, cfg, d)
-	if err != nil {
-		v.Note = err.Error()
-		return v
-	}
-	defer func() { _ = c.Close() }()
-	if v.Rows, err = Inventory(ctx, c); err != nil {
+	if err := dial(ctx, cfg, d, timeout, func(ctx context.Context, c *Cluster) { v.Rows = Inventory(ctx, c) }); err != nil {
 		v.Note = err.Error()
 	}
 	return v
 }
 
-// reachable reports whether any node answered.
-func (v Versions) reachable() bool {
-	for _, r := range v.Rows {
-		if r.Err == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// Write prints the table and a line counting the drifting nodes, or one
-// line saying why the versions are not known.
+// Write prints declared against running versions per node, marking every
+// difference, so drift is never silent, and a line counting the drifting
+// nodes; or one line saying why the versions are not known.
 func (v Versions) Write(w io.Writer) {
-	if v.Note != "" || !v.reachable() {
+	if v.Note != "" || !slices.ContainsFunc(v.Rows, func(r Row) bool { return r.Err == nil }) {
 		note := v.Note
 		if note == "" {
 			note = "no node answered"
@@ -219,7 +162,19 @@ func (v Versions) Write(w io.Writer) {
 		return
 	}
 	_, _ = fmt.Fprintln(w, "versions (running; declared where they differ):")
-	WriteInventory(w, v.Declared, v.Rows)
+	_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", "NODE", "ROLE", "TALOS run (declared)", "KUBERNETES run (declared)")
+	for _, r := range v.Rows {
+		if r.Err != nil {
+			_, _ = fmt.Fprintf(w, "%-12s %-12s unreachable: %v\n", r.Node.Name, r.Node.Role, r.Err)
+			continue
+		}
+		k := r.Kubelet
+		if r.APIServer != "" && r.APIServer != r.Kubelet {
+			k = fmt.Sprintf("kubelet %s, apiserver %s", r.Kubelet, r.APIServer)
+		}
+		_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", r.Node.Name, r.Node.Role,
+			mark(r.Talos, v.Declared.TalosVersion), mark(k, v.Declared.KubernetesVersion))
+	}
 	if lag := Lagging(v.Declared, v.Rows); len(lag) > 0 {
 		_, _ = fmt.Fprintf(w, "drift on %d nodes: `milner upgrade` moves them; until then `milner up` changes no Talos config\n", len(lag))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -63,56 +62,49 @@ const shutdownCallTimeout = 15 * time.Second
 func (c *Cluster) ShutdownForReplace(ctx context.Context, nodes []string, stopped StoppedFunc, timeout time.Duration, o Options) ([]ShutdownOutcome, error) {
 	var out []ShutdownOutcome
 	for _, name := range nodes {
-		r := ShutdownOutcome{Node: name}
-		cl, ok := c.clients[name]
-		if !ok {
-			r.Err = errors.New("not a declared node")
-			report(o.Out, r, timeout)
-			out = append(out, r)
-			continue
-		}
-		callCtx, cancel := context.WithTimeout(ctx, shutdownCallTimeout)
-		err := cl.Shutdown(callCtx, client.WithShutdownForce(false))
-		cancel()
+		r := c.shutdown(ctx, name, stopped, timeout, o)
 		if cerr := ctx.Err(); cerr != nil {
 			return out, cerr
 		}
-		if err != nil {
-			r.Err = fmt.Errorf("talos shutdown: %w", err)
-			report(o.Out, r, timeout)
-			out = append(out, r)
-			continue
+		switch {
+		case r.Stopped:
+			_, _ = fmt.Fprintf(o.Out, "milner up: %s: its VM has stopped; the replace deletes it\n", r.Node)
+		case r.Answered:
+			_, _ = fmt.Fprintf(o.Out, "milner up: %s: its VM did not stop within %s (%v); the replace goes on and the provider powers it off\n", r.Node, timeout, r.Err)
+		default:
+			_, _ = fmt.Fprintf(o.Out, "milner up: %s: did not answer the Talos API (%v); treated as dead, the replace goes on\n", r.Node, r.Err)
 		}
-		r.Answered = true
-		_, _ = fmt.Fprintf(o.Out, "milner up: %s: Talos shuts down (cordon, drain, stop services); waiting up to %s for its VM to stop\n", name, timeout)
-		err = waitFor(ctx, o, timeout, func() error {
-			done, err := stopped(ctx, name)
-			switch {
-			case err != nil:
-				return err
-			case !done:
-				return errors.New("its VM still runs")
-			}
-			return nil
-		})
-		if cerr := ctx.Err(); cerr != nil {
-			return out, cerr
-		}
-		r.Stopped, r.Err = err == nil, err
-		report(o.Out, r, timeout)
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-// report prints one node's outcome.
-func report(w io.Writer, r ShutdownOutcome, timeout time.Duration) {
-	switch {
-	case r.Stopped:
-		_, _ = fmt.Fprintf(w, "milner up: %s: its VM has stopped; the replace deletes it\n", r.Node)
-	case r.Answered:
-		_, _ = fmt.Fprintf(w, "milner up: %s: its VM did not stop within %s (%v); the replace goes on and the provider powers it off\n", r.Node, timeout, r.Err)
-	default:
-		_, _ = fmt.Fprintf(w, "milner up: %s: did not answer the Talos API (%v); treated as dead, the replace goes on\n", r.Node, r.Err)
+// shutdown asks one node to shut down and waits for its VM to stop.
+func (c *Cluster) shutdown(ctx context.Context, name string, stopped StoppedFunc, timeout time.Duration, o Options) ShutdownOutcome {
+	r := ShutdownOutcome{Node: name}
+	cl, ok := c.clients[name]
+	if !ok {
+		r.Err = errors.New("not a declared node")
+		return r
 	}
+	callCtx, cancel := context.WithTimeout(ctx, shutdownCallTimeout)
+	defer cancel()
+	if err := cl.Shutdown(callCtx, client.WithShutdownForce(false)); err != nil {
+		r.Err = fmt.Errorf("talos shutdown: %w", err)
+		return r
+	}
+	r.Answered = true
+	_, _ = fmt.Fprintf(o.Out, "milner up: %s: Talos shuts down (cordon, drain, stop services); waiting up to %s for its VM to stop\n", name, timeout)
+	r.Err = waitFor(ctx, o, timeout, func() error {
+		done, err := stopped(ctx, name)
+		switch {
+		case err != nil:
+			return err
+		case !done:
+			return errors.New("its VM still runs")
+		}
+		return nil
+	})
+	r.Stopped = r.Err == nil
+	return r
 }

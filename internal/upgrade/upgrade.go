@@ -19,9 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
-	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -67,13 +66,11 @@ func FromConfig(cfg *config.Config) Declared {
 		KubernetesEndpoint: cfg.Endpoint(),
 	}
 	for _, n := range cfg.Nodes {
-		d.Nodes = append(d.Nodes, Node{Name: n.Name, Role: n.Role, Endpoint: endpoint(n.Addr)})
+		// The node's address: the client adds Talos' apid port.
+		d.Nodes = append(d.Nodes, Node{Name: n.Name, Role: n.Role, Endpoint: n.Addr.String()})
 	}
 	return d
 }
-
-// endpoint is the Talos API endpoint of a node address.
-func endpoint(a netip.Addr) string { return a.String() }
 
 // controlPlanes returns the declared control planes, in config order.
 func (d Declared) controlPlanes() []Node {
@@ -109,22 +106,10 @@ type Cluster struct {
 	clients  map[string]*client.Client
 }
 
-// Connect builds a client per declared node from the talosconfig file. It
-// dials lazily: nothing is sent until a call.
-func Connect(ctx context.Context, talosconfig string, d Declared) (*Cluster, error) {
-	if _, err := os.Stat(talosconfig); err != nil {
-		return nil, fmt.Errorf("talosconfig: %w (`milner up` writes it; or pass --talosconfig)", err)
-	}
-	cfg, err := clientconfig.Open(talosconfig)
-	if err != nil {
-		return nil, fmt.Errorf("talosconfig %s: %w", talosconfig, err)
-	}
-	return ConnectWith(ctx, cfg, d)
-}
-
-// ConnectWith is Connect with a parsed talosconfig, e.g. the stack's own
-// talosconfig output read from its state.
-func ConnectWith(ctx context.Context, cfg *clientconfig.Config, d Declared) (*Cluster, error) {
+// Connect builds a client per declared node from the talosconfig cfg
+// (the stack's own talosconfig output, or a file). It dials lazily:
+// nothing is sent until a call.
+func Connect(ctx context.Context, cfg *clientconfig.Config, d Declared) (*Cluster, error) {
 	c := &Cluster{declared: d, clients: map[string]*client.Client{}}
 	for _, n := range d.Nodes {
 		cl, err := client.New(ctx, client.WithConfig(cfg), client.WithEndpoints(n.Endpoint))
@@ -135,6 +120,30 @@ func ConnectWith(ctx context.Context, cfg *clientconfig.Config, d Declared) (*Cl
 		c.clients[n.Name] = cl
 	}
 	return c, nil
+}
+
+// dial connects to the nodes of d with cfg for at most timeout and calls
+// ask; why it could not connect is its error.
+func dial(ctx context.Context, cfg *clientconfig.Config, d Declared, timeout time.Duration, ask func(context.Context, *Cluster)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := Connect(ctx, cfg, d)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	ask(ctx, c)
+	return nil
+}
+
+// each calls f for every node at once and waits for them all: a dead node
+// costs one timeout, not one per node.
+func each(nodes []Node, f func(i int, n Node)) {
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { f(i, n) })
+	}
+	wg.Wait()
 }
 
 // Close closes every client.
@@ -205,10 +214,7 @@ func (p *Plan) Write(w io.Writer) {
 // listing every problem, when a node cannot be asked or a declared version
 // cannot be reached from what a node runs (Talos' own compatibility rules).
 func MakePlan(ctx context.Context, c *Cluster) (*Plan, error) {
-	inv, err := Inventory(ctx, c)
-	if err != nil {
-		return nil, err
-	}
+	inv := Inventory(ctx, c)
 	d := c.declared
 	plan := &Plan{Declared: d}
 	var problems []string
@@ -306,79 +312,90 @@ func (e *StopError) NothingChanged() bool {
 // Run carries out a plan: for each node in order, the health gate, the
 // Upgrade call (installer image, preserve=true), the wait for the reboot
 // into the declared version, the health gate again; then the Kubernetes
-// step. The first failure stops the run; nodes after it are not touched.
+// step between the same gates. The first failure stops the run; nodes
+// after it are not touched.
 func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 	var upgraded []string
 	stop := func(i int, stage string, err error) error {
-		var untouched []string
-		for _, s := range plan.Talos[i+1:] {
-			untouched = append(untouched, s.Node.Name)
+		e := &StopError{Stage: stage, Upgraded: upgraded, Err: err}
+		if i < len(plan.Talos) {
+			e.Node = plan.Talos[i].Node.Name
+			if stage == "health gate before" || stage == "apps before" {
+				e.Untouched = []string{e.Node}
+			}
+			for _, s := range plan.Talos[i+1:] {
+				e.Untouched = append(e.Untouched, s.Node.Name)
+			}
 		}
-		if stage == "health gate before" || stage == "apps before" {
-			untouched = append([]string{plan.Talos[i].Node.Name}, untouched...)
-		}
-		return &StopError{Node: plan.Talos[i].Node.Name, Stage: stage, Upgraded: upgraded, Untouched: untouched, Err: err}
+		return e
 	}
-	for i, s := range plan.Talos {
-		n := s.Node
-		_, _ = fmt.Fprintf(o.Out, "[%d/%d] %s: health gate\n", i+1, len(plan.Talos), n.Name)
+	steps, k8s := len(plan.Talos), UpgradeKubernetes
+	if plan.Kubernetes != nil {
+		steps++
+	}
+	if o.Kubernetes != nil {
+		k8s = o.Kubernetes
+	}
+	for i := range steps {
+		what := ""
+		if i < len(plan.Talos) {
+			what = fmt.Sprintf("[%d/%d] %s", i+1, len(plan.Talos), plan.Talos[i].Node.Name)
+		} else {
+			what = fmt.Sprintf("Kubernetes %s -> %s", plan.Kubernetes.From, plan.Kubernetes.To)
+		}
+		_, _ = fmt.Fprintf(o.Out, "%s: health gate\n", what)
 		if err := c.Healthy(ctx); err != nil {
 			return stop(i, "health gate before", err)
 		}
 		if err := appsGate(ctx, o, false); err != nil {
 			return stop(i, "apps before", err)
 		}
-		boot, err := c.bootID(ctx, n)
+		var stage string
+		var err error
+		if i < len(plan.Talos) {
+			stage, err = c.upgradeNode(ctx, plan.Talos[i], plan.Declared.InstallImage, o, what, &upgraded)
+		} else {
+			stage, err = "kubernetes", k8s(ctx, c, *plan.Kubernetes, o.Out)
+		}
 		if err != nil {
-			return stop(i, "health gate before", fmt.Errorf("read boot id: %w", err))
+			return stop(i, stage, err)
 		}
-		_, _ = fmt.Fprintf(o.Out, "[%d/%d] %s: upgrade %s -> %s with %s (preserve=true)\n", i+1, len(plan.Talos), n.Name, s.From, s.To, plan.Declared.InstallImage)
-		if err := c.upgrade(ctx, n, plan.Declared.InstallImage); err != nil {
-			return stop(i, "upgrade", err)
-		}
-		upgraded = append(upgraded, n.Name)
-		if err := c.waitReboot(ctx, n, boot, o); err != nil {
-			return stop(i, "reboot", err)
-		}
-		switch v, err := c.talosVersion(ctx, n); {
-		case err != nil:
-			return stop(i, "version", err)
-		case v != s.To:
-			return stop(i, "version", fmt.Errorf("came back on Talos %s, want %s (Talos boots the previous image when the new one fails; check the installer image %s)", v, s.To, plan.Declared.InstallImage))
-		}
-		_, _ = fmt.Fprintf(o.Out, "[%d/%d] %s: runs %s; waiting for the cluster to be healthy\n", i+1, len(plan.Talos), n.Name, s.To)
+		_, _ = fmt.Fprintf(o.Out, "%s: waiting for the cluster to be healthy\n", what)
 		if err := waitFor(ctx, o, o.HealthTimeout, func() error { return c.Healthy(ctx) }); err != nil {
 			return stop(i, "health gate after", err)
 		}
-		_, _ = fmt.Fprintf(o.Out, "[%d/%d] %s: healthy; waiting for the apps to be Ready\n", i+1, len(plan.Talos), n.Name)
+		_, _ = fmt.Fprintf(o.Out, "%s: healthy; waiting for the apps to be Ready\n", what)
 		if err := appsGate(ctx, o, true); err != nil {
 			return stop(i, "apps after", err)
 		}
 	}
-	if plan.Kubernetes == nil {
-		return nil
-	}
-	run := o.Kubernetes
-	if run == nil {
-		run = UpgradeKubernetes
-	}
-	_, _ = fmt.Fprintf(o.Out, "Kubernetes %s -> %s\n", plan.Kubernetes.From, plan.Kubernetes.To)
-	if err := c.Healthy(ctx); err != nil {
-		return &StopError{Stage: "health gate before", Upgraded: upgraded, Err: err}
-	}
-	if err := appsGate(ctx, o, false); err != nil {
-		return &StopError{Stage: "apps before", Upgraded: upgraded, Err: err}
-	}
-	if err := run(ctx, c, *plan.Kubernetes, o.Out); err != nil {
-		return &StopError{Stage: "kubernetes", Upgraded: upgraded, Err: err}
-	}
-	if err := waitFor(ctx, o, o.HealthTimeout, func() error { return c.Healthy(ctx) }); err != nil {
-		return &StopError{Stage: "health gate after", Upgraded: upgraded, Err: err}
-	}
-	if err := appsGate(ctx, o, true); err != nil {
-		return &StopError{Stage: "apps after", Upgraded: upgraded, Err: err}
-	}
 	return nil
+}
+
+// upgradeNode upgrades one node and waits for it to run the declared
+// version; the stage names what failed. The node counts as upgraded once
+// it took the Upgrade call.
+func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Options, what string, upgraded *[]string) (string, error) {
+	boot, err := c.bootID(ctx, s.Node)
+	if err != nil {
+		return "health gate before", fmt.Errorf("read boot id: %w", err)
+	}
+	_, _ = fmt.Fprintf(o.Out, "%s: upgrade %s -> %s with %s (preserve=true)\n", what, s.From, s.To, image)
+	if err := c.upgrade(ctx, s.Node, image); err != nil {
+		return "upgrade", err
+	}
+	*upgraded = append(*upgraded, s.Node.Name)
+	if err := c.waitReboot(ctx, s.Node, boot, o); err != nil {
+		return "reboot", err
+	}
+	switch v, err := c.talosVersion(ctx, s.Node); {
+	case err != nil:
+		return "version", err
+	case v != s.To:
+		return "version", fmt.Errorf("came back on Talos %s, want %s (Talos boots the previous image when the new one fails; check the installer image %s)", v, s.To, image)
+	}
+	_, _ = fmt.Fprintf(o.Out, "%s: runs %s\n", what, s.To)
+	return "", nil
 }
 
 // appsGate checks the apps (o.Apps) once, or waits up to o.AppsTimeout for
