@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"time"
@@ -68,28 +67,23 @@ func (c Cert) Warn(now time.Time) bool { return c.Err == "" && c.NotAfter.Sub(no
 // bundleErr, why it could not be read); a missing input is an entry with
 // its Err.
 func Lifetimes(talosconfig, kubeconfigText string, bundle *secrets.Bundle, bundleErr error) []Cert {
-	rotate := "rotate the CA (Talos' CA rotation: talosctl rotate-ca)"
 	out := []Cert{
 		read("talosconfig client", "milner talosconfig --renew", func() ([]byte, error) { return talosClientCert(talosconfig) }),
 		read("kubeconfig client", "milner kubeconfig --renew", func() ([]byte, error) { return kubeClientCert(kubeconfigText) }),
 	}
-	for _, ca := range []struct {
-		name string
-		pair func(*secrets.Certs) *sidx509.PEMEncodedCertificateAndKey
-	}{
-		{"Talos API CA", func(c *secrets.Certs) *sidx509.PEMEncodedCertificateAndKey { return c.OS }},
-		{"Kubernetes CA", func(c *secrets.Certs) *sidx509.PEMEncodedCertificateAndKey { return c.K8s }},
-		{"Kubernetes aggregator CA", func(c *secrets.Certs) *sidx509.PEMEncodedCertificateAndKey { return c.K8sAggregator }},
-		{"etcd CA", func(c *secrets.Certs) *sidx509.PEMEncodedCertificateAndKey { return c.Etcd }},
-	} {
-		out = append(out, read(ca.name, rotate, func() ([]byte, error) {
+	cas := make([]*sidx509.PEMEncodedCertificateAndKey, 4)
+	if bundleErr == nil && bundle != nil && bundle.Certs != nil {
+		cas = []*sidx509.PEMEncodedCertificateAndKey{bundle.Certs.OS, bundle.Certs.K8s, bundle.Certs.K8sAggregator, bundle.Certs.Etcd}
+	}
+	for i, name := range []string{"Talos API CA", "Kubernetes CA", "Kubernetes aggregator CA", "etcd CA"} {
+		out = append(out, read(name, "rotate the CA (Talos' CA rotation: talosctl rotate-ca)", func() ([]byte, error) {
 			switch {
 			case bundleErr != nil:
 				return nil, bundleErr
-			case bundle == nil || bundle.Certs == nil || ca.pair(bundle.Certs) == nil:
+			case cas[i] == nil:
 				return nil, errors.New("no secrets bundle in the state")
 			}
-			return ca.pair(bundle.Certs).Crt, nil
+			return cas[i].Crt, nil
 		}))
 	}
 	return out
@@ -99,24 +93,16 @@ func Lifetimes(talosconfig, kubeconfigText string, bundle *secrets.Bundle, bundl
 func read(name, renew string, get func() ([]byte, error)) Cert {
 	c := Cert{Name: name, Renew: renew}
 	crt, err := get()
+	var x *x509.Certificate
 	if err == nil {
-		var x *x509.Certificate
-		if x, err = parse(crt); err == nil {
-			c.NotAfter = x.NotAfter
-		}
+		x, err = (&sidx509.PEMEncodedCertificate{Crt: crt}).GetCert()
 	}
 	if err != nil {
 		c.Err = err.Error()
+	} else {
+		c.NotAfter = x.NotAfter
 	}
 	return c
-}
-
-func parse(crt []byte) (*x509.Certificate, error) {
-	block, _ := pem.Decode(crt)
-	if block == nil {
-		return nil, errors.New("no PEM certificate")
-	}
-	return x509.ParseCertificate(block.Bytes)
 }
 
 // talosClientCert is the client certificate of a talosconfig's current context.

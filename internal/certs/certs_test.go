@@ -79,9 +79,9 @@ func TestStatusWarnsWithin30Days(t *testing.T) {
 // and returns it.
 func verify(t *testing.T, pem []byte, ca []byte) *x509.Certificate {
 	t.Helper()
-	crt, err := parse(pem)
+	crt, err := (&sidx509.PEMEncodedCertificate{Crt: pem}).GetCert()
 	require.NoError(t, err)
-	caCrt, err := parse(ca)
+	caCrt, err := (&sidx509.PEMEncodedCertificate{Crt: ca}).GetCert()
 	require.NoError(t, err)
 	pool := x509.NewCertPool()
 	pool.AddCert(caCrt)
