@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/milner/milner/stacks/config"
 )
@@ -26,8 +27,6 @@ type Apps struct {
 	// storage provisioner's (milner:workloads only reserves capacity for
 	// workloads Milner does not deploy).
 	namespaces []string
-	// vault are the namespaces of the Vault releases.
-	vault []string
 }
 
 // NewApps returns the apps gate of a stack's apps layer, asked through the
@@ -39,9 +38,6 @@ func NewApps(cfg *config.Config, kubeconfig []byte) (*Apps, error) {
 	}
 	for _, app := range cfg.Apps {
 		a.namespaces = append(a.namespaces, app.Namespace)
-		if app.Vault != nil {
-			a.vault = append(a.vault, app.Namespace)
-		}
 	}
 	rc, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
@@ -72,7 +68,7 @@ func (a *Apps) Ready(ctx context.Context) error {
 			return fmt.Errorf("apps: list statefulsets in %s: %w", ns, err)
 		}
 		for _, s := range sets.Items {
-			want := replicas(s.Spec.Replicas)
+			want := ptr.Deref(s.Spec.Replicas, 1) // the API server defaults it to 1
 			if s.Status.ObservedGeneration >= s.Generation && s.Status.ReadyReplicas == want && s.Status.Replicas == want {
 				continue
 			}
@@ -83,7 +79,7 @@ func (a *Apps) Ready(ctx context.Context) error {
 			return fmt.Errorf("apps: list deployments in %s: %w", ns, err)
 		}
 		for _, d := range deps.Items {
-			want := replicas(d.Spec.Replicas)
+			want := ptr.Deref(d.Spec.Replicas, 1)
 			st := d.Status
 			// As `kubectl rollout status` waits: every replica updated,
 			// available, and no old one left.
@@ -97,14 +93,6 @@ func (a *Apps) Ready(ctx context.Context) error {
 		return fmt.Errorf("apps not ready: %s", strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-// replicas is a spec's replica count (the API server defaults it to 1).
-func replicas(r *int32) int32 {
-	if r == nil {
-		return 1
-	}
-	return *r
 }
 
 // notReady says why one workload is not ready: its count and each of its
@@ -121,7 +109,7 @@ func (a *Apps) notReady(ctx context.Context, kind, ns, name string, selector *me
 	}
 	var why []string
 	for _, p := range pods.Items {
-		if w := a.podNotReady(&p); w != "" {
+		if w := podNotReady(&p); w != "" {
 			why = append(why, w)
 		}
 	}
@@ -132,7 +120,7 @@ func (a *Apps) notReady(ctx context.Context, kind, ns, name string, selector *me
 }
 
 // podNotReady says why a pod is not Ready ("" when it is).
-func (a *Apps) podNotReady(p *corev1.Pod) string {
+func podNotReady(p *corev1.Pod) string {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			return ""
@@ -144,9 +132,10 @@ func (a *Apps) podNotReady(p *corev1.Pod) string {
 			running = false
 		}
 	}
-	// A Vault server pod whose container runs but is not Ready fails the
-	// chart's `vault status` probe: it is sealed (or not initialised).
-	if running && slices.Contains(a.vault, p.Namespace) && p.Labels["app.kubernetes.io/name"] == "vault" && p.Labels["component"] == "server" {
+	// A Vault server pod (as vault-helm labels it) whose container runs but
+	// is not Ready fails the chart's `vault status` probe: it is sealed (or
+	// not initialised).
+	if running && p.Labels["app.kubernetes.io/name"] == "vault" && p.Labels["component"] == "server" {
 		return fmt.Sprintf("%s is sealed: run `milner vault unseal` (docs/runbooks/vault.md)", p.Name)
 	}
 	for _, c := range p.Status.ContainerStatuses {
