@@ -138,7 +138,7 @@ func (r *replaceRun) before(ctx context.Context, out io.Writer) error {
 		return nil
 	}
 	o := upgrade.DefaultOptions(out)
-	if _, err := r.cluster.ShutdownForReplace(ctx, r.nodes, r.stopped, stopTimeout, o); err != nil {
+	if err := r.cluster.ShutdownForReplace(ctx, r.nodes, r.stopped, stopTimeout, o); err != nil {
 		return err
 	}
 	return r.cluster.Remove(ctx, r.removal, out)

@@ -46,11 +46,9 @@ func TestShutdownForReplaceShutsDownOnlyTheReplacedNode(t *testing.T) {
 	fc, d, tc := newFake(t, threeControlPlanes()...)
 	c := connect(t, d, tc)
 	var out strings.Builder
-	res, err := c.ShutdownForReplace(context.Background(), []string{"cp-2"}, vmStopsOnShutdown(fc), 2*time.Second, testOptions(&out))
+	err := c.ShutdownForReplace(context.Background(), []string{"cp-2"}, vmStopsOnShutdown(fc), 2*time.Second, testOptions(&out))
 	require.NoError(t, err)
 	require.Equal(t, []string{"cp-2 Shutdown force=false"}, fc.calls("Shutdown"))
-	require.Len(t, res, 1)
-	require.True(t, res[0].Answered && res[0].Stopped, "outcome %+v", res[0])
 	require.Contains(t, out.String(), "cp-2: its VM has stopped; the replace deletes it")
 }
 
@@ -63,12 +61,10 @@ func TestShutdownForReplaceReportsADeadNodeAndGoesOn(t *testing.T) {
 	c := connect(t, d, tc)
 	var out strings.Builder
 	start := time.Now()
-	res, err := c.ShutdownForReplace(context.Background(), []string{"cp-2"}, vmStopsOnShutdown(fc), 2*time.Second, testOptions(&out))
+	err := c.ShutdownForReplace(context.Background(), []string{"cp-2"}, vmStopsOnShutdown(fc), 2*time.Second, testOptions(&out))
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), shutdownCallTimeout+time.Second)
-	require.Len(t, res, 1)
-	require.False(t, res[0].Answered)
-	require.Error(t, res[0].Err)
+	require.NotContains(t, out.String(), "Talos shuts down", "a dead node took the Shutdown call")
 	require.Contains(t, out.String(), "cp-2: did not answer the Talos API")
 	require.Contains(t, out.String(), "the replace goes on")
 }
@@ -80,11 +76,10 @@ func TestShutdownForReplaceWaitIsBounded(t *testing.T) {
 	c := connect(t, d, tc)
 	var out strings.Builder
 	start := time.Now()
-	res, err := c.ShutdownForReplace(context.Background(), []string{"cp-2"}, vmNeverStops, 200*time.Millisecond, testOptions(&out))
+	err := c.ShutdownForReplace(context.Background(), []string{"cp-2"}, vmNeverStops, 200*time.Millisecond, testOptions(&out))
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), 2*time.Second)
-	require.True(t, res[0].Answered)
-	require.False(t, res[0].Stopped)
+	require.NotContains(t, out.String(), "its VM has stopped")
 	require.Contains(t, out.String(), "did not stop within 200ms")
 }
 
@@ -96,7 +91,7 @@ func TestShutdownForReplaceStopsOnInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	var out strings.Builder
-	_, err := c.ShutdownForReplace(ctx, []string{"cp-2"}, vmNeverStops, 5*time.Second, testOptions(&out))
+	err := c.ShutdownForReplace(ctx, []string{"cp-2"}, vmNeverStops, 5*time.Second, testOptions(&out))
 	require.ErrorIs(t, err, context.Canceled)
 }
 

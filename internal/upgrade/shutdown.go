@@ -37,18 +37,6 @@ import (
 // is shut off; Proxmox: the VM's status is "stopped").
 type StoppedFunc func(ctx context.Context, node string) (bool, error)
 
-// ShutdownOutcome is what became of one node's graceful shutdown.
-type ShutdownOutcome struct {
-	// Node is the node.
-	Node string
-	// Answered reports that the node accepted the Shutdown call.
-	Answered bool
-	// Stopped reports that its VM stopped within the wait.
-	Stopped bool
-	// Err says why it did not answer or did not stop (nil when it stopped).
-	Err error
-}
-
 // shutdownCallTimeout bounds the Shutdown call itself: a dead node costs
 // this much before the replace goes on.
 const shutdownCallTimeout = 15 * time.Second
@@ -59,43 +47,38 @@ const shutdownCallTimeout = 15 * time.Second
 // reported and the replace goes on (the recovery case: the node is dead,
 // and the provider powers the VM off as before). Only an interrupt stops
 // it: the error is then the context's, and nothing was deleted.
-func (c *Cluster) ShutdownForReplace(ctx context.Context, nodes []string, stopped StoppedFunc, timeout time.Duration, o Options) ([]ShutdownOutcome, error) {
-	var out []ShutdownOutcome
+func (c *Cluster) ShutdownForReplace(ctx context.Context, nodes []string, stopped StoppedFunc, timeout time.Duration, o Options) error {
 	for _, name := range nodes {
-		r := c.shutdown(ctx, name, stopped, timeout, o)
+		answered, err := c.shutdown(ctx, name, stopped, timeout, o)
 		if cerr := ctx.Err(); cerr != nil {
-			return out, cerr
+			return cerr
 		}
 		switch {
-		case r.Stopped:
-			_, _ = fmt.Fprintf(o.Out, "milner up: %s: its VM has stopped; the replace deletes it\n", r.Node)
-		case r.Answered:
-			_, _ = fmt.Fprintf(o.Out, "milner up: %s: its VM did not stop within %s (%v); the replace goes on and the provider powers it off\n", r.Node, timeout, r.Err)
+		case err == nil:
+			_, _ = fmt.Fprintf(o.Out, "milner up: %s: its VM has stopped; the replace deletes it\n", name)
+		case answered:
+			_, _ = fmt.Fprintf(o.Out, "milner up: %s: its VM did not stop within %s (%v); the replace goes on and the provider powers it off\n", name, timeout, err)
 		default:
-			_, _ = fmt.Fprintf(o.Out, "milner up: %s: did not answer the Talos API (%v); treated as dead, the replace goes on\n", r.Node, r.Err)
+			_, _ = fmt.Fprintf(o.Out, "milner up: %s: did not answer the Talos API (%v); treated as dead, the replace goes on\n", name, err)
 		}
-		out = append(out, r)
 	}
-	return out, nil
+	return nil
 }
 
-// shutdown asks one node to shut down and waits for its VM to stop.
-func (c *Cluster) shutdown(ctx context.Context, name string, stopped StoppedFunc, timeout time.Duration, o Options) ShutdownOutcome {
-	r := ShutdownOutcome{Node: name}
+// shutdown asks one node to shut down and waits for its VM to stop: nil
+// when it stopped; answered when the node took the Shutdown call.
+func (c *Cluster) shutdown(ctx context.Context, name string, stopped StoppedFunc, timeout time.Duration, o Options) (answered bool, err error) {
 	cl, ok := c.clients[name]
 	if !ok {
-		r.Err = errors.New("not a declared node")
-		return r
+		return false, errors.New("not a declared node")
 	}
 	callCtx, cancel := context.WithTimeout(ctx, shutdownCallTimeout)
 	defer cancel()
 	if err := cl.Shutdown(callCtx, client.WithShutdownForce(false)); err != nil {
-		r.Err = fmt.Errorf("talos shutdown: %w", err)
-		return r
+		return false, fmt.Errorf("talos shutdown: %w", err)
 	}
-	r.Answered = true
 	_, _ = fmt.Fprintf(o.Out, "milner up: %s: Talos shuts down (cordon, drain, stop services); waiting up to %s for its VM to stop\n", name, timeout)
-	r.Err = waitFor(ctx, o, timeout, func() error {
+	return true, waitFor(ctx, o, timeout, func() error {
 		done, err := stopped(ctx, name)
 		switch {
 		case err != nil:
@@ -105,6 +88,4 @@ func (c *Cluster) shutdown(ctx context.Context, name string, stopped StoppedFunc
 		}
 		return nil
 	})
-	r.Stopped = r.Err == nil
-	return r
 }
