@@ -147,18 +147,18 @@ func Encrypt(plain []byte, recipients []string) ([]byte, error) {
 		rs = append(rs, r)
 	}
 	var buf bytes.Buffer
-	armored := armorWriter(&buf)
+	armored := armor.NewWriter(&buf) // age's ASCII armor, as `age -a` writes
 	w, err := age.Encrypt(armored, rs...)
+	if err == nil {
+		_, err = w.Write(plain)
+	}
+	if err == nil {
+		err = w.Close() // the last chunk and its tag
+	}
+	if err == nil {
+		err = armored.Close() // the armor's footer
+	}
 	if err != nil {
-		return nil, fmt.Errorf("encrypt: %w", err)
-	}
-	if _, err := w.Write(plain); err != nil {
-		return nil, fmt.Errorf("encrypt: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encrypt: %w", err)
-	}
-	if err := armored.Close(); err != nil {
 		return nil, fmt.Errorf("encrypt: %w", err)
 	}
 	return buf.Bytes(), nil
@@ -177,9 +177,6 @@ func Decrypt(ciphertext []byte, identityFile io.Reader) ([]byte, error) {
 	}
 	return io.ReadAll(r)
 }
-
-// armorWriter wraps w in age's ASCII armor (PEM-like, as `age -a` writes).
-func armorWriter(w io.Writer) io.WriteCloser { return armor.NewWriter(w) }
 
 // armorReader reads armored or binary age files alike, as the age CLI does.
 func armorReader(r *bytes.Reader) io.Reader {

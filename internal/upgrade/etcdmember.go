@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -48,16 +49,9 @@ type MemberRemoval struct {
 // last control plane, when no other one can list the members, or when the
 // healthy other members would not make a quorum of the members left.
 func (c *Cluster) MemberRemovalFor(ctx context.Context, node string) (*MemberRemoval, error) {
-	var self *Node
-	var others []Node
-	for _, n := range c.declared.controlPlanes() {
-		if n.Name == node {
-			self = &n
-			continue
-		}
-		others = append(others, n)
-	}
-	if self == nil {
+	cps := c.declared.controlPlanes()
+	others := slices.DeleteFunc(slices.Clone(cps), func(n Node) bool { return n.Name == node })
+	if len(others) == len(cps) {
 		return nil, nil // a worker: no etcd member
 	}
 	if len(others) == 0 {

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,13 +75,7 @@ func FromConfig(cfg *config.Config) Declared {
 
 // controlPlanes returns the declared control planes, in config order.
 func (d Declared) controlPlanes() []Node {
-	var out []Node
-	for _, n := range d.Nodes {
-		if n.Role == config.RoleControlPlane {
-			out = append(out, n)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(d.Nodes), func(n Node) bool { return n.Role != config.RoleControlPlane })
 }
 
 // upgradeOrder is the order nodes are upgraded in: every control plane,
@@ -89,13 +84,8 @@ func (d Declared) controlPlanes() []Node {
 // policy lets a kubelet lag the API server but never lead it; etcd quorum
 // is kept by upgrading one node at a time behind the health gate.
 func (d Declared) upgradeOrder() []Node {
-	order := d.controlPlanes()
-	for _, n := range d.Nodes {
-		if n.Role != config.RoleControlPlane {
-			order = append(order, n)
-		}
-	}
-	return order
+	workers := slices.DeleteFunc(slices.Clone(d.Nodes), func(n Node) bool { return n.Role == config.RoleControlPlane })
+	return append(d.controlPlanes(), workers...)
 }
 
 // Cluster holds one Talos client per declared node, each dialled at that
