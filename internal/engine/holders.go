@@ -144,13 +144,8 @@ func (s *Stack) milnerHolder(ctx context.Context) (*Holder, error) {
 			return nil, err
 		}
 		defer func() { _ = db.Close() }()
-		key := s.advisoryKey()
-		// An advisory lock on a bigint key is (classid, objid) = its high and
-		// low 32 bits, objsubid 1 (PostgreSQL docs, pg_locks).
 		row := db.QueryRowContext(ctx, `SELECT l.pid, coalesce(a.application_name, ''), coalesce(a.backend_start, now())
-			FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = $1 AND l.objid = $2`,
-			int64(uint32(uint64(key)>>32)), int64(uint32(key)))
+			FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE `+advisoryLockRow, advisoryLockArgs(s.advisoryKey())...)
 		h := &Holder{Lock: "milner", Where: fmt.Sprintf("PostgreSQL advisory lock %q", s.lockKey())}
 		var app string
 		switch err := row.Scan(&h.session, &app, &h.Since); {
