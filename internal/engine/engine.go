@@ -100,6 +100,7 @@ type Stack struct {
 	command  string
 	project  *workspace.Project
 	backend  backend.Backend
+	ref      backend.StackReference
 	check    *lockCheck // the lock every state write checks (lockcheck.go)
 	// keys are the stack file's passphrase managers by salt: Secret derives
 	// the key (PBKDF2, slow by design) once per run, not once per value.
@@ -160,6 +161,9 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	s.check = &lockCheck{stack: o.Stack}
 	if s.backend, err = diy.New(ctx, cmdutil.Diag(), checkedURL(s.url, s.check), project); err != nil {
 		return nil, fmt.Errorf("stack %q: backend %s: %w", o.Stack, s.shown, err)
+	}
+	if s.ref, err = s.backend.ParseStackReference(o.Stack); err != nil {
+		return nil, fmt.Errorf("stack %q: %w", o.Stack, err)
 	}
 	return s, nil
 }

@@ -179,11 +179,7 @@ func (s *Stack) ClearStaleLocks(ctx context.Context, stale []Holder) error {
 	for _, h := range stale {
 		switch {
 		case h.Lock == "backend":
-			ref, err := s.backend.ParseStackReference(s.name)
-			if err != nil {
-				return err
-			}
-			if err := s.backend.CancelCurrentUpdate(ctx, ref); err != nil {
+			if err := s.backend.CancelCurrentUpdate(ctx, s.ref); err != nil {
 				return fmt.Errorf("stack %q: clear the backend's lock: %w", s.name, err)
 			}
 		case h.Lock == "milner" && h.session != 0:

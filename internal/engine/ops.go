@@ -298,11 +298,7 @@ func (s *Stack) pluginPath() error {
 // as `pulumi stack init` does: a passphrase salt in the stack file (added
 // as one line, keeping the file's comments) and an empty stack.
 func (s *Stack) ensureStack(ctx context.Context) (backend.Stack, error) {
-	ref, err := s.backend.ParseStackReference(s.name)
-	if err != nil {
-		return nil, fmt.Errorf("stack %q: %w", s.name, err)
-	}
-	st, err := s.backend.GetStack(ctx, ref)
+	st, err := s.existing(ctx)
 	if err != nil || st != nil {
 		return st, err
 	}
@@ -319,7 +315,7 @@ func (s *Stack) ensureStack(ctx context.Context) (backend.Stack, error) {
 			return nil, fmt.Errorf("stack %q: %w", s.name, err)
 		}
 	}
-	if st, err = s.backend.CreateStack(ctx, ref, s.dir, nil, nil); err != nil {
+	if st, err = s.backend.CreateStack(ctx, s.ref, s.dir, nil, nil); err != nil {
 		return nil, fmt.Errorf("stack %q: create: %w", s.name, err)
 	}
 	return st, nil
@@ -340,11 +336,7 @@ func prependLine(path, line string) error {
 
 // existing returns the stack, or nil when the backend has none of that name.
 func (s *Stack) existing(ctx context.Context) (backend.Stack, error) {
-	ref, err := s.backend.ParseStackReference(s.name)
-	if err != nil {
-		return nil, fmt.Errorf("stack %q: %w", s.name, err)
-	}
-	return s.backend.GetStack(ctx, ref)
+	return s.backend.GetStack(ctx, s.ref)
 }
 
 // Resource is one resource as the stack's state records it.
