@@ -75,6 +75,12 @@ func ReadStack(path string) (*Stack, error) {
 	for _, k := range secrets {
 		raw[k] = Placeholder
 	}
+	return NewStack(name, raw, secrets)
+}
+
+// NewStack loads and validates a stack's raw config (full keys), with the
+// keys in secrets marked secret.
+func NewStack(name string, raw map[string]string, secrets []string) (*Stack, error) {
 	cfg, err := config.Load(source{raw: raw, secrets: secrets})
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", name, err)
