@@ -175,10 +175,9 @@ func NewReport(steps []Step, cluster string) Report {
 		}
 	}
 
-	r := Report{Stack: stack, Options: options}
-	deltas := map[Layer]*Delta{}
-	for _, l := range Layers {
-		deltas[l] = &Delta{Layer: l}
+	r := Report{Stack: stack, Options: options, Deltas: make([]Delta, len(Layers))}
+	for i, l := range Layers {
+		r.Deltas[i].Layer = l
 	}
 	for _, urn := range order {
 		e := byURN[urn]
@@ -190,7 +189,7 @@ func NewReport(steps []Step, cluster string) Report {
 		case c.Type == TypeConfigApply:
 			c.Node = strings.TrimSuffix(c.Name, "-apply")
 		}
-		d := deltas[layer]
+		d := &r.Deltas[slices.Index(Layers, layer)]
 		switch e.kind {
 		case kindCreate:
 			d.Creates = append(d.Creates, c)
@@ -210,9 +209,6 @@ func NewReport(steps []Step, cluster string) Report {
 		case kindImport:
 			d.Imports = append(d.Imports, c)
 		}
-	}
-	for _, l := range Layers {
-		r.Deltas = append(r.Deltas, *deltas[l])
 	}
 	slices.Sort(r.Reboots)
 	return r

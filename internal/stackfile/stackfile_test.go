@@ -35,7 +35,7 @@ func TestSetNodeFieldKeepsCommentsAndOtherNodes(t *testing.T) {
 	// Setting it again replaces the value.
 	_, err = SetNodeField(path, "cp-2", "adoptId", "11111111-2222-3333-4444-555555555555")
 	require.NoError(t, err)
-	cfg, err = ReadConfig("milner", path)
+	cfg, _, err = Read("milner", path)
 	require.NoError(t, err)
 	assert.Contains(t, cfg["milner:nodes"], `"adoptId":"11111111-2222-3333-4444-555555555555"`)
 	assert.NotContains(t, cfg["milner:nodes"], "0f4a6c1e")
