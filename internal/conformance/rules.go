@@ -255,14 +255,9 @@ func changedInputs(a, b offline.Registration) []string {
 }
 
 func unionKeys(a, b resource.PropertyMap) []resource.PropertyKey {
-	keys := a.StableKeys()
-	for _, k := range b.StableKeys() {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
+	keys := slices.Concat(a.StableKeys(), b.StableKeys())
 	slices.Sort(keys)
-	return keys
+	return slices.Compact(keys)
 }
 
 // parented checks that every resource of the substrate, of a node and of an

@@ -33,12 +33,7 @@ type Stack struct {
 
 // StackFiles returns the stack files committed in root, sorted by name.
 func StackFiles(root string) ([]string, error) {
-	files, err := filepath.Glob(filepath.Join(root, "Pulumi.*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(files)
-	return files, nil
+	return filepath.Glob(filepath.Join(root, "Pulumi.*.yaml")) // sorted, as Glob returns them
 }
 
 // StackName returns the stack name of a Pulumi.<stack>.yaml path.
@@ -59,8 +54,6 @@ func (s source) GetConfig(key string) (string, bool) {
 }
 
 func (s source) IsConfigSecret(key string) bool { return slices.Contains(s.secrets, key) }
-
-var _ config.ConfigSource = source{}
 
 // ReadStack reads and validates one stack file. Secret keys (the encrypted
 // values in the file and those the apps name in secretValues) get

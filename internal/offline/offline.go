@@ -7,11 +7,12 @@
 package offline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -122,12 +123,9 @@ func (r *Recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) 
 func (r *Recorder) Registrations() []Registration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	regs := append([]Registration(nil), r.regs...)
-	sort.Slice(regs, func(i, j int) bool {
-		if regs[i].Type != regs[j].Type {
-			return regs[i].Type < regs[j].Type
-		}
-		return regs[i].Name < regs[j].Name
+	regs := slices.Clone(r.regs)
+	slices.SortFunc(regs, func(a, b Registration) int {
+		return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Name, b.Name))
 	})
 	return regs
 }
@@ -136,7 +134,7 @@ func (r *Recorder) Registrations() []Registration {
 func (r *Recorder) Invokes() []Invoke {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Invoke(nil), r.invokes...)
+	return slices.Clone(r.invokes)
 }
 
 // ByType returns the registrations of one type token, sorted by name.
