@@ -74,8 +74,12 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 			defer func() { _ = c.Close() }()
 			o := upgrade.DefaultOptions(os.Stdout)
 			if !dryRun { // a dry run sends nothing, so needs no gate
-				if o.Apps, err = appsGate(ctx, st, cfg); err != nil {
+				apps, err := appsOf(ctx, st, cfg, true)
+				if err != nil {
 					return err
+				}
+				if apps != nil {
+					o.Apps = apps.Ready
 				}
 			}
 			var declined error
@@ -109,9 +113,10 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 	return cmd
 }
 
-// appsGate is the apps layer's readiness (upgrade.Apps.Ready), asked with
-// the stack's kubeconfig output; nil when the stack declares no apps.
-func appsGate(ctx context.Context, st *engine.Stack, cfg *config.Config) (func(context.Context) error, error) {
+// appsOf is the apps layer's readiness gate (upgrade.Apps), asked with the
+// stack's kubeconfig output; nil when the stack declares no apps, or, unless
+// required, when the state holds no kubeconfig (no cluster ran yet).
+func appsOf(ctx context.Context, st *engine.Stack, cfg *config.Config, required bool) (*upgrade.Apps, error) {
 	if len(cfg.Apps) == 0 && !cfg.Storage.On() {
 		return nil, nil
 	}
@@ -120,14 +125,17 @@ func appsGate(ctx context.Context, st *engine.Stack, cfg *config.Config) (func(c
 		return nil, err
 	}
 	raw, _ := outs[kubeconfig.output].(string)
-	if raw == "" {
+	switch {
+	case raw == "" && !required:
+		return nil, nil
+	case raw == "":
 		return nil, fmt.Errorf("stack %q has no kubeconfig output: the apps gate between nodes needs it (run `milner up` through the Talos layer first)", st.Name())
 	}
 	apps, err := upgrade.NewApps(cfg, []byte(raw))
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: %w", st.Name(), err)
 	}
-	return apps.Ready, nil
+	return apps, nil
 }
 
 // recordConfigs makes the stack's state match what the nodes hold once
