@@ -23,7 +23,7 @@ func verifyBootImage(cfg *config.Config, report gate.Report) error {
 	}
 	creates := false
 	for _, c := range report.Delta(gate.Persistent).Creates {
-		creates = creates || (c.Type == guard.TypeVolume && strings.HasSuffix(c.Name, config.BootSuffix))
+		creates = creates || (c.Type == gate.TypeLibvirtVolume && strings.HasSuffix(c.Name, config.BootSuffix))
 	}
 	if !creates {
 		return nil

@@ -92,7 +92,7 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 	}
 	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cfg.Cluster.Name),
 		Mirrored: config.Mirrored(stackSource{st, raw})}
-	if g.Refusals, err = layerRefusals(ctx, f, st, cfg, res.Steps, g.Report); err != nil {
+	if g.Refusals, err = layerRefusals(ctx, f, st, cfg, res.Steps, g.Report, opts.Replace); err != nil {
 		return nil, nil, err
 	}
 	if err := verifyBootImage(cfg, g.Report); err != nil {
@@ -125,8 +125,8 @@ func planOptions(ctx context.Context, f *gatedFlags, st *engine.Stack, cluster s
 
 // layerRefusals are every rule the preview's steps break: the layer
 // rules, a second secrets bundle, a second bootstrap.
-func layerRefusals(ctx context.Context, f *gatedFlags, st *engine.Stack, cfg *config.Config, steps []gate.Step, report gate.Report) ([]gate.Refusal, error) {
-	refusals := allowOSDisk(gate.Check(report, f.replace), report, cfg.Cluster.Name, f)
+func layerRefusals(ctx context.Context, f *gatedFlags, st *engine.Stack, cfg *config.Config, steps []gate.Step, report gate.Report, targets []string) ([]gate.Refusal, error) {
+	refusals := gate.Check(report, f.replace, targets)
 	bundle, err := secretsBundleRefusals(st, cfg, steps)
 	if err != nil {
 		return nil, err

@@ -243,14 +243,6 @@ func osDiskTargets(resources []engine.Resource, cluster string, f *gatedFlags) [
 	return out
 }
 
-// allowOSDisk applies gate.AllowOSDisk for an --os-disk run.
-func allowOSDisk(refusals []gate.Refusal, rep gate.Report, cluster string, f *gatedFlags) []gate.Refusal {
-	if !f.osDisk || len(f.replace) != 1 {
-		return refusals
-	}
-	return gate.AllowOSDisk(refusals, rep, f.replace[0], cluster+"-"+f.replace[0]+config.OSSuffix)
-}
-
 // vmStopped reports whether a node's VM (its id in state) has stopped: a
 // libvirt domain shut off, a Proxmox VM "stopped", or gone.
 func vmStopped(st *engine.Stack, cfg *config.Config, resources []engine.Resource) upgrade.StoppedFunc {

@@ -204,13 +204,13 @@ func liveNodeVMs(cfg *config.Config, steps []gate.Step) ([]string, error) {
 	}
 	names := map[string]bool{}
 	for _, o := range live {
-		if o.Type == guard.TypeDomain {
+		if o.Type == gate.TypeLibvirtDomain {
 			names[o.Name] = true
 		}
 	}
 	var out []string
 	for _, d := range declared {
-		if d.Type == guard.TypeDomain && names[d.Name] {
+		if d.Type == gate.TypeLibvirtDomain && names[d.Name] {
 			out = append(out, d.Name)
 		}
 	}
