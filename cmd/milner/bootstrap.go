@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	sidx509 "github.com/siderolabs/crypto/x509"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
-	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/internal/upgrade"
@@ -27,8 +25,8 @@ const etcdAskTimeout = 15 * time.Second
 // terraform-provider-talos v0.10.1 writes it and reads it back in
 // talosClientTFConfigToTalosClientConfig). It errors when the state holds
 // no bundle.
-func bundleTalosconfig(ctx context.Context, st *engine.Stack, cluster string, d upgrade.Declared) (*clientconfig.Config, error) {
-	_, outs, err := st.OutputsInClear(ctx, gate.TypeTalosSecrets)
+func bundleTalosconfig(o *op, d upgrade.Declared) (*clientconfig.Config, error) {
+	_, outs, err := o.st.OutputsInClear(o.ctx, gate.TypeTalosSecrets)
 	if err != nil {
 		return nil, err
 	}
@@ -37,14 +35,14 @@ func bundleTalosconfig(ctx context.Context, st *engine.Stack, cluster string, d 
 	for i, k := range []string{"caCertificate", "clientCertificate", "clientKey"} {
 		s, _ := cc[k].(string)
 		if pem[i], err = base64.StdEncoding.DecodeString(s); err != nil || s == "" {
-			return nil, fmt.Errorf("stack %q: the secrets bundle's clientConfiguration.%s is not base64 PEM", st.Name(), k)
+			return nil, fmt.Errorf("stack %q: the secrets bundle's clientConfiguration.%s is not base64 PEM", o.st.Name(), k)
 		}
 	}
 	var endpoints []string
 	for _, n := range d.Nodes {
 		endpoints = append(endpoints, n.Endpoint)
 	}
-	return clientconfig.NewConfig(cluster, endpoints, pem[0], &sidx509.PEMEncodedCertificateAndKey{Crt: pem[1], Key: pem[2]}), nil
+	return clientconfig.NewConfig(o.cfg.Cluster.Name, endpoints, pem[0], &sidx509.PEMEncodedCertificateAndKey{Crt: pem[1], Key: pem[2]}), nil
 }
 
 // bootstrapState is what Milner knows of a stack's bootstrap.
@@ -62,53 +60,47 @@ type bootstrapState struct {
 // etcd members with the bundle's client certificate. A stack that does not
 // declare the Talos layer is never asked (ok false). The error is a missing
 // bundle: nothing on an adopted cluster's Talos layer can go on without it.
-func askBootstrap(ctx context.Context, st *engine.Stack) (b bootstrapState, ok bool, err error) {
-	cfg, _, err := loadStack(st)
-	if err != nil {
+func askBootstrap(o *op) (b bootstrapState, ok bool, err error) {
+	cfg, err := o.config()
+	if err != nil || !cfg.Declares(config.LayerTalos) {
 		return b, false, err
-	}
-	if !cfg.Declares(config.LayerTalos) {
-		return b, false, nil
 	}
 	b.Recorded = cfg.Cluster.AdoptBootstrap
-	resources, err := st.Resources(ctx)
+	inState, err := o.find(gate.TypeTalosBootstrap, "")
 	if err != nil {
 		return b, false, err
 	}
-	for _, r := range resources {
-		b.InState = b.InState || r.Type == gate.TypeTalosBootstrap
-	}
-	if b.InState || b.Recorded {
+	if b.InState = inState != nil; b.InState || b.Recorded {
 		return b, true, nil
 	}
 	d := upgrade.FromConfig(cfg)
-	tc, err := bundleTalosconfig(ctx, st, cfg.Cluster.Name, d)
+	tc, err := bundleTalosconfig(o, d)
 	if err != nil {
-		return b, false, refused("%v: the stack declares the Talos layer, so its nodes can be managed only with the cluster's own secrets bundle; import it first: `milner secrets import --stack %s --in <bundle.age> --identity <key.txt>` (docs/runbooks/adopt.md says where an adopted cluster's bundle comes from)", err, st.Name())
+		return b, false, refused("%v: the stack declares the Talos layer, so its nodes can be managed only with the cluster's own secrets bundle; import it first: `milner secrets import --stack %s --in <bundle.age> --identity <key.txt>` (docs/runbooks/adopt.md says where an adopted cluster's bundle comes from)", err, o.st.Name())
 	}
-	b.Etcd = upgrade.AskEtcd(ctx, tc, d, etcdAskTimeout)
+	b.Etcd = upgrade.AskEtcd(o.ctx, tc, d, etcdAskTimeout)
 	return b, true, nil
 }
 
 // bootstrapRefusals applies gate.CheckBootstrap, asking the control
 // planes only when the preview could bootstrap a second time.
-func bootstrapRefusals(ctx context.Context, st *engine.Stack, steps []gate.Step) ([]gate.Refusal, error) {
+func bootstrapRefusals(o *op, steps []gate.Step) ([]gate.Refusal, error) {
 	if !gate.BootstrapNeedsAsking(steps) {
 		return nil, nil
 	}
-	b, ok, err := askBootstrap(ctx, st)
+	b, ok, err := askBootstrap(o)
 	if err != nil || !ok {
 		return nil, err
 	}
-	return gate.CheckBootstrap(steps, b.Etcd.Bootstrapped(), b.Etcd.String(), st.Name()), nil
+	return gate.CheckBootstrap(steps, b.Etcd.Bootstrapped(), b.Etcd.String(), o.st.Name()), nil
 }
 
 // recordBootstrap records milner:cluster.adoptBootstrap in the stack file
 // when the cluster's control planes list etcd members and neither its state
 // nor its file knows the bootstrap, and says what it found. before is the
 // file's previous bytes when it wrote (nil otherwise).
-func recordBootstrap(ctx context.Context, st *engine.Stack) (before []byte, err error) {
-	b, ok, err := askBootstrap(ctx, st)
+func recordBootstrap(o *op) (before []byte, err error) {
+	b, ok, err := askBootstrap(o)
 	switch {
 	case err != nil || !ok || b.InState || b.Recorded:
 		return nil, err
@@ -116,7 +108,7 @@ func recordBootstrap(ctx context.Context, st *engine.Stack) (before []byte, err 
 		fmt.Fprintf(os.Stderr, "milner adopt: no bootstrap recorded: %s; the next up bootstraps etcd (VMs alone are no evidence: a crash can leave the VMs of a cluster that never was)\n", b.Etcd)
 		return nil, nil
 	}
-	if before, err = stackfile.SetClusterFlag(st.File(), "adoptBootstrap"); err != nil {
+	if before, err = stackfile.SetClusterFlag(o.st.File(), "adoptBootstrap"); err != nil {
 		return nil, err
 	}
 	fmt.Printf("milner adopt: the cluster was bootstrapped (%s): recorded milner:cluster.adoptBootstrap, so the next up imports <cluster>-bootstrap instead of bootstrapping again\n", b.Etcd)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/milner/milner/internal/engine"
 )
 
 // clientConfig is one kind of client config a stack outputs: the admin
@@ -189,8 +186,9 @@ cluster's entries out again. --renew first issues a new client certificate
 from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.output, c.output, c.tool, c.env, c.home),
 		Example: fmt.Sprintf("  milner %s --stack dev\n  milner %s --stack dev --stdout > /tmp/%s", c.output, c.output, c.output),
 		Args:    cobra.NoArgs,
-		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
-			outs, err := st.Outputs(ctx, true)
+		RunE: f.run(false, func(o *op) error {
+			st := o.st
+			outs, err := st.Outputs(o.ctx, true)
 			if err != nil {
 				return err
 			}
@@ -199,7 +197,7 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.ou
 				return fmt.Errorf("stack %q has no %s output yet: run `milner up --stack %s` through the Talos layer first", st.Name(), c.output, st.Name())
 			}
 			if renew {
-				if raw, err = renewClient(ctx, st, c.output, raw); err != nil {
+				if raw, err = renewClient(o, c.output, raw); err != nil {
 					return err
 				}
 			}
@@ -215,7 +213,7 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.ou
 			return nil
 		}),
 	}
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	cmd.Flags().StringVar(&file, "file", "", fmt.Sprintf("the %s config to merge into (default $%s or ~/%s)", c.tool, c.env, c.home))
 	cmd.Flags().BoolVar(&stdout, "stdout", false, "print the config instead of merging it")
 	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new client certificate (one year) from the stack's secrets bundle first; no apply")

@@ -82,7 +82,7 @@ secret come from the forge, not from here.`,
 			return nil
 		},
 	}
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	cmd.Flags().StringVar(&out, "out", "", "directory to write the secrets to, outside the project directory (required)")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd

@@ -2,8 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 
 	"github.com/spf13/cobra"
 )
@@ -18,42 +19,34 @@ func outputCmd() *cobra.Command {
   milner output --stack dev nodes --json
   milner output --stack dev kubeconfig --show-secrets`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop, st, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			outs, err := st.Outputs(ctx, show)
+		RunE: f.run(false, func(o *op) error {
+			outs, err := o.st.Outputs(o.ctx, show)
 			if err != nil {
 				return err
 			}
 			var v any = outs
-			if len(args) == 1 {
+			if len(o.args) == 1 {
 				var ok bool
-				if v, ok = outs[args[0]]; !ok {
-					return fmt.Errorf("stack %q has no output %q", st.Name(), args[0])
+				if v, ok = outs[o.args[0]]; !ok {
+					return fmt.Errorf("stack %q has no output %q", o.st.Name(), o.args[0])
 				}
 			}
-			if s, ok := v.(string); ok && !f.json {
-				fmt.Println(s)
-				return nil
-			}
-			if m, ok := v.(map[string]any); ok && !f.json {
-				keys := make([]string, 0, len(m))
-				for k := range m {
-					keys = append(keys, k)
+			if !f.json {
+				switch v := v.(type) {
+				case string:
+					fmt.Println(v)
+					return nil
+				case map[string]any:
+					for _, k := range slices.Sorted(maps.Keys(v)) {
+						fmt.Printf("%-12s %v\n", k, v[k])
+					}
+					return nil
 				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					fmt.Printf("%-12s %v\n", k, m[k])
-				}
-				return nil
 			}
 			return writeJSON(os.Stdout, v)
-		},
+		}),
 	}
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	f.addJSON(cmd)
 	cmd.Flags().BoolVar(&show, "show-secrets", false, "print secret outputs in the clear")
 	return cmd

@@ -1,12 +1,7 @@
 package main
 
 import (
-	"context"
-	"os"
-
 	"github.com/spf13/cobra"
-
-	"github.com/milner/milner/internal/engine"
 )
 
 func previewCmd() *cobra.Command {
@@ -27,17 +22,12 @@ declared is refused: 'milner upgrade' moves versions.`,
   milner preview --stack prod --expect-no-changes  # CI drift check: exit 4 on any change
   milner preview --stack dev --json | jq .report`,
 		Args: cobra.NoArgs,
-		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
-			g, _, err := previewGated(ctx, f, st, os.Stdout)
+		RunE: f.run(false, func(o *op) error {
+			g, _, err := previewGated(o, f)
 			if err != nil {
 				return err
 			}
-			if f.json {
-				if err := writeJSON(os.Stdout, g); err != nil {
-					return err
-				}
-			}
-			return g.verdict(f)
+			return f.emit(g, g.verdict(f))
 		}),
 	}
 	f.add(cmd)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,16 +39,8 @@ func secretsExportCmd() *cobra.Command {
 		Example: `  age-keygen -o ~/milner-dev.key
   milner secrets export --stack dev --out milner-dev-secrets.age --recipient age1...`,
 		Args: cobra.NoArgs,
-		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
-			_, outs, err := st.OutputsInClear(ctx, gate.TypeTalosSecrets)
-			if err != nil {
-				return err
-			}
-			ms, ok := outs["machineSecrets"].(map[string]any)
-			if !ok {
-				return fmt.Errorf("stack %q: the secrets bundle has no machineSecrets output", st.Name())
-			}
-			b, err := secretsbundle.FromState(ms)
+		RunE: f.run(false, func(o *op) error {
+			b, err := stackBundle(o)
 			if err != nil {
 				return err
 			}
@@ -64,11 +55,11 @@ func secretsExportCmd() *cobra.Command {
 			if err := engine.WritePrivateFile(out, sealed); err != nil {
 				return err
 			}
-			fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", st.Name(), len(recipients), out)
+			fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", o.st.Name(), len(recipients), out)
 			return nil
 		}),
 	}
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	cmd.Flags().StringVar(&out, "out", "", "the encrypted bundle file to write (required; never commit it)")
 	cmd.Flags().StringArrayVar(&recipients, "recipient", nil, "an age public key (age1..., from age-keygen) that may decrypt it (required; repeatable)")
 	_ = cmd.MarkFlagRequired("out")
@@ -115,30 +106,27 @@ nodes; docs/runbooks/recover.md.`,
 			file := filepath.Join(dir, "secrets.yaml")
 			f.program = stacks.SecretsBundle(file)
 			// Under Milner's stack lock: an import writes state, as up does.
-			ctx, stop, st, err := f.openLocked(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			name, err := bundleToImport(ctx, st)
-			if err != nil {
-				return err
-			}
-			if err := engine.WritePrivateFile(file, plain); err != nil {
-				return err
-			}
-			r, err := st.UpTarget(ctx, gate.TypeTalosSecrets, name)
-			if err != nil {
-				return err
-			}
-			if !slices.ContainsFunc(r.Steps, func(s gate.Step) bool { return s.Type == gate.TypeTalosSecrets && s.Op == apitype.OpImport }) {
-				return fmt.Errorf("stack %q: the update imported no %s", st.Name(), name)
-			}
-			fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected, its outputs secret); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", st.Name(), name, st.Name())
-			return nil
+			return f.run(true, func(o *op) error {
+				name, err := bundleToImport(o)
+				if err != nil {
+					return err
+				}
+				if err := engine.WritePrivateFile(file, plain); err != nil {
+					return err
+				}
+				r, err := o.st.UpTarget(o.ctx, gate.TypeTalosSecrets, name)
+				if err != nil {
+					return err
+				}
+				if !slices.ContainsFunc(r.Steps, func(s gate.Step) bool { return s.Type == gate.TypeTalosSecrets && s.Op == apitype.OpImport }) {
+					return fmt.Errorf("stack %q: the update imported no %s", o.st.Name(), name)
+				}
+				fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected, its outputs secret); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", o.st.Name(), name, o.st.Name())
+				return nil
+			})(cmd, nil)
 		},
 	}
-	f.addExplicitStack(cmd)
+	f.addStack(cmd, true)
 	cmd.Flags().StringVar(&in, "in", "", "the encrypted bundle 'milner secrets export' wrote (required)")
 	cmd.Flags().StringVar(&identity, "identity", "", "the age key file (AGE-SECRET-KEY-1...) of one of its recipients (required)")
 	_ = cmd.MarkFlagRequired("in")
@@ -149,22 +137,20 @@ nodes; docs/runbooks/recover.md.`,
 // bundleToImport is the logical name of the stack's secrets bundle, refusing
 // a stack without a Talos layer and one whose state already holds a bundle:
 // importing again would replace the cluster's root of trust.
-func bundleToImport(ctx context.Context, st *engine.Stack) (string, error) {
-	cfg, _, err := loadStack(st)
+func bundleToImport(o *op) (string, error) {
+	cfg, err := o.config()
 	if err != nil {
 		return "", err
 	}
 	if !cfg.Declares(config.LayerTalos) {
-		return "", refused("stack %q declares no Talos layer, so it has no secrets bundle; nothing was changed", st.Name())
+		return "", refused("stack %q declares no Talos layer, so it has no secrets bundle; nothing was changed", o.st.Name())
 	}
-	resources, err := st.Resources(ctx)
+	held, err := o.find(gate.TypeTalosSecrets, "")
 	if err != nil {
 		return "", err
 	}
-	for _, r := range resources {
-		if r.Type == gate.TypeTalosSecrets {
-			return "", refused("stack %q already holds the secrets bundle %s; an import would replace the cluster's root of trust, so nothing was changed (a damaged state: docs/runbooks/recover.md)", st.Name(), r.Name())
-		}
+	if held != nil {
+		return "", refused("stack %q already holds the secrets bundle %s; an import would replace the cluster's root of trust, so nothing was changed (a damaged state: docs/runbooks/recover.md)", o.st.Name(), held.Name())
 	}
 	return cfg.Cluster.Name + "-secrets", nil
 }
@@ -172,19 +158,15 @@ func bundleToImport(ctx context.Context, st *engine.Stack) (string, error) {
 // secretsBundleRefusals applies gate.CheckSecretsBundle. It lists the host's
 // live node VMs only when the preview creates a bundle at all, so a normal
 // preview pays nothing for it.
-func secretsBundleRefusals(st *engine.Stack, cfg *config.Config, steps []gate.Step) ([]gate.Refusal, error) {
-	creates := false
-	for _, s := range steps {
-		creates = creates || (s.Type == gate.TypeTalosSecrets && s.Op == "create")
-	}
-	if !creates {
+func secretsBundleRefusals(o *op, steps []gate.Step) ([]gate.Refusal, error) {
+	if !slices.ContainsFunc(steps, func(s gate.Step) bool { return s.Type == gate.TypeTalosSecrets && s.Op == apitype.OpCreate }) {
 		return nil, nil
 	}
-	live, err := liveNodeVMs(cfg, steps)
+	live, err := liveNodeVMs(o.cfg, steps)
 	if err != nil {
 		return nil, err
 	}
-	return gate.CheckSecretsBundle(steps, live, st.Name()), nil
+	return gate.CheckSecretsBundle(steps, live, o.st.Name()), nil
 }
 
 // liveNodeVMs lists the libvirt domains named like the node VMs the
@@ -202,15 +184,9 @@ func liveNodeVMs(cfg *config.Config, steps []gate.Step) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := map[string]bool{}
-	for _, o := range live {
-		if o.Type == guard.TypeDomain {
-			names[o.Name] = true
-		}
-	}
 	var out []string
 	for _, d := range declared {
-		if d.Type == guard.TypeDomain && names[d.Name] {
+		if d.Type == guard.TypeDomain && slices.ContainsFunc(live, func(o guard.Object) bool { return o.Type == guard.TypeDomain && o.Name == d.Name }) {
 			out = append(out, d.Name)
 		}
 	}
