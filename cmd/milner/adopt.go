@@ -48,7 +48,6 @@ records only that (e.g. after the gate refused a second bootstrap).`,
   milner adopt --stack prod --node cp-1 --id 301
   milner adopt --stack prod --node cp-1 --id 1301 --holder
   milner adopt --stack dev --bootstrap`,
-		Args: cobra.NoArgs,
 		RunE: f.run(false, func(o *op) error {
 			file := o.st.File()
 			var before []byte

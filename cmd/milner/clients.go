@@ -185,7 +185,6 @@ written 0600, and a symlink is refused. 'milner teardown' takes the
 cluster's entries out again. --renew first issues a new client certificate
 from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.output, c.output, c.tool, c.env, c.home),
 		Example: fmt.Sprintf("  milner %s --stack dev\n  milner %s --stack dev --stdout > /tmp/%s", c.output, c.output, c.output),
-		Args:    cobra.NoArgs,
 		RunE: f.run(false, func(o *op) error {
 			st := o.st
 			outs, err := st.Outputs(o.ctx, true)

@@ -71,9 +71,9 @@ func (f *stackFlags) addJSON(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the result as JSON on stdout (Pulumi's progress goes to stderr)")
 }
 
-// emit prints v as JSON on stdout under --json, then returns err.
-func (f *stackFlags) emit(v any, err error) error {
-	if f.json {
+// emit prints v as JSON on stdout when asJSON (--json), then returns err.
+func emit(asJSON bool, v any, err error) error {
+	if asJSON {
 		if jerr := writeJSON(os.Stdout, v); jerr != nil {
 			return jerr
 		}

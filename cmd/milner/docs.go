@@ -25,7 +25,6 @@ func docsCmd() *cobra.Command {
 		Example: `  milner docs            # rewrites docs/stacks.md, README's stacks table and docs/cli.md
   milner docs --check    # CI: exit 4 when any of them differ from the rendering
   milner docs --stack dev`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := projectDir(cmd)
 			cli := filepath.Join(dir, cliFile)

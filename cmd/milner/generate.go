@@ -44,7 +44,6 @@ It sets nothing: put the values into the stack with 'pulumi config set-all
 --secret' (README, quick start). The Woodpecker forge's OAuth client id and
 secret come from the forge, not from here.`,
 		Example: `  milner secrets generate --stack dev --out ~/.config/milner/dev`,
-		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := projectDir(cmd)
 			name, err := f.name(cmd)

@@ -103,9 +103,10 @@ func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 
 // typedUsage makes every command-line mistake cobra can find a usageError,
 // so run tells them by type: flag errors through the flag-error func,
-// positional arguments through each command's Args (a verb with
-// sub-verbs takes none: an unknown sub-verb is a usage error, not a help
-// page), and required flags checked before cobra's own untyped check.
+// positional arguments through each command's Args (none unless the
+// command says; a verb with sub-verbs takes none: an unknown sub-verb is a
+// usage error, not a help page), and required flags and flag groups
+// checked before cobra's own untyped check.
 func typedUsage(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {

@@ -21,13 +21,12 @@ declared is refused: 'milner upgrade' moves versions.`,
   milner preview --stack dev --replace cp-2        # what replacing cp-2's VM would do
   milner preview --stack prod --expect-no-changes  # CI drift check: exit 4 on any change
   milner preview --stack dev --json | jq .report`,
-		Args: cobra.NoArgs,
 		RunE: f.run(false, func(o *op) error {
 			g, _, err := previewGated(o, f)
 			if err != nil {
 				return err
 			}
-			return f.emit(g, g.verdict(f))
+			return emit(f.json, g, g.verdict(f))
 		}),
 	}
 	f.add(cmd)

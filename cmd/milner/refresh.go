@@ -16,7 +16,6 @@ what it finds in state. It changes no resource; the next preview then
 shows the difference between the program and what is live. Use
 'milner preview --refresh' to see the difference without writing state.`,
 		Example: `  milner refresh --stack dev --yes`,
-		Args:    cobra.NoArgs,
 		RunE: f.run(true, func(o *op) error {
 			if err := o.confirm("Record the live state of the stack's resources?"); err != nil {
 				return err

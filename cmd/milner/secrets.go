@@ -38,7 +38,6 @@ func secretsExportCmd() *cobra.Command {
 		Short: "Write the secrets bundle from state to an age-encrypted file (0600)",
 		Example: `  age-keygen -o ~/milner-dev.key
   milner secrets export --stack dev --out milner-dev-secrets.age --recipient age1...`,
-		Args: cobra.NoArgs,
 		RunE: f.run(false, func(o *op) error {
 			b, err := stackBundle(o)
 			if err != nil {
@@ -81,7 +80,6 @@ AdditionalSecretOutputs); the clear file is removed whatever happens. A stack
 whose state already holds a bundle is refused. Run it before adopting the
 nodes; docs/runbooks/recover.md.`,
 		Example: `  milner secrets import --stack dev --in milner-dev-secrets.age --identity ~/milner-dev.key`,
-		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sealed, err := os.ReadFile(in)
 			if err != nil {

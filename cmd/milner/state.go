@@ -30,7 +30,6 @@ func stateBackupsCmd() *cobra.Command {
 		Use:     "backups",
 		Short:   "List the stack's state backups, newest first",
 		Example: `  milner state backups --stack dev`,
-		Args:    cobra.NoArgs,
 		RunE: f.run(false, func(o *op) error {
 			backups, err := o.st.Backups(o.ctx)
 			if err != nil {
@@ -64,7 +63,6 @@ the same way. Afterwards 'milner preview' shows how reality differs from
 the restored state; docs/runbooks/state.md.`,
 		Example: `  milner state backups --stack dev
   milner state restore --stack dev --backup 1764561234567890123`,
-		Args: cobra.NoArgs,
 		RunE: f.run(true, func(o *op) error {
 			backup, err := o.st.ReadBackup(o.ctx, id)
 			if err != nil {
@@ -120,7 +118,6 @@ func stateLocksCmd() *cobra.Command {
 takes too: pid, user, host, time) and Milner's own operation lock (the
 milner command, pid, user@host and since when). It changes nothing.`,
 		Example: `  milner state locks --stack dev`,
-		Args:    cobra.NoArgs,
 		RunE: f.run(false, func(o *op) error {
 			locks, err := o.st.Locks(o.ctx)
 			if err != nil {
@@ -159,7 +156,6 @@ holder is gone first: clearing a live run's lock lets a second run write
 the same state.`,
 		Example: `  milner state locks --stack dev
   milner state unlock --stack dev          # asks for the stack name; --yes in scripts`,
-		Args: cobra.NoArgs,
 		RunE: f.run(false, func(o *op) error {
 			locks, err := o.st.Locks(o.ctx)
 			if err != nil {

@@ -44,7 +44,6 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 		Example: `  milner status --stack dev
   milner status --stack dev --versions
   milner status --stack dev --json`,
-		Args: cobra.NoArgs,
 		RunE: f.run(false, func(o *op) error {
 			cfg, err := o.config()
 			if err != nil {

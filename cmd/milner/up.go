@@ -35,12 +35,11 @@ that does not answer is reported and replaced anyway.`,
   milner up --stack dev --replace cp-2   # recovery: recreate cp-2's VM only; its disks stay
   milner up --stack dev --replace cp-2 --os-disk   # cp-2's OS disk is lost: fresh OS volume, data volume kept
   milner up --stack dev --yes            # scripts: no prompt`,
-		Args: cobra.NoArgs,
 		RunE: f.run(true, func(o *op) (err error) {
 			var g *gated
 			defer func() {
 				if g != nil {
-					err = f.emit(g, err)
+					err = emit(f.json, g, err)
 				}
 			}()
 			rp, err := prepareReplace(o, f)

@@ -46,7 +46,6 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 		Example: `  milner upgrade --stack dev --dry-run   # the plan; changes nothing
   milner upgrade --stack dev             # asks for the cluster name, then runs
   milner upgrade --stack dev --yes`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A dry run sends nothing, so takes no lock and needs no gate.
 			return f.run(!dryRun, func(o *op) error { return runUpgrade(o, talosconfigFile, dryRun) })(cmd, args)
