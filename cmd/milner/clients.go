@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/milner/milner/internal/certs"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -29,10 +31,13 @@ type clientConfig struct {
 	remove func(path, cluster string) error
 	// tool is the client that reads it, for the help text.
 	tool string
+	// renew issues the config's client certificate anew from the stack's
+	// secrets bundle.
+	renew func(config string, bundle *secrets.Bundle) (string, error)
 }
 
 var kubeconfig = clientConfig{
-	output: "kubeconfig", env: "KUBECONFIG", home: ".kube/config", tool: "kubectl",
+	output: "kubeconfig", env: "KUBECONFIG", home: ".kube/config", tool: "kubectl", renew: certs.RenewKubeconfig,
 	merge: func(path, stack string) error {
 		from, err := clientcmd.Load([]byte(stack))
 		if err != nil {
@@ -77,7 +82,7 @@ func modifyKubeconfig(path string, edit func(*clientcmdapi.Config)) error {
 }
 
 var talosconfig = clientConfig{
-	output: "talosconfig", env: "TALOSCONFIG", home: ".talos/config", tool: "talosctl",
+	output: "talosconfig", env: "TALOSCONFIG", home: ".talos/config", tool: "talosctl", renew: certs.RenewTalosconfig,
 	merge: func(path, stack string) error {
 		from, err := clientconfig.FromString(stack)
 		if err != nil {
@@ -195,8 +200,13 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.ou
 			if !ok {
 				return fmt.Errorf("stack %q has no %s output yet: run `milner up --stack %s` through the Talos layer first", st.Name(), c.output, st.Name())
 			}
+			// A renewal issues a certificate now: no apply, the state keeps the old one.
 			if renew {
-				if raw, err = renewClient(o, c.output, raw); err != nil {
+				bundle, err := stackBundle(o)
+				if err != nil {
+					return fmt.Errorf("renew the %s client certificate: %w", c.output, err)
+				}
+				if raw, err = c.renew(raw, bundle); err != nil {
 					return err
 				}
 			}

@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -211,23 +214,20 @@ func guardSubstrate(o *op, px *pve.Client, steps []gate.Step) error {
 	if err != nil {
 		return err
 	}
-	if err := refuseFindings(guard.Check(o.st.Name(), v.declared, v.inState, v.live), "live substrate objects"); err != nil {
+	return refuseGuard("live substrate objects", guard.Check(o.st.Name(), v.declared, v.inState, v.live),
+		guard.Stale(o.st.Name(), v.declared, v.stateID, v.live))
+}
+
+// refuseGuard prints the substrate guard's findings and refuses: first
+// the live objects (what) missing from the stack's state, then a state
+// older than the host by identity; nil when there are none.
+func refuseGuard(what string, missing, stale []guard.Finding) error {
+	if err := refuseList(missing, what+" are not in the stack's state; refused before touching anything (%d problems)",
+		"%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what); err != nil {
 		return err
 	}
-	return refuseStale(guard.Stale(o.st.Name(), v.declared, v.stateID, v.live))
-}
-
-// refuseStale prints the identity guard's findings and refuses.
-func refuseStale(findings []guard.Finding) error {
-	return refuseList(findings, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
+	return refuseList(stale, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
 		"the state is older than the host (see above); nothing was changed")
-}
-
-// refuseFindings prints the guard's findings and refuses, or returns nil
-// when there are none. what names the objects the state lacks.
-func refuseFindings(findings []guard.Finding, what string) error {
-	return refuseList(findings, what+" are not in the stack's state; refused before touching anything (%d problems)",
-		"%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what)
 }
 
 // libvirtView is what the libvirt guard and `milner adopt --all` compare:
@@ -258,4 +258,67 @@ func viewLibvirt(o *op, steps []gate.Step) (*libvirtView, error) {
 	}
 	return &libvirtView{declared, func(typ, logical string) bool { _, ok := ids[typ+"::"+logical]; return ok },
 		func(typ, logical string) string { return ids[typ+"::"+logical] }, live}, nil
+}
+
+// verifyBootImage checks the boot image when the preview creates the boot
+// media (the only time libvirt reads the image: its source is ignored
+// afterwards): a local image against its pinned digest; a remote one with
+// a digest is downloaded into its verified local copy, which the program
+// names as the media's source (config.LibvirtConfig.BootSource). The
+// default factory image without a digest is downloaded by the provider,
+// unverified: config validation warns about it.
+func verifyBootImage(cfg *config.Config, report gate.Report) error {
+	lv := cfg.Substrate.Libvirt
+	if lv == nil || lv.BootImageSHA256 == "" {
+		return nil
+	}
+	if !slices.ContainsFunc(report.Delta(gate.Persistent).Creates, func(c gate.Change) bool {
+		return c.Type == guard.TypeVolume && strings.HasSuffix(c.Name, config.BootSuffix)
+	}) {
+		return nil
+	}
+	url := lv.BootImage
+	if url == "" {
+		url = config.DefaultBootImage(cfg.Cluster.TalosVersion)
+	}
+	var err error
+	if strings.Contains(url, "://") {
+		err = guard.FetchBootImage(http.DefaultClient, url, lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256))
+	} else {
+		err = guard.VerifyBootImage(url, lv.BootImageSHA256)
+	}
+	if err != nil {
+		return refused("%v", err)
+	}
+	return nil
+}
+
+func previewCmd() *cobra.Command {
+	f := &gatedFlags{}
+	cmd := &cobra.Command{
+		Use:   "preview",
+		Short: "Show the delta `up` would apply, by layer, and what the layer rules refuse",
+		Long: `preview runs the program on the engine without changing anything and prints
+the delta grouped by layer (persistent substrate, node VMs, Talos, apps),
+the nodes whose Talos change may stage a reboot, each node's declared
+against running Talos and Kubernetes versions (asked through the Talos API
+with the state's talosconfig; one line when they cannot be asked), and
+every rule the delta breaks: exactly what 'milner up' would print before
+asking. A Talos config update while a node runs other versions than
+declared is refused: 'milner upgrade' moves versions.`,
+		Example: `  milner preview --stack dev
+  milner preview --stack dev --replace cp-2        # what replacing cp-2's VM would do
+  milner preview --stack prod --expect-no-changes  # CI drift check: exit 4 on any change
+  milner preview --stack dev --json | jq .report`,
+		RunE: f.run(false, func(o *op) error {
+			g, _, err := previewGated(o, f)
+			if err != nil {
+				return err
+			}
+			return emit(f.json, g, g.verdict(f))
+		}),
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&f.refresh, "refresh", false, "read every resource back from its provider first")
+	return cmd
 }

@@ -57,10 +57,9 @@ func guardProxmox(o *op, c *pve.Client, steps []gate.Step) error {
 		return cfg
 	}
 	inState := func(l string) bool { _, ok := vms[l]; return ok }
-	if err := refuseFindings(guard.CheckProxmox(o.st.Name(), declared, inState, live, configOf), "live Proxmox VMs"); err != nil {
-		return err
-	}
-	return refuseStale(guard.StaleProxmox(o.st.Name(), declared, func(l string) (guard.StateVM, bool) { v, ok := vms[l]; return v, ok }, live))
+	stateVM := func(l string) (guard.StateVM, bool) { v, ok := vms[l]; return v, ok }
+	return refuseGuard("live Proxmox VMs", guard.CheckProxmox(o.st.Name(), declared, inState, live, configOf),
+		guard.StaleProxmox(o.st.Name(), declared, stateVM, live))
 }
 
 // preflightProxmox reads the token's effective privileges and names every
