@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -43,7 +44,8 @@ type replaceRun struct {
 	cluster  *upgrade.Cluster // nil when no node holds a Talos config
 	stopped  upgrade.StoppedFunc
 	removal  *upgrade.MemberRemoval
-	osVolume resource.URN // unprotected for the run; "" without --os-disk
+	osVolume resource.URN  // unprotected for the run; "" without --os-disk
+	apps     *upgrade.Apps // nil: no apps layer ran yet
 }
 
 // prepareReplace runs before the preview. With --os-disk it refuses what
@@ -65,6 +67,16 @@ func prepareReplace(o *op, f *gatedFlags) (_ *replaceRun, err error) {
 	}
 	cfg, err := o.config()
 	if err != nil {
+		return nil, err
+	}
+	resources, err := o.resources()
+	if err != nil {
+		return nil, err
+	}
+	if err := oneNodeAtATime(resources, f.replace); err != nil {
+		return nil, err
+	}
+	if r.apps, err = appsOf(o, false); err != nil {
 		return nil, err
 	}
 	if f.osDisk && cfg.Substrate.Kind != config.KindLibvirt {
@@ -127,7 +139,13 @@ func (r *replaceRun) connect(o *op, file string) error {
 // before the engine applies it: each replaced node is shut down and its VM
 // waited for; with --os-disk, the node's etcd member is removed.
 func (r *replaceRun) before(o *op) error {
-	if r.cluster == nil || len(r.nodes) == 0 {
+	if len(r.nodes) == 0 {
+		return nil
+	}
+	if err := r.appsBefore(o); err != nil {
+		return err
+	}
+	if r.cluster == nil {
 		return nil
 	}
 	if _, err := r.cluster.ShutdownForReplace(o.ctx, r.nodes, r.stopped, stopTimeout, upgrade.DefaultOptions(o.out)); err != nil {
@@ -138,11 +156,54 @@ func (r *replaceRun) before(o *op) error {
 
 // after runs once the engine applied the delta: with --os-disk, the wait
 // for the node to be an etcd member again.
+// Then the apps are waited for: the run ends only once they are Ready
+// again, so a next replace never starts on a sealed Vault.
 func (r *replaceRun) after(o *op) error {
-	if r.cluster == nil {
+	opts := upgrade.DefaultOptions(o.out)
+	if r.cluster != nil {
+		if err := r.cluster.WaitRejoined(o.ctx, r.removal, rejoinTimeout, opts); err != nil {
+			return err
+		}
+	}
+	if r.apps == nil || len(r.nodes) == 0 {
 		return nil
 	}
-	return r.cluster.WaitRejoined(o.ctx, r.removal, rejoinTimeout, upgrade.DefaultOptions(o.out))
+	fmt.Fprintf(o.out, "milner up: waiting up to %s for the apps to be Ready again\n", opts.AppsTimeout)
+	if err := r.apps.Wait(o.ctx, opts); err != nil {
+		return fmt.Errorf("%s replaced, but %w: do not replace another node before they are", strings.Join(r.nodes, ", "), err)
+	}
+	return nil
+}
+
+// appsBefore refuses a replace while an app Pod on another node is not
+// Ready (a sealed Vault peer: the replace would take a second one down,
+// and raft's quorum with it). The replaced node's own Pods are excused:
+// it may be dead. An API that cannot be asked (the recovery of a cluster
+// already down) is reported and the replace goes on.
+func (r *replaceRun) appsBefore(o *op) error {
+	if r.apps == nil {
+		return nil
+	}
+	err := r.apps.ReadyBesides(o.ctx, r.nodes)
+	var notReady *upgrade.NotReadyError
+	switch {
+	case errors.As(err, &notReady):
+		return refused("--replace %s: %v; replacing now would take another peer down; nothing was changed", strings.Join(r.nodes, ", "), err)
+	case err != nil:
+		fmt.Fprintf(o.out, "milner up: the apps cannot be asked (%v): the replace goes on without the apps gate\n", err)
+	}
+	return nil
+}
+
+// oneNodeAtATime refuses --replace of several nodes once a cluster runs
+// (a node holds a Talos config in state): the engine replaces the named
+// VMs at once, and two nodes down at once can lose etcd's quorum (two of
+// three control planes) or Vault's raft quorum (two of three peers).
+func oneNodeAtATime(resources []engine.Resource, nodes []string) error {
+	if len(nodes) < 2 || !slices.ContainsFunc(resources, func(r engine.Resource) bool { return r.Type == gate.TypeConfigApply }) {
+		return nil
+	}
+	return refused("--replace %s: on a running cluster a replace takes one node per run, and each run waits for the apps to be Ready again: run `milner up --replace %s` first (docs/runbooks/replace.md); nothing was changed", strings.Join(nodes, " --replace "), nodes[0])
 }
 
 // close puts the OS volume's protection back (also after an interrupt: it

@@ -30,7 +30,10 @@ After a typed "yes"
 the preview did not show rather than take it. Each node named with
 --replace is first asked to shut down through the Talos API (Talos
 cordons and drains it) and its VM given a bounded time to stop; a node
-that does not answer is reported and replaced anyway.`,
+that does not answer is reported and replaced anyway. On a running
+cluster --replace takes one node per run: first every app Pod on the
+other nodes must be Ready (a sealed Vault peer refuses the replace), and
+the run ends only once the apps are Ready again (up to 10 minutes).`,
 		Example: `  milner up --stack dev
   milner up --stack dev --replace cp-2   # recovery: recreate cp-2's VM only; its disks stay
   milner up --stack dev --replace cp-2 --os-disk   # cp-2's OS disk is lost: fresh OS volume, data volume kept

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -74,9 +73,13 @@ func runUpgrade(o *op, talosconfigFile string, dryRun bool) error {
 	}
 	defer func() { _ = c.Close() }()
 	opts := upgrade.DefaultOptions(os.Stdout)
-	if !dryRun {
-		if opts.Apps, err = appsGate(o); err != nil {
+	if !dryRun { // a dry run sends nothing, so needs no gate
+		apps, err := appsOf(o, true)
+		if err != nil {
 			return err
+		}
+		if apps != nil {
+			opts.Apps = apps.Ready
 		}
 	}
 	var declined error
@@ -102,9 +105,10 @@ func runUpgrade(o *op, talosconfigFile string, dryRun bool) error {
 	return recordConfigs(o, talosconfigFile)
 }
 
-// appsGate is the apps layer's readiness (upgrade.Apps.Ready), asked with
-// the stack's kubeconfig output; nil when the stack declares no apps.
-func appsGate(o *op) (func(context.Context) error, error) {
+// appsOf is the apps layer's readiness gate (upgrade.Apps), asked with the
+// stack's kubeconfig output; nil when the stack declares no apps, or, unless
+// required, when the state holds no kubeconfig (no cluster ran yet).
+func appsOf(o *op, required bool) (*upgrade.Apps, error) {
 	cfg := o.cfg
 	if len(cfg.Apps) == 0 && !cfg.Storage.On() {
 		return nil, nil
@@ -114,14 +118,17 @@ func appsGate(o *op) (func(context.Context) error, error) {
 		return nil, err
 	}
 	raw, _ := outs[kubeconfig.output].(string)
-	if raw == "" {
+	switch {
+	case raw == "" && !required:
+		return nil, nil
+	case raw == "":
 		return nil, fmt.Errorf("stack %q has no kubeconfig output: the apps gate between nodes needs it (run `milner up` through the Talos layer first)", o.st.Name())
 	}
 	apps, err := upgrade.NewApps(cfg, []byte(raw))
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: %w", o.st.Name(), err)
 	}
-	return apps.Ready, nil
+	return apps, nil
 }
 
 // recordConfigs makes the stack's state match what the nodes hold once

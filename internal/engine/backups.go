@@ -56,11 +56,91 @@ func checkBackupsOn() error {
 
 // Backups lists the stack's backups, newest first.
 func (s *Stack) Backups(ctx context.Context) ([]Backup, error) {
-	b, dir, _, err := s.backupBucket(ctx)
+	b, _, list, err := s.listBackups(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = b.Close() }()
+	for i := range list {
+		dep, err := readBackup(ctx, b, list[i].key)
+		if err != nil {
+			return nil, fmt.Errorf("stack %q: backup %s: %w", s.name, list[i].ID, err)
+		}
+		list[i].Resources = len(dep.Resources)
+	}
+	return list, nil
+}
+
+// ReadBackup returns the deployment a backup holds ("latest": the newest).
+func (s *Stack) ReadBackup(ctx context.Context, id string) (*apitype.DeploymentV3, error) {
+	b, _, key, err := s.findBackup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = b.Close() }()
+	return readBackup(ctx, b, key)
+}
+
+// Restore makes a backup the stack's state again, through the backend's
+// own import (which keeps <stack>.json.bak), holding the backend's lock
+// from reading the current state to the import (editState). The state it
+// replaces is first kept as a backup of its own, so a restore can itself
+// be undone. It changes no infrastructure: the next preview shows how
+// reality differs from the restored state.
+func (s *Stack) Restore(ctx context.Context, id string) error {
+	if err := checkBackupsOn(); err != nil {
+		return err
+	}
+	b, st, key, err := s.findBackup(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = b.Close() }()
+	dep, err := readBackup(ctx, b, key)
+	if err != nil {
+		return fmt.Errorf("stack %q: backup %s: %w", s.name, id, err)
+	}
+	raw, err := json.Marshal(dep)
+	if err != nil {
+		return err
+	}
+	return s.editState(ctx, st, func(current *apitype.UntypedDeployment) error {
+		chk, err := stack.MarshalUntypedDeploymentToVersionedCheckpoint(st.Ref().FullyQualifiedName(), current)
+		if err != nil {
+			return fmt.Errorf("stack %q: keep the current state: %w", s.name, err)
+		}
+		kept, err := json.Marshal(chk)
+		if err != nil {
+			return fmt.Errorf("stack %q: keep the current state: %w", s.name, err)
+		}
+		if err := b.WriteAll(ctx, fmt.Sprintf("%s/%s.%d.json", path.Dir(key), s.name, time.Now().UnixNano()), kept, nil); err != nil {
+			return fmt.Errorf("stack %q: keep the current state: %w", s.name, err)
+		}
+		*current = apitype.UntypedDeployment{Version: 3, Deployment: raw}
+		return nil
+	})
+}
+
+// listBackups opens the bucket the DIY backend keeps the stack in and
+// lists the backups in the stack's backup directory, newest first, without
+// reading them.
+func (s *Stack) listBackups(ctx context.Context) (*blob.Bucket, backend.Stack, []Backup, error) {
+	st, err := s.existing(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if st == nil {
+		return nil, nil, nil, fmt.Errorf("stack %q: no state in %s", s.name, s.shown)
+	}
+	ref, ok := st.Ref().(interface{ BackupDir() string })
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("stack %q: backend %s keeps no checkpoint backups", s.name, s.shown)
+	}
+	b, err := s.openBucket(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("stack %q: backend %s: %w", s.name, s.shown, err)
+	}
+	dir := path.Clean(strings.ReplaceAll(ref.BackupDir(), "\\", "/"))
 	var out []Backup
 	it := b.List(&blob.ListOptions{Prefix: dir + "/"})
 	for {
@@ -69,116 +149,34 @@ func (s *Stack) Backups(ctx context.Context) ([]Backup, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("stack %q: list backups: %w", s.name, err)
+			_ = b.Close()
+			return nil, nil, nil, fmt.Errorf("stack %q: list backups: %w", s.name, err)
 		}
-		id, ok := backupID(s.name, path.Base(obj.Key))
-		if !ok {
-			continue
+		// <stack>.<unix-nanos>.json[.gz|.zst], as backupStack names them.
+		rest, ok := strings.CutPrefix(path.Base(obj.Key), s.name+".")
+		id, ext, _ := strings.Cut(rest, ".")
+		nanos, err := strconv.ParseInt(id, 10, 64)
+		if ok && err == nil && strings.HasPrefix(ext, "json") {
+			out = append(out, Backup{ID: id, Time: time.Unix(0, nanos).UTC(), key: obj.Key})
 		}
-		nanos, _ := strconv.ParseInt(id, 10, 64)
-		dep, err := readBackup(ctx, b, obj.Key)
-		if err != nil {
-			return nil, fmt.Errorf("stack %q: backup %s: %w", s.name, id, err)
-		}
-		out = append(out, Backup{ID: id, Time: time.Unix(0, nanos).UTC(), Resources: len(dep.Resources), key: obj.Key})
 	}
 	slices.SortFunc(out, func(a, b Backup) int { return strings.Compare(b.ID, a.ID) })
-	return out, nil
+	return b, st, out, nil
 }
 
-// ReadBackup returns the deployment a backup holds.
-func (s *Stack) ReadBackup(ctx context.Context, id string) (*apitype.DeploymentV3, error) {
-	b, dir, _, err := s.backupBucket(ctx)
+// findBackup finds a backup by id ("latest" is the newest).
+func (s *Stack) findBackup(ctx context.Context, id string) (*blob.Bucket, backend.Stack, string, error) {
+	b, st, list, err := s.listBackups(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
-	defer func() { _ = b.Close() }()
-	key, err := s.backupKey(ctx, b, dir, id)
-	if err != nil {
-		return nil, err
-	}
-	return readBackup(ctx, b, key)
-}
-
-// Restore makes a backup the stack's state again, through the backend's
-// own import (which takes the backend's lock and keeps <stack>.json.bak).
-// The state it replaces is first kept as a backup of its own, so a restore
-// can itself be undone. It changes no infrastructure: the next preview
-// shows how reality differs from the restored state.
-func (s *Stack) Restore(ctx context.Context, id string) error {
-	if err := checkBackupsOn(); err != nil {
-		return err
-	}
-	b, dir, st, err := s.backupBucket(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = b.Close() }()
-	key, err := s.backupKey(ctx, b, dir, id)
-	if err != nil {
-		return err
-	}
-	dep, err := readBackup(ctx, b, key)
-	if err != nil {
-		return fmt.Errorf("stack %q: backup %s: %w", s.name, id, err)
-	}
-	release, err := holdBackendLock(ctx, st)
-	if err != nil {
-		return fmt.Errorf("stack %q: %w", s.name, err)
-	}
-	imported := false
-	defer func() {
-		if !imported {
-			release()
+	for _, bk := range list {
+		if bk.ID == id || id == "latest" {
+			return b, st, bk.key, nil
 		}
-	}()
-	current, err := backend.ExportStackDeployment(ctx, st)
-	if err != nil {
-		return fmt.Errorf("stack %q: export: %w", s.name, err)
 	}
-	chk, err := stack.MarshalUntypedDeploymentToVersionedCheckpoint(st.Ref().FullyQualifiedName(), current)
-	if err != nil {
-		return fmt.Errorf("stack %q: keep the current state: %w", s.name, err)
-	}
-	raw, err := json.Marshal(chk)
-	if err != nil {
-		return fmt.Errorf("stack %q: keep the current state: %w", s.name, err)
-	}
-	keep := fmt.Sprintf("%s/%s.%d.json", dir, s.name, time.Now().UnixNano())
-	if err := b.WriteAll(ctx, keep, raw, nil); err != nil {
-		return fmt.Errorf("stack %q: keep the current state: %w", s.name, err)
-	}
-	raw, err = json.Marshal(dep)
-	if err != nil {
-		return err
-	}
-	beforeStateImport()
-	imported = true
-	if err := st.Backend().ImportDeployment(ctx, st, &apitype.UntypedDeployment{Version: 3, Deployment: raw}); err != nil {
-		return fmt.Errorf("stack %q: restore backup %s: %w", s.name, id, err)
-	}
-	return nil
-}
-
-// backupBucket opens the bucket the DIY backend keeps the stack in, and
-// returns the stack's backup directory in it.
-func (s *Stack) backupBucket(ctx context.Context) (*blob.Bucket, string, backend.Stack, error) {
-	st, err := s.existing(ctx)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if st == nil {
-		return nil, "", nil, fmt.Errorf("stack %q: no state in %s", s.name, s.shown)
-	}
-	ref, ok := st.Ref().(interface{ BackupDir() string })
-	if !ok {
-		return nil, "", nil, fmt.Errorf("stack %q: backend %s keeps no checkpoint backups", s.name, s.shown)
-	}
-	b, err := s.openBucket(ctx)
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("stack %q: backend %s: %w", s.name, s.shown, err)
-	}
-	return b, path.Clean(strings.ReplaceAll(ref.BackupDir(), "\\", "/")), st, nil
+	_ = b.Close()
+	return nil, nil, "", fmt.Errorf("stack %q: no backup %s in %s (see `milner state backups`)", s.name, id, s.shown)
 }
 
 // openBucket opens the backend's bucket as the DIY backend does
@@ -206,45 +204,6 @@ func (s *Stack) openBucket(ctx context.Context) (*blob.Bucket, error) {
 		b = blob.PrefixedBucket(b, strings.TrimSuffix(sub, "/")+"/")
 	}
 	return b, nil
-}
-
-// backupKey finds a backup by id ("latest" is the newest).
-func (s *Stack) backupKey(ctx context.Context, b *blob.Bucket, dir, id string) (string, error) {
-	if id == "latest" {
-		all, err := s.Backups(ctx)
-		if err != nil {
-			return "", err
-		}
-		if len(all) == 0 {
-			return "", fmt.Errorf("stack %q: no backups in %s", s.name, s.shown)
-		}
-		return all[0].key, nil
-	}
-	if _, err := strconv.ParseInt(id, 10, 64); err != nil {
-		return "", fmt.Errorf("stack %q: %q is not a backup id (see `milner state backups`)", s.name, id)
-	}
-	for _, ext := range []string{".json", ".json.gz", ".json.zst"} {
-		key := fmt.Sprintf("%s/%s.%s%s", dir, s.name, id, ext)
-		if ok, err := b.Exists(ctx, key); err != nil {
-			return "", err
-		} else if ok {
-			return key, nil
-		}
-	}
-	return "", fmt.Errorf("stack %q: no backup %s in %s (see `milner state backups`)", s.name, id, s.shown)
-}
-
-// backupID returns the id of a backup file of stack, as backupStack names it.
-func backupID(stackName, file string) (string, bool) {
-	rest, ok := strings.CutPrefix(file, stackName+".")
-	if !ok {
-		return "", false
-	}
-	id, ext, _ := strings.Cut(rest, ".")
-	if _, err := strconv.ParseInt(id, 10, 64); err != nil || !strings.HasPrefix(ext, "json") {
-		return "", false
-	}
-	return id, true
 }
 
 // readBackup decodes a checkpoint file, compressed or not, as the backend

@@ -59,9 +59,6 @@ const (
 // cluster's root of trust). Any other stack must set PassphraseEnv.
 const NoSecretsPassphrase = "milner-no-secrets"
 
-// ErrNoTool is wrapped by errors about a pinned tool that is not built.
-var ErrNoTool = errors.New("tool not built")
-
 // Options says which stack to open and where.
 type Options struct {
 	// Stack is the stack name; its config is <Dir>/Pulumi.<Stack>.yaml.
@@ -103,6 +100,7 @@ type Stack struct {
 	command  string
 	project  *workspace.Project
 	backend  backend.Backend
+	ref      backend.StackReference
 	check    *lockCheck // the lock every state write checks (lockcheck.go)
 	// keys are the stack file's passphrase managers by salt: Secret derives
 	// the key (PBKDF2, slow by design) once per run, not once per value.
@@ -164,6 +162,9 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if s.backend, err = diy.New(ctx, cmdutil.Diag(), checkedURL(s.url, s.check), project); err != nil {
 		return nil, fmt.Errorf("stack %q: backend %s: %w", o.Stack, s.shown, err)
 	}
+	if s.ref, err = s.backend.ParseStackReference(o.Stack); err != nil {
+		return nil, fmt.Errorf("stack %q: %w", o.Stack, err)
+	}
 	return s, nil
 }
 
@@ -179,10 +180,6 @@ func (s *Stack) Dir() string { return s.dir }
 // Backend is the backend URL the stack's state lives in, its credentials
 // redacted (redact.go): what Milner prints.
 func (s *Stack) Backend() string { return s.shown }
-
-// BackendEnv is the environment entry that gives a child process (the
-// pinned pulumi CLI) the stack's backend, credentials included.
-func (s *Stack) BackendEnv() string { return BackendEnv + "=" + s.url }
 
 // stackFile reads the stack file. Milner runs only committed stacks: a
 // missing file is an error, never an empty stack.

@@ -23,9 +23,9 @@ import (
 type Holder struct {
 	// Lock is "backend" (the DIY backend's update lock, which `pulumi` takes
 	// too) or "milner" (Milner's own operation lock, lock.go).
-	Lock string `json:"lock"`
+	Lock string `json:"lock,omitempty"`
 	// Where is the lock's object: a backend key, a file, an advisory lock.
-	Where string `json:"where"`
+	Where string `json:"where,omitempty"`
 	// Who is user@host, and PID the process (on that host).
 	Who string `json:"who,omitempty"`
 	PID int    `json:"pid,omitempty"`
@@ -37,16 +37,9 @@ type Holder struct {
 	session int
 }
 
-// holderRecord is what Milner writes about itself into its lock.
-type holderRecord struct {
-	Who     string    `json:"who"`
-	PID     int       `json:"pid"`
-	Since   time.Time `json:"since"`
-	Command string    `json:"command"`
-}
-
-// self describes this process as a lock holder.
-func (s *Stack) self() holderRecord {
+// self describes this process as a lock holder: what Milner writes about
+// itself into its lock.
+func (s *Stack) self() Holder {
 	who := "unknown"
 	if u, err := user.Current(); err == nil {
 		who = u.Username
@@ -54,7 +47,7 @@ func (s *Stack) self() holderRecord {
 	if h, err := os.Hostname(); err == nil {
 		who += "@" + h
 	}
-	return holderRecord{Who: who, PID: os.Getpid(), Since: time.Now().UTC(), Command: s.command}
+	return Holder{Who: who, PID: os.Getpid(), Since: time.Now().UTC(), Command: s.command}
 }
 
 // Locks lists the locks held on the stack: the backend's update locks
@@ -132,11 +125,11 @@ func (s *Stack) milnerHolder(ctx context.Context) (*Holder, error) {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
 			return nil, nil // free: closing the file releases the probe
 		}
-		h := &Holder{Lock: "milner", Where: p}
-		var rec holderRecord
-		if raw, err := io.ReadAll(f); err == nil && json.Unmarshal(raw, &rec) == nil {
-			h.Who, h.PID, h.Since, h.Command = rec.Who, rec.PID, rec.Since, rec.Command
+		h := &Holder{}
+		if raw, err := io.ReadAll(f); err == nil && json.Unmarshal(raw, h) != nil {
+			h = &Holder{}
 		}
+		h.Lock, h.Where = "milner", p
 		return h, nil
 	case strings.HasPrefix(s.url, "postgres://"):
 		db, err := sql.Open("postgres", s.lockDSN(""))
@@ -144,13 +137,8 @@ func (s *Stack) milnerHolder(ctx context.Context) (*Holder, error) {
 			return nil, err
 		}
 		defer func() { _ = db.Close() }()
-		key := s.advisoryKey()
-		// An advisory lock on a bigint key is (classid, objid) = its high and
-		// low 32 bits, objsubid 1 (PostgreSQL docs, pg_locks).
 		row := db.QueryRowContext(ctx, `SELECT l.pid, coalesce(a.application_name, ''), coalesce(a.backend_start, now())
-			FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = $1 AND l.objid = $2`,
-			int64(uint32(uint64(key)>>32)), int64(uint32(key)))
+			FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE `+advisoryLockRow, advisoryLockArgs(s.advisoryKey())...)
 		h := &Holder{Lock: "milner", Where: fmt.Sprintf("PostgreSQL advisory lock %q", s.lockKey())}
 		var app string
 		switch err := row.Scan(&h.session, &app, &h.Since); {
@@ -184,11 +172,7 @@ func (s *Stack) ClearStaleLocks(ctx context.Context, stale []Holder) error {
 	for _, h := range stale {
 		switch {
 		case h.Lock == "backend":
-			ref, err := s.backend.ParseStackReference(s.name)
-			if err != nil {
-				return err
-			}
-			if err := s.backend.CancelCurrentUpdate(ctx, ref); err != nil {
+			if err := s.backend.CancelCurrentUpdate(ctx, s.ref); err != nil {
 				return fmt.Errorf("stack %q: clear the backend's lock: %w", s.name, err)
 			}
 		case h.Lock == "milner" && h.session != 0:

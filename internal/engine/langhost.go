@@ -136,34 +136,28 @@ func (m *lazyManager) State() json.RawMessage {
 func (m *lazyManager) Encrypter() config.Encrypter { return m }
 func (m *lazyManager) Decrypter() config.Decrypter { return m }
 
-func (m *lazyManager) EncryptValue(ctx context.Context, v string) (string, error) {
+// lazily runs f on the manager's crypter, deriving its key first if needed.
+func lazily[T any](m *lazyManager, f func(config.Crypter) (T, error)) (T, error) {
 	c, err := m.open()
 	if err != nil {
-		return "", err
+		var zero T
+		return zero, err
 	}
-	return c.EncryptValue(ctx, v)
+	return f(c)
+}
+
+func (m *lazyManager) EncryptValue(ctx context.Context, v string) (string, error) {
+	return lazily(m, func(c config.Crypter) (string, error) { return c.EncryptValue(ctx, v) })
 }
 
 func (m *lazyManager) DecryptValue(ctx context.Context, v string) (string, error) {
-	c, err := m.open()
-	if err != nil {
-		return "", err
-	}
-	return c.DecryptValue(ctx, v)
+	return lazily(m, func(c config.Crypter) (string, error) { return c.DecryptValue(ctx, v) })
 }
 
 func (m *lazyManager) BatchEncrypt(ctx context.Context, vs []string) ([]string, error) {
-	c, err := m.open()
-	if err != nil {
-		return nil, err
-	}
-	return c.BatchEncrypt(ctx, vs)
+	return lazily(m, func(c config.Crypter) ([]string, error) { return c.BatchEncrypt(ctx, vs) })
 }
 
 func (m *lazyManager) BatchDecrypt(ctx context.Context, vs []string) ([]string, error) {
-	c, err := m.open()
-	if err != nil {
-		return nil, err
-	}
-	return c.BatchDecrypt(ctx, vs)
+	return lazily(m, func(c config.Crypter) ([]string, error) { return c.BatchDecrypt(ctx, vs) })
 }

@@ -14,7 +14,6 @@ import (
 	"syscall"
 
 	_ "github.com/lib/pq" // the PostgreSQL driver the DIY backend itself links
-	"github.com/pulumi/pulumi/pkg/v3/backend"
 )
 
 // ErrLocked is returned by Lock when another milner holds the stack.
@@ -134,28 +133,3 @@ func (s *Stack) advisoryLock(ctx context.Context) (func(), error) {
 		_ = db.Close()
 	}, nil
 }
-
-// holdBackendLock takes the DIY backend's own lock on the stack for a state
-// edit (protect flags, restore): export → change → import, so that a plain
-// `pulumi up`, which takes only that lock, cannot write between the edit's
-// read and its write. The backend's ImportDeployment takes the same lock
-// again (one lock object per backend instance: pkg/v3 backend/diy lock.go
-// lockPath, and checkForLock ignores its own) and deletes it when it ends,
-// so an edit calls release only when it stops before its import.
-func holdBackendLock(ctx context.Context, st backend.Stack) (release func(), err error) {
-	l, ok := st.Backend().(interface {
-		Lock(context.Context, backend.StackReference) error
-		Unlock(context.Context, backend.StackReference)
-	})
-	if !ok {
-		return func() {}, nil
-	}
-	if err := l.Lock(ctx, st.Ref()); err != nil {
-		return nil, fmt.Errorf("take the backend's lock for a state edit: %w", err)
-	}
-	return func() { l.Unlock(ctx, st.Ref()) }, nil
-}
-
-// beforeStateImport runs between a state edit's export and its import;
-// tests look at the backend's locks there.
-var beforeStateImport = func() {}

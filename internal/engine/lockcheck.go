@@ -49,6 +49,15 @@ var (
 
 func init() { blob.DefaultURLMux().RegisterBucket(lockScheme, lockOpener{}) }
 
+// advisoryLockRow selects, in pg_locks l, the granted advisory lock on a
+// bigint key: its (classid, objid) are the key's high and low 32 bits,
+// objsubid 1 (PostgreSQL docs, pg_locks); $1 and $2 are advisoryLockArgs.
+const advisoryLockRow = `l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = $1 AND l.objid = $2`
+
+func advisoryLockArgs(key int64) []any {
+	return []any{int64(uint32(uint64(key) >> 32)), int64(uint32(key))}
+}
+
 // lockCheck is one Stack's lock as the state writes check it.
 type lockCheck struct {
 	mu    sync.Mutex
@@ -68,8 +77,7 @@ func (c *lockCheck) hold(conn *sql.Conn, key int64, name string) {
 func (c *lockCheck) release() { c.hold(nil, 0, "") }
 
 // verify returns nil while this process holds no lock or the session that
-// took it still holds it (pg_locks: a bigint key is classid = high and
-// objid = low 32 bits, objsubid 1).
+// took it still holds it.
 func (c *lockCheck) verify(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,9 +85,8 @@ func (c *lockCheck) verify(ctx context.Context) error {
 		return nil
 	}
 	var held bool
-	err := c.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-		AND pid = pg_backend_pid() AND objsubid = 1 AND classid = $1 AND objid = $2)`,
-		int64(uint32(uint64(c.key)>>32)), int64(uint32(c.key))).Scan(&held)
+	err := c.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND `+advisoryLockRow+`)`,
+		advisoryLockArgs(c.key)...).Scan(&held)
 	if err == nil && held {
 		return nil
 	}

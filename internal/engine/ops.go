@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/pkg/v3/backend"
@@ -20,6 +20,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/esc"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 
 	"github.com/milner/milner/internal/gate"
@@ -59,7 +60,7 @@ type Plan struct {
 // Preview runs a preview; with refresh it first reads every resource back
 // from its provider (preview --refresh).
 func (s *Stack) Preview(ctx context.Context, refresh bool) (*Result, error) {
-	r, _, err := s.preview(ctx, previewOptions{refresh: refresh})
+	r, _, err := s.preview(ctx, PlanOptions{Refresh: refresh}, false)
 	return r, err
 }
 
@@ -74,56 +75,12 @@ type PlanOptions struct {
 
 // PreviewPlan previews and returns the plan UpPlan applies.
 func (s *Stack) PreviewPlan(ctx context.Context, o PlanOptions) (*Result, *Plan, error) {
-	return s.preview(ctx, previewOptions{replace: o.Replace, refresh: o.Refresh, plan: true})
+	return s.preview(ctx, o, true)
 }
 
-// UpPlan applies exactly the plan PreviewPlan returned: the engine fails a
-// step the plan does not hold rather than take it.
-func (s *Stack) UpPlan(ctx context.Context, p *Plan) (*Result, error) {
-	return s.apply(ctx, "up", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
-		op.Opts.Engine.Plan = p.plan
-		op.Opts.Engine.ReplaceTargets = deploy.NewUrnTargets(p.replace)
-		_, err := backend.UpdateStack(ctx, st, op, nil)
-		return err
-	})
-}
-
-// Up applies the program: creates, updates, replaces and deletes until the
-// stack matches it.
-func (s *Stack) Up(ctx context.Context) (*Result, error) {
-	return s.apply(ctx, "up", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
-		_, err := backend.UpdateStack(ctx, st, op, nil)
-		return err
-	})
-}
-
-// Refresh reads every resource back from its provider into state.
-func (s *Stack) Refresh(ctx context.Context) (*Result, error) {
-	return s.apply(ctx, "refresh", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
-		_, err := backend.RefreshStack(ctx, st, op)
-		return err
-	})
-}
-
-// Destroy deletes every resource of the stack it may. The engine refuses to
-// delete protected ones (and says so in the error) and goes on with the rest.
-func (s *Stack) Destroy(ctx context.Context) (*Result, error) {
-	return s.apply(ctx, "destroy", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
-		op.Opts.Engine.ContinueOnError = true
-		_, err := backend.DestroyStack(ctx, st, op)
-		return err
-	})
-}
-
-type previewOptions struct {
-	refresh, plan bool
-	replace       []string
-}
-
-func (s *Stack) preview(ctx context.Context, po previewOptions) (*Result, *Plan, error) {
-	var plan *Plan
-	r, err := s.run(ctx, "preview", func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
-		op.Opts.Engine.Refresh = po.refresh
+func (s *Stack) preview(ctx context.Context, o PlanOptions, plan bool) (*Result, *Plan, error) {
+	r, p, err := s.run(ctx, apitype.PreviewUpdate, func(e *pkgengine.UpdateOptions) {
+		e.Refresh = o.Refresh
 		// No provider Diff after each refresh Read: the preview's own Diff of
 		// the refreshed state follows for every resource of the program, and
 		// the refresh step's diff is never reported in a preview (its
@@ -132,59 +89,93 @@ func (s *Stack) preview(ctx context.Context, po previewOptions) (*Result, *Plan,
 		// previewActions.OnResourceStepPre). One Diff RPC per resource less,
 		// as `pulumi preview --refresh` with PULUMI_ENABLE_LEGACY_REFRESH_DIFF.
 		// Refresh (`milner refresh`, which writes state) is left as it was.
-		op.Opts.Engine.UseLegacyRefreshDiff = po.refresh
-		op.Opts.Engine.GeneratePlan = po.plan
-		op.Opts.Engine.ReplaceTargets = deploy.NewUrnTargets(po.replace)
-		p, _, err := backend.PreviewStack(ctx, st, op, nil)
-		if po.plan && p != nil {
-			plan = &Plan{plan: p, replace: po.replace}
-		}
-		return err
+		e.UseLegacyRefreshDiff = o.Refresh
+		e.GeneratePlan = plan
+		e.ReplaceTargets = deploy.NewUrnTargets(o.Replace)
 	})
-	return r, plan, err
+	if plan && p != nil {
+		return r, &Plan{plan: p, replace: o.Replace}, err
+	}
+	return r, nil, err
+}
+
+// UpPlan applies exactly the plan PreviewPlan returned: the engine fails a
+// step the plan does not hold rather than take it.
+func (s *Stack) UpPlan(ctx context.Context, p *Plan) (*Result, error) {
+	return s.apply(ctx, apitype.UpdateUpdate, func(e *pkgengine.UpdateOptions) {
+		e.Plan = p.plan
+		e.ReplaceTargets = deploy.NewUrnTargets(p.replace)
+	})
+}
+
+// Up applies the program: creates, updates, replaces and deletes until the
+// stack matches it.
+func (s *Stack) Up(ctx context.Context) (*Result, error) {
+	return s.apply(ctx, apitype.UpdateUpdate, func(*pkgengine.UpdateOptions) {})
+}
+
+// UpTarget applies the program to one top-level resource, typ and name,
+// alone (`pulumi up --target`): the engine steps nothing else of the
+// program, deletes nothing the program leaves out, and only the providers
+// and the stack resource follow it (pkg/v3 v3.276.0 step_generator.go:
+// isImplicitlyTargetedResource). `milner secrets import` runs the bundle's
+// one-shot import with it (stacks.SecretsBundle).
+func (s *Stack) UpTarget(ctx context.Context, typ, name string) (*Result, error) {
+	urn := resource.NewURN(tokens.QName(s.name), s.project.Name, "", tokens.Type(typ), name)
+	return s.apply(ctx, apitype.UpdateUpdate, func(e *pkgengine.UpdateOptions) {
+		e.Targets = deploy.NewUrnTargets([]string{string(urn)})
+	})
+}
+
+// Refresh reads every resource back from its provider into state.
+func (s *Stack) Refresh(ctx context.Context) (*Result, error) {
+	return s.apply(ctx, apitype.RefreshUpdate, func(*pkgengine.UpdateOptions) {})
+}
+
+// Destroy deletes every resource of the stack it may. The engine refuses to
+// delete protected ones (and says so in the error) and goes on with the rest.
+func (s *Stack) Destroy(ctx context.Context) (*Result, error) {
+	return s.apply(ctx, apitype.DestroyUpdate, func(e *pkgengine.UpdateOptions) { e.ContinueOnError = true })
 }
 
 // apply runs an operation that changes the stack: never a preview of its
 // own (Milner's callers preview first), never a prompt.
-func (s *Stack) apply(ctx context.Context, name string, do operation) (*Result, error) {
+func (s *Stack) apply(ctx context.Context, kind apitype.UpdateKind, set func(*pkgengine.UpdateOptions)) (*Result, error) {
 	if err := checkBackupsOn(); err != nil {
 		return nil, err
 	}
-	return s.run(ctx, name, func(ctx context.Context, st backend.Stack, op backend.UpdateOperation) error {
-		op.Opts.SkipPreview = true
-		op.Opts.AutoApprove = true
-		return do(ctx, st, op)
-	})
+	r, _, err := s.run(ctx, kind, set)
+	return r, err
 }
 
-// operation is one backend call, given the context it must pass the
-// backend (engineContext: an interrupt does not cancel it).
-type operation func(context.Context, backend.Stack, backend.UpdateOperation) error
-
-// run runs one engine operation in this process: it serves the program to
-// the engine, loads the stack's config and secrets, and collects the
-// engine's events through the display's event log. A failed operation's
-// error carries the engine's own error diagnostics (e.g. the protect error).
-// A ctx cancelled before it starts runs nothing; cancelled while it runs,
-// the engine cancels gracefully (interrupt.go).
-func (s *Stack) run(ctx context.Context, name string, do operation) (*Result, error) {
+// run runs one engine operation of kind in this process: it serves the
+// program to the engine, loads the stack's config and secrets, and folds
+// the events the engine sends the backend's events channel into a Result.
+// A failed operation's error carries the engine's own error diagnostics
+// (e.g. the protect error). A ctx cancelled before it starts runs nothing;
+// cancelled while it runs, the engine cancels gracefully (interrupt.go).
+func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkgengine.UpdateOptions)) (*Result, *deploy.Plan, error) {
+	name := string(kind)
+	if kind == apitype.UpdateUpdate {
+		name = "up"
+	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("stack %q: %s not started: %w", s.name, name, err)
+		return nil, nil, fmt.Errorf("stack %q: %s not started: %w", s.name, name, err)
 	}
 	st, err := s.ensureStack(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ps, err := s.stackFile()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.pluginPath(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	host, err := serveProgram(s.program)
 	if err != nil {
-		return nil, fmt.Errorf("stack %q: language host: %w", s.name, err)
+		return nil, nil, fmt.Errorf("stack %q: language host: %w", s.name, err)
 	}
 	defer host.stop()
 	project := *s.project
@@ -193,18 +184,21 @@ func (s *Stack) run(ctx context.Context, name string, do operation) (*Result, er
 	sm := s.manager(ps.EncryptionSalt)
 	cfg, err := ps.Config.Copy(sm.Decrypter(), sm.Encrypter())
 	if err != nil {
-		return nil, fmt.Errorf("stack %q: config: %w", s.name, err)
+		return nil, nil, fmt.Errorf("stack %q: config: %w", s.name, err)
 	}
 	if err := pkgworkspace.ValidateStackConfigAndApplyProjectConfig(ctx, s.name, &project, esc.Value{}, cfg, sm.Encrypter(), sm.Decrypter()); err != nil {
-		return nil, fmt.Errorf("stack %q: config: %w", s.name, err)
+		return nil, nil, fmt.Errorf("stack %q: config: %w", s.name, err)
 	}
+	// The events come from the display's event log: backend.RefreshStack
+	// and DestroyStack take no events channel (pkg/v3 v3.276.0
+	// backend/stack.go; diy's Refresh and Destroy pass none), so one way
+	// serves every operation.
 	log, err := os.CreateTemp("", "milner-events-*.jsonl")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_ = log.Close()
 	defer func() { _ = os.Remove(log.Name()) }()
-
 	op := backend.UpdateOperation{
 		Proj: &project, Root: s.dir,
 		M: &backend.UpdateMetadata{Environment: map[string]string{}},
@@ -220,27 +214,39 @@ func (s *Stack) run(ctx context.Context, name string, do operation) (*Result, er
 				Color: colors.Never, Type: display.DisplayProgress, SuppressPermalink: true,
 				Stdout: s.progress, Stderr: s.progress, EventLogPath: log.Name(),
 			},
+			SkipPreview: kind != apitype.PreviewUpdate, AutoApprove: kind != apitype.PreviewUpdate,
 		},
 		StackConfiguration: backend.StackConfiguration{Config: cfg, Decrypter: sm.Decrypter()},
 		SecretsManager:     sm,
 		SecretsProvider:    lazyProvider{pass: s.pass},
 		Scopes:             scopes{graceful: ctx, terminate: s.stop},
 	}
-	opErr := do(engineContext(ctx), st, op)
-	r, err := readEvents(log.Name())
+	set(&op.Opts.Engine)
+	var plan *deploy.Plan
+	switch ectx := engineContext(ctx); kind {
+	case apitype.PreviewUpdate:
+		plan, _, err = backend.PreviewStack(ectx, st, op, nil)
+	case apitype.UpdateUpdate:
+		_, err = backend.UpdateStack(ectx, st, op, nil)
+	case apitype.RefreshUpdate:
+		_, err = backend.RefreshStack(ectx, st, op)
+	case apitype.DestroyUpdate:
+		_, err = backend.DestroyStack(ectx, st, op)
+	}
+	r, rerr := readEvents(log.Name())
+	if rerr != nil {
+		return nil, nil, fmt.Errorf("stack %q: %s: %w", s.name, name, rerr)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("stack %q: %s: %w", s.name, name, err)
-	}
-	if opErr != nil {
 		if diags := r.errors(); len(diags) > 0 {
-			opErr = fmt.Errorf("%w: %s", opErr, strings.Join(diags, "; "))
+			err = fmt.Errorf("%w: %s", err, strings.Join(diags, "; "))
 		}
-		if strings.Contains(opErr.Error(), "no resource plugin") {
-			opErr = fmt.Errorf("%w (plugins come from %s: run scripts/tools.sh)", opErr, s.tools)
+		if strings.Contains(err.Error(), "no resource plugin") {
+			err = fmt.Errorf("%w (plugins come from %s: run scripts/tools.sh)", err, s.tools)
 		}
-		return r, fmt.Errorf("stack %q: %s: %w", s.name, name, opErr)
+		return r, plan, fmt.Errorf("stack %q: %s: %w", s.name, name, err)
 	}
-	return r, nil
+	return r, plan, nil
 }
 
 // readEvents folds the event log of an operation into a Result.
@@ -292,11 +298,7 @@ func (s *Stack) pluginPath() error {
 // as `pulumi stack init` does: a passphrase salt in the stack file (added
 // as one line, keeping the file's comments) and an empty stack.
 func (s *Stack) ensureStack(ctx context.Context) (backend.Stack, error) {
-	ref, err := s.backend.ParseStackReference(s.name)
-	if err != nil {
-		return nil, fmt.Errorf("stack %q: %w", s.name, err)
-	}
-	st, err := s.backend.GetStack(ctx, ref)
+	st, err := s.existing(ctx)
 	if err != nil || st != nil {
 		return st, err
 	}
@@ -313,7 +315,7 @@ func (s *Stack) ensureStack(ctx context.Context) (backend.Stack, error) {
 			return nil, fmt.Errorf("stack %q: %w", s.name, err)
 		}
 	}
-	if st, err = s.backend.CreateStack(ctx, ref, s.dir, nil, nil); err != nil {
+	if st, err = s.backend.CreateStack(ctx, s.ref, s.dir, nil, nil); err != nil {
 		return nil, fmt.Errorf("stack %q: create: %w", s.name, err)
 	}
 	return st, nil
@@ -334,11 +336,7 @@ func prependLine(path, line string) error {
 
 // existing returns the stack, or nil when the backend has none of that name.
 func (s *Stack) existing(ctx context.Context) (backend.Stack, error) {
-	ref, err := s.backend.ParseStackReference(s.name)
-	if err != nil {
-		return nil, fmt.Errorf("stack %q: %w", s.name, err)
-	}
-	return s.backend.GetStack(ctx, ref)
+	return s.backend.GetStack(ctx, s.ref)
 }
 
 // Resource is one resource as the stack's state records it.
@@ -375,6 +373,11 @@ func (s *Stack) deployment(ctx context.Context) (*apitype.DeploymentV3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: export: %w", s.name, err)
 	}
+	return s.decode(dep)
+}
+
+// decode decodes an exported deployment.
+func (s *Stack) decode(dep *apitype.UntypedDeployment) (*apitype.DeploymentV3, error) {
 	var state apitype.DeploymentV3
 	if len(dep.Deployment) > 0 {
 		if err := json.Unmarshal(dep.Deployment, &state); err != nil {
@@ -397,19 +400,42 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	return out, nil
 }
 
-// Outputs returns the stack's outputs from its latest checkpoint; secrets
-// in the clear with reveal, as "[secret]" without.
-func (s *Stack) Outputs(ctx context.Context, reveal bool) (map[string]any, error) {
+// Pending returns the operations the stack's latest checkpoint records as
+// started and never finished (pending_operations: a create or delete the
+// engine began and was stopped in, e.g. by a terminate or a crash), as
+// "<type> <urn>". A graceful cancel leaves none.
+func (s *Stack) Pending(ctx context.Context) ([]string, error) {
+	state, err := s.deployment(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, op := range state.PendingOperations {
+		out = append(out, string(op.Type)+" "+string(op.Resource.URN))
+	}
+	return out, nil
+}
+
+// snapshot reads the stack's latest checkpoint with its secrets (their key
+// derived on first use); nil when the backend has no such stack or state.
+func (s *Stack) snapshot(ctx context.Context) (*deploy.Snapshot, error) {
 	st, err := s.existing(ctx)
 	if err != nil || st == nil {
-		return map[string]any{}, err
+		return nil, err
 	}
 	snap, err := st.Snapshot(ctx, lazyProvider{pass: s.pass})
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: read state: %w", s.name, err)
 	}
-	if snap == nil {
-		return map[string]any{}, nil
+	return snap, nil
+}
+
+// Outputs returns the stack's outputs from its latest checkpoint; secrets
+// in the clear with reveal, as "[secret]" without.
+func (s *Stack) Outputs(ctx context.Context, reveal bool) (map[string]any, error) {
+	snap, err := s.snapshot(ctx)
+	if err != nil || snap == nil {
+		return map[string]any{}, err
 	}
 	for _, r := range snap.Resources {
 		if r.Type == resource.RootStackType && r.Parent == "" {
@@ -420,6 +446,25 @@ func (s *Stack) Outputs(ctx context.Context, reveal bool) (map[string]any, error
 		}
 	}
 	return map[string]any{}, nil
+}
+
+// OutputsInClear returns the logical name and the outputs of the one
+// resource of type typ in the stack's latest checkpoint, secrets decrypted
+// in memory only. It is what `milner secrets export` reads the cluster's
+// secrets bundle with.
+func (s *Stack) OutputsInClear(ctx context.Context, typ string) (string, map[string]any, error) {
+	snap, err := s.snapshot(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if snap != nil {
+		for _, r := range snap.Resources {
+			if string(r.Type) == typ && !r.Delete {
+				return r.URN.Name(), r.Outputs.MapRepl(nil, revealSecret), nil
+			}
+		}
+	}
+	return "", nil, fmt.Errorf("stack %q: the state holds no %s", s.name, typ)
 }
 
 // revealSecret maps a secret to its plain value (for Outputs).
@@ -475,30 +520,46 @@ func (s *Stack) setProtect(ctx context.Context, urns []resource.URN, protect boo
 	if err != nil || st == nil {
 		return err
 	}
-	release, err := holdBackendLock(ctx, st)
-	if err != nil {
-		return fmt.Errorf("stack %q: %w", s.name, err)
+	return s.editState(ctx, st, func(dep *apitype.UntypedDeployment) error {
+		state, err := s.decode(dep)
+		if err != nil {
+			return err
+		}
+		for i := range state.Resources {
+			if urns == nil || slices.Contains(urns, state.Resources[i].URN) {
+				state.Resources[i].Protect = protect
+			}
+		}
+		dep.Deployment, err = json.Marshal(state)
+		return err
+	})
+}
+
+// editState is a state edit (protect flags, restore): export → edit →
+// import, holding the DIY backend's own lock on the stack throughout, so
+// that a plain `pulumi up`, which takes only that lock, cannot write
+// between the edit's read and its write. The backend's ImportDeployment
+// takes the same lock again (one lock object per backend instance: pkg/v3
+// backend/diy lock.go lockPath, and checkForLock ignores its own) and
+// deletes it when it ends, so the lock is released here only when the
+// edit stops before its import.
+func (s *Stack) editState(ctx context.Context, st backend.Stack, edit func(*apitype.UntypedDeployment) error) error {
+	release := func() {}
+	if l, ok := st.Backend().(interface {
+		Lock(context.Context, backend.StackReference) error
+		Unlock(context.Context, backend.StackReference)
+	}); ok {
+		if err := l.Lock(ctx, st.Ref()); err != nil {
+			return fmt.Errorf("stack %q: take the backend's lock for a state edit: %w", s.name, err)
+		}
+		release = func() { l.Unlock(ctx, st.Ref()) }
 	}
 	dep, err := backend.ExportStackDeployment(ctx, st)
 	if err != nil {
 		release()
 		return fmt.Errorf("stack %q: export: %w", s.name, err)
 	}
-	var state apitype.DeploymentV3
-	if err := json.Unmarshal(dep.Deployment, &state); err != nil {
-		release()
-		return fmt.Errorf("stack %q: decode state: %w", s.name, err)
-	}
-	want := map[resource.URN]bool{}
-	for _, u := range urns {
-		want[u] = true
-	}
-	for i := range state.Resources {
-		if urns == nil || want[state.Resources[i].URN] {
-			state.Resources[i].Protect = protect
-		}
-	}
-	if dep.Deployment, err = json.Marshal(state); err != nil {
+	if err := edit(dep); err != nil {
 		release()
 		return err
 	}
@@ -509,12 +570,6 @@ func (s *Stack) setProtect(ctx context.Context, urns []resource.URN, protect boo
 	return nil
 }
 
-// ToolPath returns the path of a pinned tool in Tools, or an error wrapping
-// ErrNoTool that names the command that builds it.
-func (s *Stack) ToolPath(name string) (string, error) {
-	p := filepath.Join(s.tools, name)
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s is not built (%w): run scripts/tools.sh", p, ErrNoTool)
-	}
-	return p, nil
-}
+// beforeStateImport runs between a state edit's export and its import;
+// tests look at the backend's locks there.
+var beforeStateImport = func() {}

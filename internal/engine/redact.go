@@ -2,6 +2,7 @@ package engine
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -25,6 +26,12 @@ var (
 	credentials = map[string]bool{}
 )
 
+// isCredential says whether a query parameter of a backend URL holds a
+// credential.
+func isCredential(param string) bool {
+	return slices.ContainsFunc(credentialParams, func(c string) bool { return strings.Contains(strings.ToLower(param), c) })
+}
+
 // redactURL is raw with its credentials replaced by xxxxx.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
@@ -35,20 +42,13 @@ func redactURL(raw string) string {
 		u.User = url.UserPassword(u.User.Username(), redacted)
 	}
 	q := u.Query()
-	changed := false
 	for k := range q {
-		for _, c := range credentialParams {
-			if strings.Contains(strings.ToLower(k), c) {
-				q.Set(k, redacted)
-				changed = true
-			}
+		if isCredential(k) {
+			q.Set(k, redacted)
+			u.RawQuery = q.Encode()
 		}
 	}
-	if changed {
-		u.RawQuery = q.Encode()
-	}
-	s := u.String()
-	return strings.ReplaceAll(s, url.QueryEscape(redacted), redacted)
+	return strings.ReplaceAll(u.String(), url.QueryEscape(redacted), redacted)
 }
 
 // remember records raw's credentials for Redact.
@@ -65,14 +65,10 @@ func remember(raw string) {
 		credentials[url.QueryEscape(p)] = true
 	}
 	for k, vs := range u.Query() {
-		for _, c := range credentialParams {
-			if strings.Contains(strings.ToLower(k), c) {
-				for _, v := range vs {
-					if v != "" {
-						credentials[v] = true
-						credentials[url.QueryEscape(v)] = true
-					}
-				}
+		for _, v := range vs {
+			if v != "" && isCredential(k) {
+				credentials[v] = true
+				credentials[url.QueryEscape(v)] = true
 			}
 		}
 	}

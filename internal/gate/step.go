@@ -1,8 +1,8 @@
 package gate
 
 import (
-	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -173,20 +173,15 @@ func optionChanges(m apitype.StepEventMetadata) []string {
 // API's event channel.
 func ReadEvents(r io.Reader) ([]events.EngineEvent, error) {
 	var evs []events.EngineEvent
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
-	for line := 1; sc.Scan(); line++ {
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
+	for dec := json.NewDecoder(r); ; {
 		var ev apitype.EngineEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("event line %d: %w", line, err)
+		err := dec.Decode(&ev)
+		if errors.Is(err, io.EOF) {
+			return evs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", len(evs)+1, err)
 		}
 		evs = append(evs, events.EngineEvent{EngineEvent: ev})
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read events: %w", err)
-	}
-	return evs, nil
 }

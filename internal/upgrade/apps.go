@@ -57,14 +57,21 @@ func NewApps(cfg *config.Config, kubeconfig []byte) (*Apps, error) {
 
 // Ready returns nil when every StatefulSet and Deployment of the apps
 // layer has all its replicas Ready, observed at its current generation;
-// otherwise an error naming each workload that is not and why, by pod.
+// otherwise a *NotReadyError naming each workload that is not and why, by
+// pod.
 //
 // The replica counts are the controllers' own (the StatefulSet and
 // Deployment controllers count the Pods whose Ready condition is true), so
 // a Vault pod counts only once it is unsealed: the vault-helm chart's
 // readinessProbe at the pinned v0.29.1 (templates/server-statefulset.yaml)
 // is `vault status -tls-skip-verify`, whose exit code is 2 while sealed.
-func (a *Apps) Ready(ctx context.Context) error {
+func (a *Apps) Ready(ctx context.Context) error { return a.ReadyBesides(ctx, nil) }
+
+// ReadyBesides is Ready, excusing the Pods bound to the given nodes: the
+// gate before a replace, whose own node may be dead (its Pods with it), but
+// whose every other Pod must be Ready, or the replace takes a second peer
+// down.
+func (a *Apps) ReadyBesides(ctx context.Context, nodes []string) error {
 	var problems []string
 	for _, ns := range a.namespaces {
 		sets, err := a.client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
@@ -76,7 +83,9 @@ func (a *Apps) Ready(ctx context.Context) error {
 			if s.Status.ObservedGeneration >= s.Generation && s.Status.ReadyReplicas == want && s.Status.Replicas == want {
 				continue
 			}
-			problems = append(problems, a.notReady(ctx, "statefulset", ns, s.Name, s.Spec.Selector, s.Status.ReadyReplicas, want))
+			if p := a.notReady(ctx, "statefulset", ns, s.Name, s.Spec.Selector, s.Status.ReadyReplicas, want, nodes); p != "" {
+				problems = append(problems, p)
+			}
 		}
 		deps, err := a.client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -90,13 +99,27 @@ func (a *Apps) Ready(ctx context.Context) error {
 			if st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.ReadyReplicas == want && st.AvailableReplicas == want && st.Replicas == want {
 				continue
 			}
-			problems = append(problems, a.notReady(ctx, "deployment", ns, d.Name, d.Spec.Selector, st.ReadyReplicas, want))
+			if p := a.notReady(ctx, "deployment", ns, d.Name, d.Spec.Selector, min(st.ReadyReplicas, st.AvailableReplicas, st.UpdatedReplicas), want, nodes); p != "" {
+				problems = append(problems, p)
+			}
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("apps not ready: %s", strings.Join(problems, "; "))
+		return &NotReadyError{Problems: problems}
 	}
 	return nil
+}
+
+// NotReadyError is the apps gate's answer when it could ask: the workloads
+// that are not Ready, each with why (any other error means the API could
+// not be asked).
+type NotReadyError struct{ Problems []string }
+
+func (e *NotReadyError) Error() string { return "apps not ready: " + strings.Join(e.Problems, "; ") }
+
+// Wait waits, up to o.AppsTimeout, for Ready: after a node came back.
+func (a *Apps) Wait(ctx context.Context, o Options) error {
+	return waitFor(ctx, o, o.AppsTimeout, func() error { return a.Ready(ctx) })
 }
 
 // replicas is a spec's replica count (the API server defaults it to 1).
@@ -108,8 +131,9 @@ func replicas(r *int32) int32 {
 }
 
 // notReady says why one workload is not ready: its count and each of its
-// pods that is not Ready.
-func (a *Apps) notReady(ctx context.Context, kind, ns, name string, selector *metav1.LabelSelector, ready, want int32) string {
+// pods that is not Ready; "" when every missing replica is a Pod not
+// Ready on one of the excused nodes.
+func (a *Apps) notReady(ctx context.Context, kind, ns, name string, selector *metav1.LabelSelector, ready, want int32, excused []string) string {
 	msg := fmt.Sprintf("%s %s/%s has %d/%d replicas ready", kind, ns, name, ready, want)
 	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil {
@@ -121,11 +145,19 @@ func (a *Apps) notReady(ctx context.Context, kind, ns, name string, selector *me
 	}
 	var why []string
 	for _, p := range pods.Items {
-		if w := a.podNotReady(&p); w != "" {
+		w := a.podNotReady(&p)
+		switch {
+		case w == "":
+		case slices.Contains(excused, p.Spec.NodeName):
+			ready++ // on a node being replaced: its absence is the point
+		default:
 			why = append(why, w)
 		}
 	}
-	if len(why) == 0 {
+	switch {
+	case len(excused) > 0 && ready >= want && len(why) == 0:
+		return ""
+	case len(why) == 0:
 		return msg
 	}
 	return msg + ": " + strings.Join(why, ", ")

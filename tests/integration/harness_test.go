@@ -282,7 +282,9 @@ func (s *scenario) requireNoChanges(what string, r *engine.Result) {
 	}
 }
 
-// stateIDs returns the ids of the resources of one type in state, by logical name.
+// stateIDs returns the ids of the live resources of one type in state, by
+// logical name: a pending replacement (an interrupted delete-before-replace
+// deleted it; the next up creates it) is not live.
 func (s *scenario) stateIDs(typ string) map[string]string {
 	s.t.Helper()
 	res, err := s.stack.Resources(context.Background())
@@ -291,7 +293,7 @@ func (s *scenario) stateIDs(typ string) map[string]string {
 	}
 	ids := map[string]string{}
 	for _, r := range res {
-		if r.Type == typ {
+		if r.Type == typ && !r.PendingReplacement {
 			ids[r.Name()] = r.ID
 		}
 	}

@@ -169,7 +169,7 @@ func (s *milnerScenario) requireConsistent(when string) {
 	for _, d := range s.domains() {
 		live[d] = virsh(s.t, "domuuid", d)
 	}
-	if inState := s.liveInState(tDomain); !maps.Equal(live, inState) {
+	if inState := s.stateIDs(tDomain); !maps.Equal(live, inState) {
 		s.t.Errorf("%s: libvirt holds domains %v, the state %v", when, live, inState)
 	}
 	_, perr := virshOut("pool-info", s.cluster)
@@ -196,24 +196,7 @@ func (s *milnerScenario) requireConsistent(when string) {
 		s.t.Errorf("%s: libvirt's pool holds volumes %v, the state %v", when, files, ids)
 	}
 	s.t.Logf("%s: libvirt and state: pool %v, network %v, %d volumes, %d domains (libvirt %d), %d pending operations",
-		when, perr == nil, nerr == nil, len(ids), len(s.liveInState(tDomain)), len(live), len(pending))
-}
-
-// liveInState returns the ids of the resources of one type that the state
-// records as live (not pending replacement), by logical name.
-func (s *milnerScenario) liveInState(typ string) map[string]string {
-	s.t.Helper()
-	res, err := s.stack.Resources(context.Background())
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ids := map[string]string{}
-	for _, r := range res {
-		if r.Type == typ && !r.PendingReplacement {
-			ids[r.Name()] = r.ID
-		}
-	}
-	return ids
+		when, perr == nil, nerr == nil, len(ids), len(s.stateIDs(tDomain)), len(live), len(pending))
 }
 
 // requireNoLocks fails if the backend's lock of the stack or Milner's own

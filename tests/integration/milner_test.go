@@ -105,6 +105,13 @@ func (s *milnerScenario) command(args []string, stdout, stderr *strings.Builder)
 // its exit code and output. Any error but an exit status fails the test.
 func (s *milnerScenario) exited(args []string, err error, stdout, stderr *strings.Builder) cmdResult {
 	s.t.Helper()
+	return exitResult(s.t, "milner "+strings.Join(args, " "), err, stdout, stderr)
+}
+
+// exitResult is how a command (what) ended, given its Run's or Wait's
+// error: its exit code and output. Any error but an exit status fails t.
+func exitResult(t *testing.T, what string, err error, stdout, stderr *strings.Builder) cmdResult {
+	t.Helper()
 	r := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
 	var exit *exec.ExitError
 	switch {
@@ -112,7 +119,7 @@ func (s *milnerScenario) exited(args []string, err error, stdout, stderr *string
 	case errors.As(err, &exit):
 		r.code = exit.ExitCode()
 	default:
-		s.t.Fatalf("milner %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	return r
 }

@@ -9,7 +9,6 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -444,16 +443,7 @@ func runIn(t *testing.T, dir string, env []string, name string, args ...string) 
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
-	r := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	default:
-		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
-	}
+	r := exitResult(t, name+" "+strings.Join(args, " "), cmd.Run(), &stdout, &stderr)
 	t.Logf("%s %s: exit %d in %s\n--- stdout\n%s--- stderr\n%s", filepath.Base(name), strings.Join(args, " "), r.code,
 		time.Since(start).Round(time.Millisecond), r.stdout, r.stderr)
 	return r

@@ -4,6 +4,9 @@ package kubeapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,9 +81,21 @@ func TestRollingAppsGateOnRealAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The controllers made the Pods; none is Ready yet (no kubelet).
+	// The controllers made the Pods; none is Ready yet (no kubelet). No
+	// scheduler runs: bind them as it would, vault-<i> on cp-<i+1> and
+	// woodpecker's server on cp-3 (the Binding subresource sets
+	// spec.nodeName, which the replace gate reads).
 	pods := waitPods(t, kc, "vault", 3)
-	waitPods(t, kc, "woodpecker", 1)
+	for _, p := range pods {
+		i, err := strconv.Atoi(strings.TrimPrefix(p.Name, "vault-"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bind(t, kc, &p, fmt.Sprintf("cp-%d", i+1))
+	}
+	for _, p := range waitPods(t, kc, "woodpecker", 1) {
+		bind(t, kc, &p, "cp-3")
+	}
 	err = apps.Ready(ctx)
 	if err == nil || !strings.Contains(err.Error(), "statefulset vault/vault has 0/3 replicas ready") ||
 		!strings.Contains(err.Error(), "deployment woodpecker/woodpecker-server has 0/1 replicas ready") {
@@ -125,6 +140,51 @@ func TestRollingAppsGateOnRealAPI(t *testing.T) {
 		t.Fatalf("vault-1 sealed: the gate names what is Ready: %v", err)
 	}
 	t.Logf("vault-1 sealed: %v", err)
+
+	// The gate before `milner up --replace`: vault-1's node, cp-2, may be
+	// replaced (its own Pod is excused: the node may be dead); cp-3 may
+	// not, while vault-1 is sealed: a second peer would go down.
+	if err := apps.ReadyBesides(ctx, []string{"cp-2"}); err != nil {
+		t.Fatalf("replace cp-2 while its own vault-1 is sealed: want the gate open, got %v", err)
+	}
+	err = apps.ReadyBesides(ctx, []string{"cp-3"})
+	var notReady *upgrade.NotReadyError
+	if !errors.As(err, &notReady) || !strings.Contains(err.Error(), "vault-1 is sealed") || strings.Contains(err.Error(), "woodpecker") {
+		t.Fatalf("replace cp-3 while vault-1 on cp-2 is sealed: want the gate to name vault-1 only, got %v", err)
+	}
+	t.Logf("replace cp-3 while vault-1 is sealed: %v", err)
+
+	// vault-1 unsealed again; woodpecker's server, on cp-3, goes down:
+	// replacing cp-3 excuses it, replacing cp-1 does not.
+	cur, err := kc.CoreV1().Pods("vault").Get(ctx, "vault-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setPodReady(t, kc, cur, true)
+	wp, err := kc.CoreV1().Pods("woodpecker").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setPodReady(t, kc, &wp.Items[0], false)
+	deadline = time.Now().Add(30 * time.Second)
+	for err = apps.ReadyBesides(ctx, []string{"cp-1"}); !strings.Contains(fmt.Sprint(err), "woodpecker-server has 0/1") && time.Now().Before(deadline); err = apps.ReadyBesides(ctx, []string{"cp-1"}) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !errors.As(err, &notReady) || strings.Contains(err.Error(), "vault") {
+		t.Fatalf("replace cp-1 while woodpecker's server on cp-3 is down: want the gate to name it only, got %v", err)
+	}
+	if err := apps.ReadyBesides(ctx, []string{"cp-3"}); err != nil {
+		t.Fatalf("replace cp-3, woodpecker's server on it down: want the gate open, got %v", err)
+	}
+}
+
+// bind binds a Pod to a node, as the scheduler does.
+func bind(t *testing.T, kc kubernetes.Interface, p *corev1.Pod, node string) {
+	t.Helper()
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	if err := kc.CoreV1().Pods(p.Namespace).Bind(context.Background(), b, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("bind %s to %s: %v", p.Name, node, err)
+	}
 }
 
 // podTemplateSpec is a one-container pod template.
