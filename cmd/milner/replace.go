@@ -168,7 +168,7 @@ func (r *replaceRun) after(o *op) error {
 	if r.apps == nil || len(r.nodes) == 0 {
 		return nil
 	}
-	fmt.Fprintf(o.out, "milner up: waiting up to %s for the apps to be Ready again\n", opts.AppsTimeout)
+	_, _ = fmt.Fprintf(o.out, "milner up: waiting up to %s for the apps to be Ready again\n", opts.AppsTimeout)
 	if err := r.apps.Wait(o.ctx, opts); err != nil {
 		return fmt.Errorf("%s replaced, but %w: do not replace another node before they are", strings.Join(r.nodes, ", "), err)
 	}
@@ -190,7 +190,7 @@ func (r *replaceRun) appsBefore(o *op) error {
 	case errors.As(err, &notReady):
 		return refused("--replace %s: %v; replacing now would take another peer down; nothing was changed", strings.Join(r.nodes, ", "), err)
 	case err != nil:
-		fmt.Fprintf(o.out, "milner up: the apps cannot be asked (%v): the replace goes on without the apps gate\n", err)
+		_, _ = fmt.Fprintf(o.out, "milner up: the apps cannot be asked (%v): the replace goes on without the apps gate\n", err)
 	}
 	return nil
 }
