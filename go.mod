@@ -9,6 +9,7 @@ require (
 	github.com/digitalocean/go-libvirt v0.0.0-20240916165608-bff44a349d9d
 	github.com/google/go-containerregistry v0.20.6
 	github.com/lib/pq v1.12.3
+	github.com/milner/milner/tools/talos-validate/wire v0.0.0
 	github.com/muhlba91/pulumi-proxmoxve/sdk/v7 v7.13.0
 	github.com/pulumi/pulumi-kubernetes/sdk/v4 v4.32.0
 	github.com/pulumi/pulumi-libvirt/sdk v0.5.4
@@ -303,3 +304,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// The validators' wire format: a module without dependencies, beside the
+// validators that link Talos' machinery (tools/talos-validate*).
+replace github.com/milner/milner/tools/talos-validate/wire => ./tools/talos-validate/wire

@@ -57,13 +57,13 @@ kubernetes_embeds() {
 }
 
 # build NAME MODULE_DIR PACKAGE LDFLAGS [PREPARE]
-# PREPARE is a command run before a build that is not skipped. $also names a
-# module the tool's go.mod replaces with a local directory: its sources are
-# part of the stamp.
+# PREPARE is a command run before a build that is not skipped. $also names
+# the modules the tool's go.mod replaces with a local directory: their
+# sources are part of the stamp.
 build() {
   local name=$1 dir=$2 pkg=$3 ldflags=$4 prepare=${5:-}
   local stamp="$root/.tools/$name.stamp" key start
-  key=$({ cat "$dir/go.mod" "$dir/go.sum" "$dir"/*.go; [[ -z ${also:-} ]] || cat "$also/go.mod" "$also"/*.go; echo "$ldflags"; go version; } | sha256sum | cut -d' ' -f1)
+  key=$({ cat "$dir/go.mod" "$dir/go.sum" "$dir"/*.go; for a in ${also:-}; do cat "$a/go.mod" "$a"/*.go; done; echo "$ldflags"; go version; } | sha256sum | cut -d' ' -f1)
   if [[ -x "$bin/$name" && -f "$stamp" && "$(<"$stamp")" == "$key" ]]; then
     echo "tools: $name is up to date"
     return 0
@@ -104,7 +104,7 @@ for t in "${targets[@]}"; do
     talos-validate) # one validator per machinery version that matters (docs/verification.md)
       for d in "$root"/tools/talos-validate-v*/; do
         d=${d%/}
-        also="$root/tools/talos-validate" build "$(basename "$d")" "$d" . ""
+        also="$root/tools/talos-validate $root/tools/talos-validate/wire" build "$(basename "$d")" "$d" . ""
       done ;;
     *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubernetes or talos-validate)" >&2; exit 2 ;;
   esac

@@ -21,6 +21,7 @@ import (
 
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/conformance"
+	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
@@ -62,7 +63,7 @@ func runMode(t *testing.T, stack string, cfg map[string]string, dryRun bool, opt
 	rec := &offline.Recorder{}
 	secretKeys := slices.Sorted(maps.Keys(devSecrets))
 	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
-		Project: offline.Project, Stack: stack, Config: cfg, ConfigSecretKeys: secretKeys, Mocks: rec, DryRun: dryRun,
+		Project: config.Namespace, Stack: stack, Config: cfg, ConfigSecretKeys: secretKeys, Mocks: rec, DryRun: dryRun,
 	})
 	require.NoError(t, err)
 	require.NoError(t, pulumi.RunWithContext(ctx, stacks.NewProgram(&opts)))
@@ -221,7 +222,7 @@ func (u unknownVMs) NewResource(args pulumi.MockResourceArgs) (string, resource.
 func TestReplacedVMLeavesTheAddressKnown(t *testing.T) {
 	rec := &offline.Recorder{}
 	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
-		Project: offline.Project, Stack: "dev", Config: stackConfig(t, "dev", devSecrets),
+		Project: config.Namespace, Stack: "dev", Config: stackConfig(t, "dev", devSecrets),
 		ConfigSecretKeys: slices.Sorted(maps.Keys(devSecrets)), Mocks: unknownVMs{rec}, DryRun: true,
 	})
 	require.NoError(t, err)
@@ -325,7 +326,9 @@ func TestEveryNodeConfigPassesTalosMachinery(t *testing.T) {
 			maps.Copy(raw, prodSecrets)
 			raw["milner:stopAfter"] = "talos" // local stops at the substrate; its configs are checked all the same
 			secretKeys := append(slices.Sorted(maps.Keys(devSecrets)), slices.Sorted(maps.Keys(prodSecrets))...)
-			ev, err := conformance.Collect(stack, raw, secretKeys)
+			s, err := docs.NewStack(stack, raw, secretKeys)
+			require.NoError(t, err)
+			ev, err := conformance.Collect(s)
 			require.NoError(t, err)
 			inputs, err := conformance.NodeInputs(ev)
 			require.NoError(t, err)

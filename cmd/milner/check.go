@@ -45,7 +45,7 @@ minor without one fails, saying so.`,
 				if err != nil {
 					return err
 				}
-				ev, err := conformance.Collect(s.Name, s.Raw, s.SecretKeys)
+				ev, err := conformance.Collect(s)
 				if err != nil {
 					return err
 				}

@@ -94,7 +94,7 @@ func previewGated(o *op, f *gatedFlags) (*gated, *engine.Plan, error) {
 	}
 	g := &gated{Stack: o.st.Name(), Backend: o.st.Backend(), Report: gate.NewReport(res.Steps, cfg.Cluster.Name),
 		Mirrored: config.Mirrored(stackSource{o.st, o.raw})}
-	if g.Refusals, err = layerRefusals(o, f, res.Steps, g.Report); err != nil {
+	if g.Refusals, err = layerRefusals(o, f, res.Steps, g.Report, opts.Replace); err != nil {
 		return nil, nil, err
 	}
 	if err := verifyBootImage(cfg, g.Report); err != nil {
@@ -142,8 +142,8 @@ func (o *op) nodeVM(node string) (*engine.Resource, error) {
 
 // layerRefusals are every rule the preview's steps break: the layer
 // rules, a second secrets bundle, a second bootstrap.
-func layerRefusals(o *op, f *gatedFlags, steps []gate.Step, report gate.Report) ([]gate.Refusal, error) {
-	refusals := allowOSDisk(gate.Check(report, f.replace), report, o.cfg, f)
+func layerRefusals(o *op, f *gatedFlags, steps []gate.Step, report gate.Report, targets []string) ([]gate.Refusal, error) {
+	refusals := gate.Check(report, f.replace, targets)
 	bundle, err := secretsBundleRefusals(o, steps)
 	if err != nil {
 		return nil, err
@@ -273,7 +273,7 @@ func verifyBootImage(cfg *config.Config, report gate.Report) error {
 		return nil
 	}
 	if !slices.ContainsFunc(report.Delta(gate.Persistent).Creates, func(c gate.Change) bool {
-		return c.Type == guard.TypeVolume && strings.HasSuffix(c.Name, config.BootSuffix)
+		return c.Type == gate.TypeLibvirtVolume && strings.HasSuffix(c.Name, config.BootSuffix)
 	}) {
 		return nil
 	}

@@ -241,14 +241,6 @@ func osDiskTargets(o *op, f *gatedFlags) ([]string, error) {
 	return out, nil
 }
 
-// allowOSDisk applies gate.AllowOSDisk for an --os-disk run.
-func allowOSDisk(refusals []gate.Refusal, rep gate.Report, cfg *config.Config, f *gatedFlags) []gate.Refusal {
-	if !f.osDisk || len(f.replace) != 1 {
-		return refusals
-	}
-	return gate.AllowOSDisk(refusals, rep, f.replace[0], osVolume(cfg, f.replace[0]))
-}
-
 // vmStopped reports whether a node's VM (its id in state) has stopped: a
 // libvirt domain shut off, a Proxmox VM "stopped", or gone.
 func vmStopped(o *op) upgrade.StoppedFunc {

@@ -184,7 +184,7 @@ func liveNodeVMs(o *op, steps []gate.Step) ([]string, error) {
 	}
 	var out []string
 	for _, d := range v.declared {
-		if d.Type == guard.TypeDomain && slices.ContainsFunc(v.live, func(l guard.Object) bool { return l.Type == guard.TypeDomain && l.Name == d.Name }) {
+		if d.Type == gate.TypeLibvirtDomain && slices.ContainsFunc(v.live, func(l guard.Object) bool { return l.Type == gate.TypeLibvirtDomain && l.Name == d.Name }) {
 			out = append(out, d.Name)
 		}
 	}

@@ -9,11 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strconv"
 	"strings"
 
-	"golang.org/x/mod/semver"
+	"github.com/blang/semver"
 
+	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -40,57 +40,27 @@ type Evidence struct {
 }
 
 // Collect runs the program twice for one stack under the mock: as
-// configured, and with the Talos version bumped. raw is the stack's raw
-// config (full keys); secretKeys are the keys to mark secret.
-func Collect(stack string, raw map[string]string, secretKeys []string) (*Evidence, error) {
-	cfg, err := config.Load(source{raw, secretKeys})
+// configured, and with the Talos version bumped.
+func Collect(s *docs.Stack) (*Evidence, error) {
+	rec, err := offline.Run(stacks.Program, s.Name, s.Raw, s.SecretKeys...)
 	if err != nil {
-		return nil, fmt.Errorf("conformance %s: %w", stack, err)
+		return nil, fmt.Errorf("conformance %s: run: %w", s.Name, err)
 	}
-	rec, err := offline.Run(stacks.Program, stack, raw, secretKeys...)
-	if err != nil {
-		return nil, fmt.Errorf("conformance %s: run: %w", stack, err)
-	}
-	if cfg.StartAt == config.LayerApps {
+	ev := &Evidence{Config: s.Config, Regs: rec.Registrations(), Invokes: rec.Invokes()}
+	if s.Config.StartAt == config.LayerApps {
 		// An existing cluster: no Talos version to bump, no substrate to check.
-		return &Evidence{Config: cfg, Regs: rec.Registrations(), Invokes: rec.Invokes()}, nil
+		return ev, nil
 	}
-	bumpedRaw, version, err := bumpTalos(raw)
+	bumpedRaw, version, err := bumpTalos(s.Raw)
 	if err != nil {
-		return nil, fmt.Errorf("conformance %s: %w", stack, err)
+		return nil, fmt.Errorf("conformance %s: %w", s.Name, err)
 	}
-	bumped, err := offline.Run(stacks.Program, stack, bumpedRaw, secretKeys...)
+	bumped, err := offline.Run(stacks.Program, s.Name, bumpedRaw, s.SecretKeys...)
 	if err != nil {
-		return nil, fmt.Errorf("conformance %s: run with Talos %s: %w", stack, version, err)
+		return nil, fmt.Errorf("conformance %s: run with Talos %s: %w", s.Name, version, err)
 	}
-	return &Evidence{
-		Config:        cfg,
-		Regs:          rec.Registrations(),
-		Invokes:       rec.Invokes(),
-		Bumped:        bumped.Registrations(),
-		BumpedInvokes: bumped.Invokes(),
-		BumpedVersion: version,
-	}, nil
-}
-
-// source is raw config with its secret keys, as config.Load reads it.
-type source struct {
-	raw     map[string]string
-	secrets []string
-}
-
-func (s source) GetConfig(k string) (string, bool) {
-	v, ok := s.raw[k]
-	return v, ok
-}
-
-func (s source) IsConfigSecret(k string) bool {
-	for _, x := range s.secrets {
-		if x == k {
-			return true
-		}
-	}
-	return false
+	ev.Bumped, ev.BumpedInvokes, ev.BumpedVersion = bumped.Registrations(), bumped.Invokes(), version
+	return ev, nil
 }
 
 // bumpTalos returns a copy of raw with milner:cluster.talosVersion raised to
@@ -118,15 +88,12 @@ func bumpTalos(raw map[string]string) (map[string]string, string, error) {
 
 // nextPatch returns the next patch release of an exact version: v1.9.5 -> v1.9.6.
 func nextPatch(v string) (string, error) {
-	if !semver.IsValid(v) || semver.Canonical(v) != v || semver.Prerelease(v) != "" {
+	sv, err := semver.Parse(strings.TrimPrefix(v, "v"))
+	if err != nil || !strings.HasPrefix(v, "v") || len(sv.Pre) > 0 || len(sv.Build) > 0 {
 		return "", fmt.Errorf("%q is not an exact release version", v)
 	}
-	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
-	patch, err := strconv.Atoi(parts[2])
-	if err != nil {
-		return "", fmt.Errorf("%q: %w", v, err)
-	}
-	return fmt.Sprintf("v%s.%s.%d", parts[0], parts[1], patch+1), nil
+	sv.Patch++
+	return "v" + sv.String(), nil
 }
 
 // Result is one rule's verdict on one stack.

@@ -35,7 +35,7 @@ func dev(t *testing.T) *Evidence {
 			devErr = err
 			return
 		}
-		if devEv, devErr = Collect(s.Name, s.Raw, s.SecretKeys); devEv != nil {
+		if devEv, devErr = Collect(s); devEv != nil {
 			devEv.Tools = tools
 		}
 	})
@@ -218,7 +218,7 @@ func TestCommittedStacksConform(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range ss {
-		ev, err := Collect(s.Name, s.Raw, s.SecretKeys)
+		ev, err := Collect(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +264,7 @@ func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
 	if err != nil {
 		t.Skipf("no prod stack: %v", err)
 	}
-	ev, err := Collect(s.Name, s.Raw, s.SecretKeys)
+	ev, err := Collect(s)
 	if err != nil {
 		t.Fatal(err)
 	}

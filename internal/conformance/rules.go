@@ -58,16 +58,6 @@ func inLayer(regs []offline.Registration, l gate.Layer) []offline.Registration {
 	return out
 }
 
-func ofType(regs []offline.Registration, typ string) []offline.Registration {
-	var out []offline.Registration
-	for _, r := range regs {
-		if r.Type == typ {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // find returns the registration a URN names (the mock's URNs and the SDK's
 // differ in form; type and name identify a resource).
 func find(regs []offline.Registration, urn string) (offline.Registration, bool) {
@@ -75,12 +65,7 @@ func find(regs []offline.Registration, urn string) (offline.Registration, bool) 
 	if !u.IsValid() {
 		return offline.Registration{}, false
 	}
-	for _, r := range regs {
-		if r.Type == string(u.Type()) && r.Name == u.Name() {
-			return r, true
-		}
-	}
-	return offline.Registration{}, false
+	return offline.Find(regs, string(u.Type()), u.Name())
 }
 
 func byName(regs []offline.Registration, name string) (offline.Registration, bool) {
@@ -216,7 +201,7 @@ func versionBumpSafe(ev *Evidence) []string {
 		if !r.Custom || (layer(r) != gate.Persistent && layer(r) != gate.Disposable) {
 			continue
 		}
-		b, ok := byTypeName(ev.Bumped, r.Type, r.Name)
+		b, ok := offline.Find(ev.Bumped, r.Type, r.Name)
 		if !ok {
 			if !r.Options.RetainOnDelete {
 				out = append(out, fmt.Sprintf("%s leaves the program (a delete) when Talos becomes %s", r.Name, ev.BumpedVersion))
@@ -247,15 +232,6 @@ func versionBumpSafe(ev *Evidence) []string {
 	return out
 }
 
-func byTypeName(regs []offline.Registration, typ, name string) (offline.Registration, bool) {
-	for _, r := range regs {
-		if r.Type == typ && r.Name == name {
-			return r, true
-		}
-	}
-	return offline.Registration{}, false
-}
-
 // changedInputs lists the top-level inputs that differ between two
 // registrations of one resource once its ignoreChanges paths are removed.
 func changedInputs(a, b offline.Registration) []string {
@@ -279,14 +255,9 @@ func changedInputs(a, b offline.Registration) []string {
 }
 
 func unionKeys(a, b resource.PropertyMap) []resource.PropertyKey {
-	keys := a.StableKeys()
-	for _, k := range b.StableKeys() {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
+	keys := slices.Concat(a.StableKeys(), b.StableKeys())
 	slices.Sort(keys)
-	return keys
+	return slices.Compact(keys)
 }
 
 // parented checks that every resource of the substrate, of a node and of an
@@ -319,7 +290,7 @@ func needsParent(r offline.Registration) bool {
 
 func applyModeStaged(ev *Evidence) []string {
 	var out []string
-	applies := ofType(ev.Regs, gate.TypeConfigApply)
+	applies := offline.OfType(ev.Regs, gate.TypeConfigApply)
 	if len(applies) != len(ev.Config.Nodes) {
 		out = append(out, fmt.Sprintf("%d configuration applies for %d nodes", len(applies), len(ev.Config.Nodes)))
 	}
@@ -333,7 +304,7 @@ func applyModeStaged(ev *Evidence) []string {
 
 func noReset(ev *Evidence) []string {
 	var out []string
-	applies := ofType(ev.Regs, gate.TypeConfigApply)
+	applies := offline.OfType(ev.Regs, gate.TypeConfigApply)
 	if len(applies) == 0 {
 		out = append(out, "no configuration apply")
 	}
@@ -347,7 +318,7 @@ func noReset(ev *Evidence) []string {
 
 func oneBootstrap(ev *Evidence) []string {
 	want := ev.Config.Cluster.Name + "-bootstrap"
-	bs := ofType(ev.Regs, gate.TypeTalosBootstrap)
+	bs := offline.OfType(ev.Regs, gate.TypeTalosBootstrap)
 	switch {
 	case len(bs) != 1:
 		return []string{fmt.Sprintf("%d bootstraps, want exactly 1", len(bs))}
@@ -358,7 +329,7 @@ func oneBootstrap(ev *Evidence) []string {
 }
 
 func secretsProtected(ev *Evidence) []string {
-	ss := ofType(ev.Regs, gate.TypeTalosSecrets)
+	ss := offline.OfType(ev.Regs, gate.TypeTalosSecrets)
 	if len(ss) != 1 {
 		return []string{fmt.Sprintf("%d secrets bundles, want exactly 1", len(ss))}
 	}
@@ -377,7 +348,7 @@ func secretsProtected(ev *Evidence) []string {
 
 func releasesNamedAtomic(ev *Evidence) []string {
 	var out []string
-	rs := ofType(ev.Regs, gate.TypeHelmRelease)
+	rs := offline.OfType(ev.Regs, gate.TypeHelmRelease)
 	want := len(ev.Config.Apps)
 	if ev.Config.Storage.On() {
 		want++ // the storage layer's provisioner
@@ -400,7 +371,7 @@ func releasesNamedAtomic(ev *Evidence) []string {
 
 func chartsPinned(ev *Evidence) []string {
 	var out []string
-	for _, r := range ofType(ev.Regs, gate.TypeHelmRelease) {
+	for _, r := range offline.OfType(ev.Regs, gate.TypeHelmRelease) {
 		v, versioned := stringInput(r, "version")
 		chart, _ := stringInput(r, "chart")
 		if !versioned && !r.Inputs.HasValue("repositoryOpts") && !strings.HasPrefix(chart, "oci://") {

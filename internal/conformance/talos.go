@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks/config"
 )
@@ -51,7 +51,7 @@ func NodeInputs(ev *Evidence) (map[string]talosconfig.Input, error) {
 		// A Proxmox node's first-boot config (stacks/firstconfig.go) is
 		// rendered with the apply's patches already after its own: the
 		// same config, so they are not applied twice.
-		if apply, ok := byTypeName(ev.Regs, gate.TypeConfigApply, host+"-apply"); ok {
+		if apply, ok := offline.Find(ev.Regs, gate.TypeConfigApply, host+"-apply"); ok {
 			if extra := strs(apply.Inputs["configPatches"]); !hasSuffix(in.Patches, extra) {
 				in.Patches = append(in.Patches, extra...)
 			}
@@ -98,13 +98,4 @@ func strs(v resource.PropertyValue) []string {
 		}
 	}
 	return out
-}
-
-func sortedNodes(m map[string]talosconfig.Input) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"golang.org/x/mod/semver"
+
+	"github.com/milner/milner/tools/talos-validate/wire"
 )
 
 // ProviderMachinery is the machinery the Talos provider generates node
@@ -22,24 +25,6 @@ const ProviderMachinery = "v1.12.0"
 // talos-validate-<machinery version> (tools/talos-validate-v*, built by
 // scripts/tools.sh talos-validate). One Go build links one machinery.
 const validatorPrefix = "talos-validate-"
-
-// validatorNode is one node as the validator tools read and write it: the
-// JSON of tools/talos-validate's Node, written again here because this
-// module must not link the tools' machinery. A field out of step fails the
-// conformance tests, which run the real tools.
-type validatorNode struct {
-	Name              string   `json:"name"`
-	ClusterName       string   `json:"clusterName,omitempty"`
-	Endpoint          string   `json:"endpoint,omitempty"`
-	KubernetesVersion string   `json:"kubernetesVersion,omitempty"`
-	Contract          string   `json:"contract,omitempty"`
-	MachineType       string   `json:"machineType,omitempty"`
-	Patches           []string `json:"patches,omitempty"`
-	Platform          string   `json:"platform"`
-	Config            string   `json:"config,omitempty"`
-	Error             string   `json:"error,omitempty"`
-	Refused           string   `json:"refused,omitempty"`
-}
 
 // talosAtVersions checks every node config at the versions that matter:
 // generated, with Milner's patches, by the provider's machinery
@@ -59,10 +44,10 @@ func talosAtVersions(ev *Evidence) []string {
 	if !slices.Contains(have, ProviderMachinery) {
 		return []string{fmt.Sprintf("no validator for the provider's machinery %s in %q: run scripts/tools.sh talos-validate", ProviderMachinery, ev.Tools)}
 	}
-	var nodes []validatorNode
-	for _, name := range sortedNodes(inputs) {
+	var nodes []wire.Node
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
 		in := inputs[name]
-		nodes = append(nodes, validatorNode{Name: name, ClusterName: in.ClusterName, Endpoint: in.Endpoint,
+		nodes = append(nodes, wire.Node{Name: name, ClusterName: in.ClusterName, Endpoint: in.Endpoint,
 			KubernetesVersion: in.KubernetesVersion, Contract: in.Contract, MachineType: in.MachineType,
 			Patches: in.Patches, Platform: string(in.Platform)})
 	}
@@ -122,7 +107,7 @@ func validators(dir string) []string {
 }
 
 // runValidator runs the validator of machinery version v on nodes.
-func runValidator(dir, v, command string, nodes []validatorNode) ([]validatorNode, error) {
+func runValidator(dir, v, command string, nodes []wire.Node) ([]wire.Node, error) {
 	in, err := json.Marshal(nodes)
 	if err != nil {
 		return nil, err
@@ -134,7 +119,7 @@ func runValidator(dir, v, command string, nodes []validatorNode) ([]validatorNod
 	if err != nil {
 		return nil, fmt.Errorf("%s%s %s: %w: %s", validatorPrefix, v, command, err, strings.TrimSpace(stderr.String()))
 	}
-	var got []validatorNode
+	var got []wire.Node
 	if err := json.Unmarshal(out, &got); err != nil {
 		return nil, fmt.Errorf("%s%s %s: %w", validatorPrefix, v, command, err)
 	}

@@ -2,6 +2,7 @@ package docs
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,10 +81,10 @@ func diagram(c *config.Config) string {
 	var b strings.Builder
 	b.WriteString("```mermaid\nflowchart LR\n")
 	fmt.Fprintf(&b, "  subgraph substrate[\"substrate: %s\"]\n    direction TB\n", c.Substrate.Kind)
-	fmt.Fprintf(&b, "    shared[\"%s\"]\n", sharedSubstrate(c.Substrate.Kind))
+	fmt.Fprintf(&b, "    shared[\"%s\"]\n", sharedSubstrate[c.Substrate.Kind])
 	for _, n := range c.Nodes {
 		fmt.Fprintf(&b, "    vm_%s[\"%s VM (replaceable)\"] --- disks_%s[(\"%s %s (protected)\")]\n",
-			id(n.Name), n.Name, id(n.Name), n.Name, nodeDisks(c.Substrate.Kind))
+			id(n.Name), n.Name, id(n.Name), n.Name, nodeDisks[c.Substrate.Kind])
 	}
 	b.WriteString("  end\n")
 	if c.StopAfter.Includes(config.LayerTalos) {
@@ -114,29 +115,18 @@ func diagram(c *config.Config) string {
 	return b.String()
 }
 
-// sharedSubstrate names the substrate objects every node shares, with how
-// they are kept.
-func sharedSubstrate(k config.Kind) string {
-	switch k {
-	case config.KindLibvirt:
-		return "storage pool, network, boot volume (protected)"
-	case config.KindProxmox:
-		return "Talos boot image per host and version (retained on delete)"
-	default:
-		return string(k)
-	}
+// sharedSubstrate names, per substrate kind, the objects every node shares,
+// with how they are kept.
+var sharedSubstrate = map[config.Kind]string{
+	config.KindLibvirt: "storage pool, network, boot volume (protected)",
+	config.KindProxmox: "Talos boot image per host and version (retained on delete)",
 }
 
-// nodeDisks names what keeps a node's disks outside its replaceable VM.
-func nodeDisks(k config.Kind) string {
-	switch k {
-	case config.KindLibvirt:
-		return "OS and data volumes"
-	case config.KindProxmox:
-		return "disk holder VM (OS and data disks)"
-	default:
-		return "disks"
-	}
+// nodeDisks names, per substrate kind, what keeps a node's disks outside
+// its replaceable VM.
+var nodeDisks = map[config.Kind]string{
+	config.KindLibvirt: "OS and data volumes",
+	config.KindProxmox: "disk holder VM (OS and data disks)",
 }
 
 // id turns a DNS label into a Mermaid node id.
@@ -213,7 +203,7 @@ func Drift(root string) ([]string, error) {
 		return nil, err
 	}
 	var drifted []string
-	for _, f := range sortedFiles(want) {
+	for _, f := range slices.Sorted(maps.Keys(want)) {
 		got, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil && !os.IsNotExist(err) {
 			return nil, err
@@ -231,7 +221,7 @@ func Write(root string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := sortedFiles(want)
+	files := slices.Sorted(maps.Keys(want))
 	for _, f := range files {
 		path := filepath.Join(root, f)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -242,15 +232,6 @@ func Write(root string) ([]string, error) {
 		}
 	}
 	return files, nil
-}
-
-func sortedFiles(m map[string]string) []string {
-	files := make([]string, 0, len(m))
-	for f := range m {
-		files = append(files, f)
-	}
-	slices.Sort(files)
-	return files
 }
 
 // chartSource is where an app's chart comes from: its repository, or its

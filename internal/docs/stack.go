@@ -33,12 +33,7 @@ type Stack struct {
 
 // StackFiles returns the stack files committed in root, sorted by name.
 func StackFiles(root string) ([]string, error) {
-	files, err := filepath.Glob(filepath.Join(root, "Pulumi.*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(files)
-	return files, nil
+	return filepath.Glob(filepath.Join(root, "Pulumi.*.yaml")) // sorted, as Glob returns them
 }
 
 // StackName returns the stack name of a Pulumi.<stack>.yaml path.
@@ -60,8 +55,6 @@ func (s source) GetConfig(key string) (string, bool) {
 
 func (s source) IsConfigSecret(key string) bool { return slices.Contains(s.secrets, key) }
 
-var _ config.ConfigSource = source{}
-
 // ReadStack reads and validates one stack file. Secret keys (the encrypted
 // values in the file and those the apps name in secretValues) get
 // Placeholder values, so a stack loads without its passphrase.
@@ -75,6 +68,12 @@ func ReadStack(path string) (*Stack, error) {
 	for _, k := range secrets {
 		raw[k] = Placeholder
 	}
+	return NewStack(name, raw, secrets)
+}
+
+// NewStack loads and validates a stack's raw config (full keys), with the
+// keys in secrets marked secret.
+func NewStack(name string, raw map[string]string, secrets []string) (*Stack, error) {
 	cfg, err := config.Load(source{raw: raw, secrets: secrets})
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", name, err)

@@ -23,19 +23,28 @@ func (r Refusal) String() string {
 }
 
 // Check applies the refusal rules to a report. replaceNodes are the nodes
-// named with --replace: the node VMs the user asked to recreate. An empty
-// result means the preview may be applied.
+// named with --replace: the node VMs the user asked to recreate. targets
+// are the URNs the preview was asked to replace (the engine's
+// PlanOptions.Replace): those VMs and, for the explicit recovery `milner up
+// --replace <node> --os-disk`, that node's OS volume and Talos config
+// apply, whose replace is then not refused. That exception holds only
+// beside the node's VM replace, which the --replace rule demands: a lost OS
+// disk is recovered with a fresh VM, never swapped under a running one. An
+// empty result means the preview may be applied.
 //
 // The rules: no replace or delete of persistent substrate; no replace of
 // anything but a node VM; no delete of a Helm release or of the cluster
 // secrets; and the node VMs replaced are exactly the nodes named. A delete
 // of a resource retained on delete only drops it from state, so it is
 // never refused.
-func Check(r Report, replaceNodes []string) []Refusal {
+func Check(r Report, replaceNodes, targets []string) []Refusal {
 	var out []Refusal
 	teardown := fmt.Sprintf("this would destroy data; for a full teardown use `milner teardown --stack %s`", r.Stack)
 	persistent := r.Delta(Persistent)
 	for _, c := range persistent.Replaces {
+		if slices.Contains(targets, c.URN) {
+			continue
+		}
 		out = append(out, Refusal{c.Name,
 			fmt.Sprintf("%s is persistent substrate and would be replaced (forced by %s)", c.Type, keys(c)),
 			"revert the change to " + keys(c) + "; " + teardown})
@@ -54,6 +63,9 @@ func Check(r Report, replaceNodes []string) []Refusal {
 			continue
 		}
 		for _, c := range r.Delta(l).Replaces {
+			if slices.Contains(targets, c.URN) {
+				continue
+			}
 			out = append(out, Refusal{c.Name,
 				fmt.Sprintf("%s would be replaced (forced by %s); only node VMs are ever replaced", c.Type, keys(c)),
 				"revert the change to " + keys(c) + " or make it an in-place update"})

@@ -82,7 +82,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Check(load(t, tt.file), tt.replace)
+			got := Check(load(t, tt.file), tt.replace, nil)
 			if !slices.Equal(refused(got), tt.refused) {
 				t.Fatalf("refused %q, want %q; refusals: %v", refused(got), tt.refused, got)
 			}
@@ -110,7 +110,7 @@ func TestRefusalsSayWhatToDo(t *testing.T) {
 		{"release-delete.jsonl", nil, "retainOnDelete"},
 	}
 	for _, tt := range tests {
-		got := Check(load(t, tt.file), tt.replace)
+		got := Check(load(t, tt.file), tt.replace, nil)
 		if len(got) == 0 || !strings.Contains(got[0].Instead, tt.instead) {
 			t.Errorf("%s: refusals %v, want the first to say %q", tt.file, got, tt.instead)
 		}

@@ -27,7 +27,7 @@ func TestOptionOnlyChangeIsNotEmpty(t *testing.T) {
 	if r.Empty() {
 		t.Fatal("retainOnDelete false -> true: want a report that is not empty")
 	}
-	if rs := Check(r, nil); len(rs) != 0 {
+	if rs := Check(r, nil, nil); len(rs) != 0 {
 		t.Fatalf("an option change was refused: %v", rs)
 	}
 	if out := r.String(); !strings.Contains(out, "options beta-release (kubernetes:helm.sh/v3:Release): retainOnDelete false -> true") {

@@ -116,11 +116,12 @@ func (r Report) Empty() bool {
 	return true
 }
 
-// kind is what a preview does to one resource, folded over its steps.
+// kind is what a preview does to one resource, folded over its steps: the
+// highest kind of its steps wins.
 type kind int
 
 const (
-	kindNone kind = iota
+	kindNone kind = iota // same, read, refresh, discard: nothing changes in the cluster
 	kindUpdate
 	kindCreate
 	kindImport
@@ -130,22 +131,15 @@ const (
 
 // kindOf maps an engine op to a kind. A replace shows as up to three steps
 // (create-replacement, replace, delete-replaced); all three fold into one.
-func kindOf(op apitype.OpType) kind {
-	switch op {
-	case apitype.OpCreate:
-		return kindCreate
-	case apitype.OpUpdate:
-		return kindUpdate
-	case apitype.OpDelete:
-		return kindDelete
-	case apitype.OpReplace, apitype.OpCreateReplacement, apitype.OpDeleteReplaced, apitype.OpImportReplacement:
-		return kindReplace
-	case apitype.OpImport:
-		return kindImport
-	default:
-		// same, read, refresh, discard, ...: nothing changes in the cluster.
-		return kindNone
-	}
+var kindOf = map[apitype.OpType]kind{
+	apitype.OpCreate:            kindCreate,
+	apitype.OpUpdate:            kindUpdate,
+	apitype.OpDelete:            kindDelete,
+	apitype.OpImport:            kindImport,
+	apitype.OpReplace:           kindReplace,
+	apitype.OpCreateReplacement: kindReplace,
+	apitype.OpDeleteReplaced:    kindReplace,
+	apitype.OpImportReplacement: kindReplace,
 }
 
 // NewReport folds a preview's steps into a report. cluster is the cluster
@@ -169,7 +163,7 @@ func NewReport(steps []Step, cluster string) Report {
 			byURN[s.URN] = e
 			order = append(order, s.URN)
 		}
-		e.kind = max(e.kind, kindOf(s.Op))
+		e.kind = max(e.kind, kindOf[s.Op])
 		e.change.Keys = union(e.change.Keys, s.Keys)
 		e.change.Diffs = union(e.change.Diffs, s.Diffs)
 		e.change.Retained = e.change.Retained || s.Retained
@@ -181,10 +175,9 @@ func NewReport(steps []Step, cluster string) Report {
 		}
 	}
 
-	r := Report{Stack: stack, Options: options}
-	deltas := map[Layer]*Delta{}
-	for _, l := range Layers {
-		deltas[l] = &Delta{Layer: l}
+	r := Report{Stack: stack, Options: options, Deltas: make([]Delta, len(Layers))}
+	for i, l := range Layers {
+		r.Deltas[i].Layer = l
 	}
 	for _, urn := range order {
 		e := byURN[urn]
@@ -196,7 +189,7 @@ func NewReport(steps []Step, cluster string) Report {
 		case c.Type == TypeConfigApply:
 			c.Node = strings.TrimSuffix(c.Name, "-apply")
 		}
-		d := deltas[layer]
+		d := &r.Deltas[slices.Index(Layers, layer)]
 		switch e.kind {
 		case kindCreate:
 			d.Creates = append(d.Creates, c)
@@ -216,9 +209,6 @@ func NewReport(steps []Step, cluster string) Report {
 		case kindImport:
 			d.Imports = append(d.Imports, c)
 		}
-	}
-	for _, l := range Layers {
-		r.Deltas = append(r.Deltas, *deltas[l])
 	}
 	slices.Sort(r.Reboots)
 	return r

@@ -47,11 +47,7 @@ func CheckSecretsBundle(steps []Step, liveNodes []string, stack string) []Refusa
 // isNodeType reports whether a step is about a node: its VM (not a Proxmox
 // disk holder) or its Talos configuration.
 func isNodeType(s Step) bool {
-	switch LayerOf(s.Type, s.Name()) {
-	case Disposable:
-		return true
-	}
-	return s.Type == TypeConfigApply
+	return LayerOf(s.Type, s.Name()) == Disposable || s.Type == TypeConfigApply
 }
 
 // BootstrapNeedsAsking reports whether a preview creates the cluster's

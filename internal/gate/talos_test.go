@@ -18,7 +18,7 @@ func TestAddressChangeIsRefusedNamingTheProcedure(t *testing.T) {
 		{Op: apitype.OpUpdate, URN: applyURN("cp-2"), Type: TypeConfigApply, Diffs: []string{"endpoint", "machineConfigurationInput", "node"}},
 		{Op: apitype.OpUpdate, URN: applyURN("cp-3"), Type: TypeConfigApply, Diffs: []string{"machineConfigurationInput"}},
 	}, "milner-dev")
-	rs := Check(r, nil)
+	rs := Check(r, nil, nil)
 	if len(rs) != 1 || rs[0].Resource != "cp-2-apply" {
 		t.Fatalf("refusals %v, want exactly cp-2-apply", rs)
 	}
@@ -32,7 +32,7 @@ func TestAddressChangeIsRefusedNamingTheProcedure(t *testing.T) {
 		{Op: apitype.OpReplace, URN: "urn:pulumi:dev::milner::milner:components:LibvirtSubstrate$" + TypeLibvirtDomain + "::milner-dev-cp-2", Type: TypeLibvirtDomain, Keys: []string{"memory"}},
 		{Op: apitype.OpUpdate, URN: applyURN("cp-2"), Type: TypeConfigApply, Diffs: []string{"node"}},
 	}, "milner-dev")
-	if rs := Check(r, []string{"cp-2"}); len(rs) != 0 {
+	if rs := Check(r, []string{"cp-2"}, nil); len(rs) != 0 {
 		t.Errorf("a named replace was refused: %v", rs)
 	}
 }

@@ -1,11 +1,8 @@
 package guard
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,15 +39,14 @@ func FetchBootImage(client *http.Client, url, wantHex, dst string) error {
 		return fmt.Errorf("boot image: %w", err)
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }() // after the rename: nothing
-	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(tmp, h), resp.Body)
+	got, err := digest(tmp, resp.Body)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("boot image %s: %w", url, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != wantHex {
+	if got != wantHex {
 		return fmt.Errorf("boot image %s downloaded with sha256 %s, but milner:substrate.libvirt.bootImageSha256 is %s: the image or the digest is wrong; nothing was applied", url, got, wantHex)
 	}
 	return os.Rename(tmp.Name(), dst)

@@ -18,12 +18,19 @@ func VerifyBootImage(path, wantHex string) error {
 		return fmt.Errorf("boot image: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	got, err := digest(io.Discard, f)
+	if err != nil {
 		return fmt.Errorf("boot image %s: %w", path, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != wantHex {
+	if got != wantHex {
 		return fmt.Errorf("boot image %s has sha256 %s, but milner:substrate.libvirt.bootImageSha256 is %s; replace the file or fix the digest; nothing was applied", path, got, wantHex)
 	}
 	return nil
+}
+
+// digest copies r to w and returns the hex SHA-256 of what it copied.
+func digest(w io.Writer, r io.Reader) (string, error) {
+	h := sha256.New()
+	_, err := io.Copy(io.MultiWriter(w, h), r)
+	return hex.EncodeToString(h.Sum(nil)), err
 }

@@ -52,14 +52,14 @@ func input(s gate.Step, key string) (string, error) {
 func DeclaredLibvirt(steps []gate.Step, cluster string) ([]Declared, error) {
 	var out []Declared
 	pool := ""
-	for _, s := range goals(steps, TypeDomain, TypeVolume, TypeNetwork, TypePool) {
+	for _, s := range goals(steps, gate.TypeLibvirtDomain, gate.TypeLibvirtVolume, gate.TypeLibvirtNetwork, gate.TypeLibvirtPool) {
 		name, err := input(s, "name")
 		if err != nil {
 			return nil, err
 		}
 		d := Declared{Type: s.Type, Logical: s.Name(), Name: name, ImportID: importID(s)}
 		switch s.Type {
-		case TypeDomain:
+		case gate.TypeLibvirtDomain:
 			d.Node = strings.TrimPrefix(d.Logical, cluster+"-")
 			if _, ok := s.Inputs["description"]; ok {
 				desc, err := input(s, "description")
@@ -68,7 +68,7 @@ func DeclaredLibvirt(steps []gate.Step, cluster string) ([]Declared, error) {
 				}
 				d.Owner = substrate.OwnerOf(desc)
 			}
-		case TypePool:
+		case gate.TypeLibvirtPool:
 			pool = name
 			if t, ok := s.Inputs["target"]; ok {
 				target, isMap := t.(map[string]any)
@@ -83,7 +83,7 @@ func DeclaredLibvirt(steps []gate.Step, cluster string) ([]Declared, error) {
 	}
 	// A stack has one pool; every volume it declares is in it.
 	for i := range out {
-		if out[i].Type == TypeVolume {
+		if out[i].Type == gate.TypeLibvirtVolume {
 			out[i].Pool = pool
 		}
 	}

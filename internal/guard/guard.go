@@ -14,17 +14,10 @@ import (
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/gate"
-)
-
-// Libvirt type tokens the guard compares.
-const (
-	TypeDomain  = gate.TypeLibvirtDomain
-	TypeVolume  = gate.TypeLibvirtVolume
-	TypeNetwork = gate.TypeLibvirtNetwork
-	TypePool    = gate.TypeLibvirtPool
 )
 
 // Object is one named object on a libvirt host.
@@ -71,7 +64,7 @@ type Declared struct {
 // liveKey keys live and declared objects alike: volumes by pool and name
 // (two pools may hold volumes of one name), everything else by name.
 func liveKey(typ, pool, name string) string {
-	if typ == TypeVolume {
+	if typ == gate.TypeLibvirtVolume {
 		return typ + "::" + pool + "::" + name
 	}
 	return typ + "::" + name
@@ -103,10 +96,10 @@ func Check(stack string, declared []Declared, inState func(typ, logical string) 
 			continue
 		}
 		f := Finding{Problem: fmt.Sprintf("%s %q (%s) exists on the host but not in the state of stack %q: an up would fail on it or create a duplicate", kind(d.Type), d.Name, d.Logical, stack)}
-		if d.Type == TypeDomain && o.Owner == "" {
+		if d.Type == gate.TypeLibvirtDomain && o.Owner == "" {
 			f.Problem += "; it carries no Milner owner tag (made before tags, or not by Milner): check `virsh dumpxml " + d.Name + "` is this cluster's machine before adopting it"
 		}
-		if d.Type == TypeDomain && d.Node != "" {
+		if d.Type == gate.TypeLibvirtDomain && d.Node != "" {
 			cmd := fmt.Sprintf("milner adopt --stack %s --node %s --id %s", stack, d.Node, o.ID)
 			if o.Stopped {
 				// A crash between define and start leaves the domain shut
@@ -179,12 +172,12 @@ func Adopt(stack string, declared []Declared, inState func(typ, logical string) 
 			continue
 		}
 		switch {
-		case d.Type == TypeDomain && o.Stopped:
+		case d.Type == gate.TypeLibvirtDomain && o.Stopped:
 			refused = append(refused, Finding{
 				Problem: fmt.Sprintf("domain %q is shut off; the config says running", d.Name),
 				Fix:     fmt.Sprintf("virsh start %s, then adopt again", d.Name),
 			})
-		case d.Type == TypeDomain:
+		case d.Type == gate.TypeLibvirtDomain:
 			a.Nodes[d.Node] = o.ID
 		default:
 			a.Objects[d.Logical] = o.ID
@@ -219,12 +212,12 @@ func withEmptyState(stack string, stateHasSubstrate bool, orphans []Finding, ado
 func foreignObject(stack string, d Declared, o Object) (Finding, bool) {
 	fix := "give this stack its own milner:cluster.name (every libvirt name derives from it); never adopt or import another stack's objects"
 	switch {
-	case d.Type == TypeDomain && o.Owner != "" && d.Owner != "" && o.Owner != d.Owner:
+	case d.Type == gate.TypeLibvirtDomain && o.Owner != "" && d.Owner != "" && o.Owner != d.Owner:
 		return Finding{
 			Problem: fmt.Sprintf("domain %q belongs to %s (its owner tag), not to stack %q (%s): both declare the same machine name", d.Name, o.Owner, stack, d.Owner),
 			Fix:     fix,
 		}, true
-	case d.Type == TypePool && o.Path != "" && d.Path != "" && o.Path != d.Path:
+	case d.Type == gate.TypeLibvirtPool && o.Path != "" && d.Path != "" && o.Path != d.Path:
 		return Finding{
 			Problem: fmt.Sprintf("pool %q exists on the host at %s, not at stack %q's %s: it is another pool of the same name", d.Name, o.Path, stack, d.Path),
 			Fix:     fix,
@@ -233,21 +226,9 @@ func foreignObject(stack string, d Declared, o Object) (Finding, bool) {
 	return Finding{}, false
 }
 
-// kind names a type token for messages.
-func kind(typ string) string {
-	switch typ {
-	case TypeDomain:
-		return "domain"
-	case TypeVolume:
-		return "volume"
-	case TypeNetwork:
-		return "network"
-	case TypePool:
-		return "pool"
-	default:
-		return typ
-	}
-}
+// kind names a type token for messages: its type's name in lower case
+// (domain, volume, network, pool).
+func kind(typ string) string { return strings.ToLower(tokens.Type(typ).Name().String()) }
 
 // ListLibvirt lists every domain, network, pool and volume on the libvirt
 // host at uri (e.g. qemu:///system), read-only.
@@ -269,7 +250,7 @@ func ListLibvirt(uri string) ([]Object, error) {
 	}
 	for _, d := range domains {
 		// libvirt gives an inactive domain the id -1.
-		o := Object{Type: TypeDomain, Name: d.Name, ID: uuid(d.UUID), Stopped: d.ID < 0}
+		o := Object{Type: gate.TypeLibvirtDomain, Name: d.Name, ID: uuid(d.UUID), Stopped: d.ID < 0}
 		if desc, err := l.DomainGetXMLDesc(d, 0); err == nil {
 			var x struct {
 				Description string `xml:"description"`
@@ -285,14 +266,14 @@ func ListLibvirt(uri string) ([]Object, error) {
 		return nil, fmt.Errorf("%s: list networks: %w", uri, err)
 	}
 	for _, n := range nets {
-		out = append(out, Object{Type: TypeNetwork, Name: n.Name, ID: uuid(n.UUID)})
+		out = append(out, Object{Type: gate.TypeLibvirtNetwork, Name: n.Name, ID: uuid(n.UUID)})
 	}
 	pools, _, err := l.ConnectListAllStoragePools(1, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: list pools: %w", uri, err)
 	}
 	for _, p := range pools {
-		o := Object{Type: TypePool, Name: p.Name, ID: uuid(p.UUID)}
+		o := Object{Type: gate.TypeLibvirtPool, Name: p.Name, ID: uuid(p.UUID)}
 		if desc, err := l.StoragePoolGetXMLDesc(p, 0); err == nil {
 			var x struct {
 				Path string `xml:"target>path"`
@@ -308,7 +289,7 @@ func ListLibvirt(uri string) ([]Object, error) {
 			continue
 		}
 		for _, v := range vols {
-			out = append(out, Object{Type: TypeVolume, Name: v.Name, ID: v.Key, Pool: p.Name})
+			out = append(out, Object{Type: gate.TypeLibvirtVolume, Name: v.Name, ID: v.Key, Pool: p.Name})
 		}
 	}
 	return out, nil

@@ -42,11 +42,11 @@ func TestDeclaredLibvirtNamesComeFromTheProgram(t *testing.T) {
 	require.Len(t, d, 12) // pool, network, boot, 3 x (os, data, domain)
 	i := slices.IndexFunc(d, func(x Declared) bool { return x.Logical == "milner-dev-cp-2" })
 	require.GreaterOrEqual(t, i, 0)
-	assert.Equal(t, Declared{Type: TypeDomain, Logical: "milner-dev-cp-2", Name: "milner-dev-cp-2", Node: "cp-2", Owner: "milner/dev"}, d[i])
+	assert.Equal(t, Declared{Type: gate.TypeLibvirtDomain, Logical: "milner-dev-cp-2", Name: "milner-dev-cp-2", Node: "cp-2", Owner: "milner/dev"}, d[i])
 	i = slices.IndexFunc(d, func(x Declared) bool { return x.Logical == "milner-dev-cp-1-data" })
 	assert.Equal(t, "milner-dev-cp-1-data.qcow2", d[i].Name)
 	assert.Equal(t, "milner-dev", d[i].Pool, "a volume is matched in its pool")
-	i = slices.IndexFunc(d, func(x Declared) bool { return x.Type == TypePool })
+	i = slices.IndexFunc(d, func(x Declared) bool { return x.Type == gate.TypeLibvirtPool })
 	assert.Equal(t, "/var/lib/libvirt/images/milner-dev", d[i].Path)
 }
 
@@ -63,7 +63,7 @@ func TestCheck(t *testing.T) {
 		all = append(all, d.Type+"::"+d.Logical)
 		live = append(live, Object{Type: d.Type, Name: d.Name, ID: "id-of-" + d.Name, Pool: d.Pool, Path: d.Path, Owner: d.Owner})
 	}
-	withoutCP2 := slices.DeleteFunc(slices.Clone(all), func(s string) bool { return s == TypeDomain+"::milner-dev-cp-2" })
+	withoutCP2 := slices.DeleteFunc(slices.Clone(all), func(s string) bool { return s == gate.TypeLibvirtDomain+"::milner-dev-cp-2" })
 	liveWithoutCP3 := slices.DeleteFunc(slices.Clone(live), func(o Object) bool { return o.Name == "milner-dev-cp-3" })
 
 	for _, tc := range []struct {
@@ -75,7 +75,7 @@ func TestCheck(t *testing.T) {
 		{"converged", state(all...), live, nil},
 		{"clean install: nothing live, nothing in state", state(), nil, nil},
 		{"partly created: a domain not yet created is fine", state(all...), liveWithoutCP3, nil},
-		{"unrelated live objects are ignored", state(all...), append(slices.Clone(live), Object{Type: TypeDomain, Name: "someone-else"}), nil},
+		{"unrelated live objects are ignored", state(all...), append(slices.Clone(live), Object{Type: gate.TypeLibvirtDomain, Name: "someone-else"}), nil},
 		{"orphan domain", state(withoutCP2...), live, []string{
 			`domain "milner-dev-cp-2" (milner-dev-cp-2) exists on the host but not in the state of stack "dev"`,
 		}},
@@ -99,8 +99,8 @@ func TestCheck(t *testing.T) {
 
 func TestOrphanDomainFixIsTheExactAdoptCommand(t *testing.T) {
 	declared := devDeclared(t)
-	live := []Object{{Type: TypeDomain, Name: "milner-dev-cp-2", ID: "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69"}}
-	got := Check("dev", declared, state(TypePool+"::milner-dev-pool"), live)
+	live := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-2", ID: "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69"}}
+	got := Check("dev", declared, state(gate.TypeLibvirtPool+"::milner-dev-pool"), live)
 	require.Len(t, got, 1)
 	assert.Equal(t, "milner adopt --stack dev --node cp-2 --id 0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69", got[0].Fix)
 }
@@ -110,19 +110,19 @@ func TestAdoptedDomainIsNotAnOrphan(t *testing.T) {
 	require.NoError(t, err)
 	cfg["milner:nodes"] = strings.Replace(cfg["milner:nodes"], `"name":"cp-2"`, `"adoptId":"0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69","name":"cp-2"`, 1)
 	declared := declaredBy(t, cfg)
-	inState := state(TypePool + "::milner-dev-pool")
+	inState := state(gate.TypeLibvirtPool + "::milner-dev-pool")
 
-	adopted := []Object{{Type: TypeDomain, Name: "milner-dev-cp-2", ID: "0F4A6C1E-8D2B-4A57-9A0E-2F1D3C4B5A69"}}
+	adopted := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-2", ID: "0F4A6C1E-8D2B-4A57-9A0E-2F1D3C4B5A69"}}
 	assert.Empty(t, Check("dev", declared, inState, adopted), "the domain adoptId names is the one the up imports")
 
-	other := []Object{{Type: TypeDomain, Name: "milner-dev-cp-2", ID: "11111111-2222-3333-4444-555555555555"}}
+	other := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-2", ID: "11111111-2222-3333-4444-555555555555"}}
 	assert.Len(t, Check("dev", declared, inState, other), 1, "a domain of that name with another UUID is still an orphan")
 }
 
 func TestStoppedOrphanIsStartedBeforeAdoption(t *testing.T) {
 	declared := devDeclared(t)
-	live := []Object{{Type: TypeDomain, Name: "milner-dev-cp-3", ID: "u3", Stopped: true}}
-	got := Check("dev", declared, state(TypePool+"::milner-dev-pool"), live)
+	live := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-3", ID: "u3", Stopped: true}}
+	got := Check("dev", declared, state(gate.TypeLibvirtPool+"::milner-dev-pool"), live)
 	require.Len(t, got, 1)
 	assert.Equal(t, "virsh start milner-dev-cp-3 && milner adopt --stack dev --node cp-3 --id u3", got[0].Fix)
 }
@@ -130,8 +130,8 @@ func TestStoppedOrphanIsStartedBeforeAdoption(t *testing.T) {
 func TestEmptyStateFixNamesRestoreAndAdopt(t *testing.T) {
 	declared := devDeclared(t)
 	live := []Object{
-		{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1"},
-		{Type: TypeVolume, Name: "milner-dev-cp-1-data.qcow2", ID: "/pool/milner-dev-cp-1-data.qcow2", Pool: "milner-dev"},
+		{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-1", ID: "u1"},
+		{Type: gate.TypeLibvirtVolume, Name: "milner-dev-cp-1-data.qcow2", ID: "/pool/milner-dev-cp-1-data.qcow2", Pool: "milner-dev"},
 	}
 	got := Check("dev", declared, state(), live)
 	require.Len(t, got, 3)
@@ -156,11 +156,11 @@ func TestUUIDFormat(t *testing.T) {
 // another pool is not this stack's at all.
 func TestAnotherStacksObjectsAreNeverOfferedForAdoption(t *testing.T) {
 	declared := devDeclared(t)
-	inState := state(TypeNetwork + "::milner-dev-net")
+	inState := state(gate.TypeLibvirtNetwork + "::milner-dev-net")
 	live := []Object{
-		{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/staging"},
-		{Type: TypePool, Name: "milner-dev", ID: "p1", Path: "/srv/other"},
-		{Type: TypeVolume, Name: "milner-dev-cp-1-os.qcow2", ID: "/srv/x/milner-dev-cp-1-os.qcow2", Pool: "default"},
+		{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/staging"},
+		{Type: gate.TypeLibvirtPool, Name: "milner-dev", ID: "p1", Path: "/srv/other"},
+		{Type: gate.TypeLibvirtVolume, Name: "milner-dev-cp-1-os.qcow2", ID: "/srv/x/milner-dev-cp-1-os.qcow2", Pool: "default"},
 	}
 	got := Check("dev", declared, inState, live)
 	require.Len(t, got, 2, "%v", got)
@@ -173,13 +173,13 @@ func TestAnotherStacksObjectsAreNeverOfferedForAdoption(t *testing.T) {
 		assert.Contains(t, f.Fix, "own milner:cluster.name")
 	}
 
-	own := []Object{{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/dev"}}
+	own := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/dev"}}
 	got = Check("dev", declared, inState, own)
 	require.Len(t, got, 1)
 	assert.Equal(t, "milner adopt --stack dev --node cp-1 --id u1", got[0].Fix, "a domain tagged for this stack is offered for adoption")
 	assert.NotContains(t, got[0].Problem, "no Milner owner tag")
 
-	untagged := []Object{{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1"}}
+	untagged := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-1", ID: "u1"}}
 	got = Check("dev", declared, inState, untagged)
 	require.Len(t, got, 1)
 	assert.Contains(t, got[0].Problem, "carries no Milner owner tag")
@@ -192,15 +192,15 @@ func TestAnotherStacksObjectsAreNeverOfferedForAdoption(t *testing.T) {
 func TestAdoptTakesEveryLiveObjectButNoOneElses(t *testing.T) {
 	declared := devDeclared(t)
 	live := []Object{
-		{Type: TypeDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/dev"},
-		{Type: TypeDomain, Name: "milner-dev-cp-2", ID: "u2", Stopped: true},
-		{Type: TypeDomain, Name: "milner-dev-cp-3", ID: "u3", Owner: "milner/staging"},
-		{Type: TypeVolume, Name: "milner-dev-cp-1-data.qcow2", ID: "/pool/milner-dev-cp-1-data.qcow2", Pool: "milner-dev"},
-		{Type: TypeVolume, Name: "milner-dev-cp-1-os.qcow2", ID: "/other/milner-dev-cp-1-os.qcow2", Pool: "default"},
-		{Type: TypeNetwork, Name: "milner-dev", ID: "n1"},
-		{Type: TypePool, Name: "milner-dev", ID: "p1"},
+		{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/dev"},
+		{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-2", ID: "u2", Stopped: true},
+		{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-3", ID: "u3", Owner: "milner/staging"},
+		{Type: gate.TypeLibvirtVolume, Name: "milner-dev-cp-1-data.qcow2", ID: "/pool/milner-dev-cp-1-data.qcow2", Pool: "milner-dev"},
+		{Type: gate.TypeLibvirtVolume, Name: "milner-dev-cp-1-os.qcow2", ID: "/other/milner-dev-cp-1-os.qcow2", Pool: "default"},
+		{Type: gate.TypeLibvirtNetwork, Name: "milner-dev", ID: "n1"},
+		{Type: gate.TypeLibvirtPool, Name: "milner-dev", ID: "p1"},
 	}
-	a, refused := Adopt("dev", declared, state(TypeNetwork+"::milner-dev-net"), live)
+	a, refused := Adopt("dev", declared, state(gate.TypeLibvirtNetwork+"::milner-dev-net"), live)
 	assert.Equal(t, map[string]string{"cp-1": "u1"}, a.Nodes)
 	assert.Equal(t, map[string]string{"milner-dev-pool": "p1", "milner-dev-cp-1-data": "/pool/milner-dev-cp-1-data.qcow2"}, a.Objects,
 		"the network is in state; a volume of that name in another pool is not this stack's")
@@ -214,21 +214,21 @@ func TestAdoptTakesEveryLiveObjectButNoOneElses(t *testing.T) {
 // equal ids, an absent live object and an object absent from state are not.
 func TestStaleIdentityIsRefused(t *testing.T) {
 	declared := []Declared{
-		{Type: TypeDomain, Logical: "c-cp-1", Name: "c-cp-1", Node: "cp-1"},
-		{Type: TypeDomain, Logical: "c-w-1", Name: "c-w-1", Node: "w-1"},
-		{Type: TypeVolume, Logical: "c-cp-1-data", Name: "c-cp-1-data.qcow2", Pool: "c"},
-		{Type: TypeDomain, Logical: "c-w-2", Name: "c-w-2", Node: "w-2"},
+		{Type: gate.TypeLibvirtDomain, Logical: "c-cp-1", Name: "c-cp-1", Node: "cp-1"},
+		{Type: gate.TypeLibvirtDomain, Logical: "c-w-1", Name: "c-w-1", Node: "w-1"},
+		{Type: gate.TypeLibvirtVolume, Logical: "c-cp-1-data", Name: "c-cp-1-data.qcow2", Pool: "c"},
+		{Type: gate.TypeLibvirtDomain, Logical: "c-w-2", Name: "c-w-2", Node: "w-2"},
 	}
 	state := map[string]string{
-		TypeDomain + "c-cp-1":      "11111111-1111-1111-1111-111111111111",
-		TypeDomain + "c-w-1":       "22222222-2222-2222-2222-222222222222",
-		TypeVolume + "c-cp-1-data": "/p/c-cp-1-data.qcow2",
+		gate.TypeLibvirtDomain + "c-cp-1":      "11111111-1111-1111-1111-111111111111",
+		gate.TypeLibvirtDomain + "c-w-1":       "22222222-2222-2222-2222-222222222222",
+		gate.TypeLibvirtVolume + "c-cp-1-data": "/p/c-cp-1-data.qcow2",
 	}
 	live := []Object{
-		{Type: TypeDomain, Name: "c-cp-1", ID: "99999999-9999-9999-9999-999999999999"},
-		{Type: TypeDomain, Name: "c-w-1", ID: "22222222-2222-2222-2222-222222222222"},
-		{Type: TypeVolume, Name: "c-cp-1-data.qcow2", Pool: "c", ID: "/p/c-cp-1-data.qcow2.new"},
-		{Type: TypeDomain, Name: "c-w-2", ID: "33333333-3333-3333-3333-333333333333"},
+		{Type: gate.TypeLibvirtDomain, Name: "c-cp-1", ID: "99999999-9999-9999-9999-999999999999"},
+		{Type: gate.TypeLibvirtDomain, Name: "c-w-1", ID: "22222222-2222-2222-2222-222222222222"},
+		{Type: gate.TypeLibvirtVolume, Name: "c-cp-1-data.qcow2", Pool: "c", ID: "/p/c-cp-1-data.qcow2.new"},
+		{Type: gate.TypeLibvirtDomain, Name: "c-w-2", ID: "33333333-3333-3333-3333-333333333333"},
 	}
 	got := Stale("dev", declared, func(typ, logical string) string { return state[typ+logical] }, live)
 	if len(got) != 2 {
@@ -244,8 +244,8 @@ func TestStaleIdentityIsRefused(t *testing.T) {
 // TestUnreadableStepIsAnError: a preview step the guard cannot read is an
 // error, never a skipped guard.
 func TestUnreadableStepIsAnError(t *testing.T) {
-	urn := "urn:pulumi:dev::milner::" + TypeDomain + "::milner-dev-cp-1"
-	_, err := DeclaredLibvirt([]gate.Step{{Op: apitype.OpCreate, URN: urn, Type: TypeDomain, Inputs: map[string]any{"name": 3.0}}}, "milner-dev")
+	urn := "urn:pulumi:dev::milner::" + gate.TypeLibvirtDomain + "::milner-dev-cp-1"
+	_, err := DeclaredLibvirt([]gate.Step{{Op: apitype.OpCreate, URN: urn, Type: gate.TypeLibvirtDomain, Inputs: map[string]any{"name": 3.0}}}, "milner-dev")
 	assert.ErrorContains(t, err, `input "name" is float64`)
 	vm := "urn:pulumi:prod::milner::" + gate.TypeProxmoxVM + "::milner-prod-cp-1"
 	_, err = DeclaredProxmox([]gate.Step{{Op: apitype.OpCreate, URN: vm, Type: gate.TypeProxmoxVM, Inputs: map[string]any{"name": "x", "nodeName": "pve-1", "vmId": "150"}}}, "milner-prod")
@@ -266,11 +266,11 @@ func TestDeclaredFromARealPreview(t *testing.T) {
 		d, err := DeclaredLibvirt(gate.StepsFromEvents(evs), "milner-gate")
 		require.NoError(t, err, capture)
 		require.Len(t, d, 6, capture) // pool, network, boot, os, data, domain
-		i := slices.IndexFunc(d, func(x Declared) bool { return x.Type == TypeDomain })
-		assert.Equal(t, Declared{Type: TypeDomain, Logical: "milner-gate-cp-1", Name: "milner-gate-cp-1", Node: "cp-1"}, d[i], capture)
-		i = slices.IndexFunc(d, func(x Declared) bool { return x.Type == TypePool })
+		i := slices.IndexFunc(d, func(x Declared) bool { return x.Type == gate.TypeLibvirtDomain })
+		assert.Equal(t, Declared{Type: gate.TypeLibvirtDomain, Logical: "milner-gate-cp-1", Name: "milner-gate-cp-1", Node: "cp-1"}, d[i], capture)
+		i = slices.IndexFunc(d, func(x Declared) bool { return x.Type == gate.TypeLibvirtPool })
 		assert.Equal(t, "/var/lib/milner/gate/pool", d[i].Path, capture)
 		i = slices.IndexFunc(d, func(x Declared) bool { return x.Logical == "milner-gate-cp-1-data" })
-		assert.Equal(t, Declared{Type: TypeVolume, Logical: "milner-gate-cp-1-data", Name: "milner-gate-cp-1-data.qcow2", Pool: "milner-gate"}, d[i], capture)
+		assert.Equal(t, Declared{Type: gate.TypeLibvirtVolume, Logical: "milner-gate-cp-1-data", Name: "milner-gate-cp-1-data.qcow2", Pool: "milner-gate"}, d[i], capture)
 	}
 }

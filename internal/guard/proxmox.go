@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -77,14 +78,7 @@ var diskKey = regexp.MustCompile(`^(virtio|scsi|sata|ide)\d+$`)
 
 // diskKeys are the PVE config keys of disks, in a stable order.
 func diskKeys(cfg map[string]any) []string {
-	var keys []string
-	for k := range cfg {
-		if diskKey.MatchString(k) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
+	return slices.DeleteFunc(slices.Sorted(maps.Keys(cfg)), func(k string) bool { return !diskKey.MatchString(k) })
 }
 
 // CheckProxmox compares the VMs the stack declares with its state (inState

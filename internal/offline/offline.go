@@ -7,10 +7,12 @@
 package offline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -19,10 +21,6 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/stacks/config"
 )
-
-// Project is the Pulumi project name of the program: the namespace of its
-// config keys.
-const Project = config.Namespace
 
 // Registration is one resource the program registered.
 type Registration struct {
@@ -81,7 +79,7 @@ func (r *Recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	reg := Registration{
 		Type:     args.TypeToken,
 		Name:     args.Name,
-		URN:      fmt.Sprintf("urn:pulumi:mock::%s::%s::%s", Project, args.TypeToken, args.Name),
+		URN:      fmt.Sprintf("urn:pulumi:mock::%s::%s::%s", config.Namespace, args.TypeToken, args.Name),
 		Custom:   args.Custom,
 		Provider: args.Provider,
 		Inputs:   args.Inputs,
@@ -125,12 +123,9 @@ func (r *Recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) 
 func (r *Recorder) Registrations() []Registration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	regs := append([]Registration(nil), r.regs...)
-	sort.Slice(regs, func(i, j int) bool {
-		if regs[i].Type != regs[j].Type {
-			return regs[i].Type < regs[j].Type
-		}
-		return regs[i].Name < regs[j].Name
+	regs := slices.Clone(r.regs)
+	slices.SortFunc(regs, func(a, b Registration) int {
+		return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Name, b.Name))
 	})
 	return regs
 }
@@ -139,13 +134,21 @@ func (r *Recorder) Registrations() []Registration {
 func (r *Recorder) Invokes() []Invoke {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Invoke(nil), r.invokes...)
+	return slices.Clone(r.invokes)
 }
 
 // ByType returns the registrations of one type token, sorted by name.
-func (r *Recorder) ByType(token string) []Registration {
+func (r *Recorder) ByType(token string) []Registration { return OfType(r.Registrations(), token) }
+
+// ByName returns the registration of one type and logical name.
+func (r *Recorder) ByName(token, name string) (Registration, bool) {
+	return Find(r.Registrations(), token, name)
+}
+
+// OfType returns the registrations of one type token, in order.
+func OfType(regs []Registration, token string) []Registration {
 	var out []Registration
-	for _, reg := range r.Registrations() {
+	for _, reg := range regs {
 		if reg.Type == token {
 			out = append(out, reg)
 		}
@@ -153,14 +156,13 @@ func (r *Recorder) ByType(token string) []Registration {
 	return out
 }
 
-// ByName returns the registration of one type and logical name.
-func (r *Recorder) ByName(token, name string) (Registration, bool) {
-	for _, reg := range r.ByType(token) {
-		if reg.Name == name {
-			return reg, true
-		}
+// Find returns the registration of one type token and logical name.
+func Find(regs []Registration, token, name string) (Registration, bool) {
+	i := slices.IndexFunc(regs, func(r Registration) bool { return r.Type == token && r.Name == name })
+	if i < 0 {
+		return Registration{}, false
 	}
-	return Registration{}, false
+	return regs[i], true
 }
 
 // Counts returns the number of registrations per type token.
@@ -185,12 +187,12 @@ func (r *Recorder) InvokesOf(token string) []Invoke {
 
 // Run runs program for stack with the given raw config (full keys, e.g.
 // milner:nodes) under a fresh Recorder. secretKeys marks keys as secret.
-func Run(program pulumi.RunFunc, stack string, config map[string]string, secretKeys ...string) (*Recorder, error) {
+func Run(program pulumi.RunFunc, stack string, raw map[string]string, secretKeys ...string) (*Recorder, error) {
 	rec := &Recorder{}
 	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
-		Project:          Project,
+		Project:          config.Namespace,
 		Stack:            stack,
-		Config:           config,
+		Config:           raw,
 		ConfigSecretKeys: secretKeys,
 		Mocks:            rec,
 	})

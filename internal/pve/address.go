@@ -25,21 +25,17 @@ func (c *Client) SSHAddress(ctx context.Context, node string) (string, error) {
 	if err := c.do(ctx, http.MethodGet, "nodes/"+url.PathEscape(node)+"/network", nil, &ifaces); err != nil {
 		return "", err
 	}
-	pick := func(ok func(a, g, a6, g6 *string) *string) string {
-		for _, i := range ifaces {
-			if a := ok(i.Address, i.Gateway, i.Address6, i.Gateway6); a != nil {
-				addr, _, _ := strings.Cut(*a, "/")
-				return addr
+	// The first interface of each kind, in the resolver's order of preference.
+	var picked [3]string
+	for _, i := range ifaces {
+		for k, a := range []*string{and(i.Address, i.Gateway), and(i.Address6, i.Gateway6), i.Address} {
+			if a != nil && picked[k] == "" {
+				picked[k], _, _ = strings.Cut(*a, "/")
 			}
 		}
-		return ""
 	}
-	for _, rule := range []func(a, g, a6, g6 *string) *string{
-		func(a, g, _, _ *string) *string { return and(a, g) },
-		func(_, _, a6, g6 *string) *string { return and(a6, g6) },
-		func(a, _, _, _ *string) *string { return a },
-	} {
-		if addr := pick(rule); addr != "" {
+	for _, addr := range picked {
+		if addr != "" {
 			return addr, nil
 		}
 	}

@@ -2,8 +2,8 @@ package pve
 
 import (
 	"fmt"
+	"path"
 	"slices"
-	"strings"
 )
 
 // Need is one privilege the Milner program needs on one ACL path, and why.
@@ -88,19 +88,10 @@ func Missing(perms map[string]map[string]int, needs []Need) []Need {
 
 // effective returns the privileges of the nearest listed ancestor of path
 // (path itself included).
-func effective(perms map[string]map[string]int, path string) map[string]int {
-	for p := path; ; {
-		if privs, ok := perms[p]; ok {
+func effective(perms map[string]map[string]int, p string) map[string]int {
+	for ; ; p = path.Dir(p) {
+		if privs, ok := perms[p]; ok || p == "/" || p == "." {
 			return privs
-		}
-		if p == "/" {
-			return nil
-		}
-		i := strings.LastIndex(p, "/")
-		if i <= 0 {
-			p = "/"
-		} else {
-			p = p[:i]
 		}
 	}
 }

@@ -97,8 +97,6 @@ func (c *Client) do(ctx context.Context, method, path string, form url.Values, o
 
 // VM is one guest of GET /cluster/resources?type=vm.
 type VM struct {
-	// ID is "qemu/<vmid>" or "lxc/<vmid>".
-	ID string `json:"id"`
 	// Type is "qemu" or "lxc".
 	Type string `json:"type"`
 	// VMID is the guest's id.
@@ -109,8 +107,6 @@ type VM struct {
 	Node string `json:"node"`
 	// Status is "running", "stopped", ...
 	Status string `json:"status"`
-	// Template is 1 for templates.
-	Template int `json:"template"`
 }
 
 // VMs lists every guest of the cluster, on every host.

@@ -1,7 +1,6 @@
 package stackfile
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -43,12 +42,6 @@ func Plain(m config.Map) (raw map[string]string, secure []string, err error) {
 	return raw, secure, nil
 }
 
-// ReadConfig reads a stack file's plain config as raw values (see Plain).
-func ReadConfig(project, path string) (map[string]string, error) {
-	raw, _, err := Read(project, path)
-	return raw, err
-}
-
 // Read reads a stack file's plain config as raw values and the keys of
 // its encrypted values (see Plain).
 func Read(project, path string) (raw map[string]string, secure []string, err error) {
@@ -57,14 +50,4 @@ func Read(project, path string) (raw map[string]string, secure []string, err err
 		return nil, nil, err
 	}
 	return Plain(ps.Config)
-}
-
-// RawValue is one config value as the engine passes it to a program: a
-// string as it is, anything else as JSON.
-func RawValue(v any) (string, error) {
-	if s, ok := v.(string); ok {
-		return s, nil
-	}
-	b, err := json.Marshal(v)
-	return string(b), err
 }

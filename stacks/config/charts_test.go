@@ -22,7 +22,7 @@ func committedCharts(t *testing.T) map[string]ChartConfig {
 	require.NotEmpty(t, files)
 	out := map[string]ChartConfig{"DefaultStorageChart": DefaultStorageChart}
 	for _, f := range files {
-		raw, err := stackfile.ReadConfig(Namespace, f)
+		raw, _, err := stackfile.Read(Namespace, f)
 		require.NoError(t, err)
 		if s, ok := raw["milner:storage"]; ok {
 			var storage StorageConfig

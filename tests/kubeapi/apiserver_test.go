@@ -13,19 +13,13 @@ package kubeapi
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +28,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/milner/milner/internal/testpki"
 )
 
 // repo is the repository root.
@@ -341,7 +337,7 @@ type pki struct {
 	caCert, serverCert, serverKey, adminCert, adminKey, saKey string
 }
 
-// newPKI writes a self-signed CA, a serving certificate for loopback and the
+// newPKI writes a CA, a serving certificate for loopback and the
 // in-cluster names, an admin client certificate (group system:masters, which
 // RBAC grants everything) and the service-account signing key into dir.
 func newPKI(t *testing.T, dir string) pki {
@@ -352,66 +348,17 @@ func newPKI(t *testing.T, dir string) pki {
 		adminKey: filepath.Join(dir, "admin.key"), saKey: filepath.Join(dir, "sa.key"),
 	}
 	now := time.Now()
-	caKey := newKey(t)
-	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "milner-kubeapi-test-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, p.caCert, "CERTIFICATE", caDER)
-	ca, err = x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	issue := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, certPath, keyPath string, dns []string, ips []net.IP) {
-		key := newKey(t)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: subject, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: dns, IPAddresses: ips,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
+	ca := testpki.NewCA(now.Add(-time.Hour), now.Add(24*time.Hour))
+	server := ca.Server([]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		"kubernetes.default.svc.cluster.local", "127.0.0.1", "10.96.0.1"}, now.Add(-time.Hour), now.Add(24*time.Hour))
+	admin := ca.Client("milner-admin", "system:masters")
+	for path, pem := range map[string]string{p.caCert: server.CA, p.serverCert: server.Cert, p.serverKey: server.Key,
+		p.adminCert: admin.Cert, p.adminKey: admin.Key, p.saKey: testpki.Key()} {
+		if err := os.WriteFile(path, []byte(pem), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		writePEM(t, certPath, "CERTIFICATE", der)
-		writeKey(t, keyPath, key)
 	}
-	issue(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth, p.serverCert, p.serverKey,
-		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)})
-	issue(3, pkix.Name{CommonName: "milner-admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth,
-		p.adminCert, p.adminKey, nil, nil)
-	writeKey(t, p.saKey, newKey(t))
 	return p
-}
-
-func newKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func writeKey(t *testing.T, path string, k *ecdsa.PrivateKey) {
-	t.Helper()
-	der, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, path, "EC PRIVATE KEY", der)
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func readFile(t *testing.T, path string) []byte {

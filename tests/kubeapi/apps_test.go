@@ -451,7 +451,7 @@ func TestAppsOnRealAPI(t *testing.T) {
 	}
 	s.remove("beta")
 	r = s.preview("remove retained")
-	if refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil); len(refusals) > 0 {
+	if refusals := gate.Check(gate.NewReport(gate.StepsFromEvents(r.Events), "kubeapi-it"), nil, nil); len(refusals) > 0 {
 		t.Fatalf("remove retained: want no refusal, got %v", refusals)
 	}
 	if code, out := s.milner("up", "--yes"); code != 0 {

@@ -25,6 +25,7 @@ require (
 	github.com/mdlayher/genetlink v1.3.2 // indirect
 	github.com/mdlayher/netlink v1.7.2 // indirect
 	github.com/mdlayher/socket v0.5.1 // indirect
+	github.com/milner/milner/tools/talos-validate/wire v0.0.0 // indirect
 	github.com/opencontainers/runtime-spec v1.2.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20241121165744-79df5c4772f2 // indirect
@@ -54,3 +55,5 @@ require (
 )
 
 replace github.com/milner/milner/tools/talos-validate => ../talos-validate
+
+replace github.com/milner/milner/tools/talos-validate/wire => ../talos-validate/wire

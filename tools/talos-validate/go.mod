@@ -53,3 +53,7 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+require github.com/milner/milner/tools/talos-validate/wire v0.0.0
+
+replace github.com/milner/milner/tools/talos-validate/wire => ./wire

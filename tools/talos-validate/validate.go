@@ -34,31 +34,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/gendata"
-)
 
-// Node is one node's config, in and out.
-type Node struct {
-	// Name is the node's name.
-	Name string `json:"name"`
-	// ClusterName, Endpoint, KubernetesVersion, Contract (the generator's
-	// talos_version), MachineType and Patches are generate's input.
-	ClusterName       string   `json:"clusterName,omitempty"`
-	Endpoint          string   `json:"endpoint,omitempty"`
-	KubernetesVersion string   `json:"kubernetesVersion,omitempty"`
-	Contract          string   `json:"contract,omitempty"`
-	MachineType       string   `json:"machineType,omitempty"`
-	Patches           []string `json:"patches,omitempty"`
-	// Platform is metal (libvirt) or nocloud (Proxmox).
-	Platform string `json:"platform"`
-	// Config is generate's output and validate's input.
-	Config string `json:"config,omitempty"`
-	// Error says why no config could be generated or loaded.
-	Error string `json:"error,omitempty"`
-	// Refused is the validator's verdict on Config ("" when accepted).
-	Refused string `json:"refused,omitempty"`
-	// Warnings are the validator's warnings.
-	Warnings []string `json:"warnings,omitempty"`
-}
+	"github.com/milner/milner/tools/talos-validate/wire"
+)
 
 // Main runs the command with args (without the program name) and returns
 // its exit code: 0 when it could answer (the verdicts are in the output),
@@ -72,7 +50,7 @@ func Main(args []string, in io.Reader, out, errOut io.Writer) int {
 		_, _ = fmt.Fprintln(out, Version())
 		return 0
 	}
-	var nodes []Node
+	var nodes []wire.Node
 	if err := json.NewDecoder(in).Decode(&nodes); err != nil {
 		_, _ = fmt.Fprintf(errOut, "talos-validate: read nodes: %v\n", err)
 		return 1
@@ -120,7 +98,7 @@ var _ validation.RuntimeMode = mode("metal")
 
 // generateAll generates every node's config, one secrets bundle per
 // contract (one per cluster, as the provider's Secrets resource is).
-func generateAll(nodes []Node) {
+func generateAll(nodes []wire.Node) {
 	bundles := map[string]*secrets.Bundle{}
 	for i := range nodes {
 		n := &nodes[i]
@@ -139,7 +117,7 @@ func generateAll(nodes []Node) {
 	}
 }
 
-func generateOne(n *Node, bundles map[string]*secrets.Bundle) (config.Provider, error) {
+func generateOne(n *wire.Node, bundles map[string]*secrets.Bundle) (config.Provider, error) {
 	vc, err := config.ParseContractFromVersion(n.Contract)
 	if err != nil {
 		return nil, fmt.Errorf("contract %q: %w", n.Contract, err)
@@ -182,7 +160,7 @@ func generateOne(n *Node, bundles map[string]*secrets.Bundle) (config.Provider, 
 }
 
 // validateOne loads a config as a node does and validates it.
-func validateOne(n *Node) {
+func validateOne(n *wire.Node) {
 	if n.Config == "" {
 		n.Error = "no config"
 		return
@@ -196,7 +174,7 @@ func validateOne(n *Node) {
 }
 
 // verdict validates cfg for the node's platform.
-func verdict(n *Node, cfg config.Provider) {
+func verdict(n *wire.Node, cfg config.Provider) {
 	if n.Platform != "metal" && n.Platform != "nocloud" {
 		n.Error = fmt.Sprintf("unknown platform %q", n.Platform)
 		return

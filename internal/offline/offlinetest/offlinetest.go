@@ -5,6 +5,7 @@
 package offlinetest
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
@@ -12,13 +13,15 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/stackfile"
+	"github.com/milner/milner/stacks/config"
 )
 
-// ReadStackConfig reads the config block of a Pulumi.<stack>.yaml into raw
+// ReadStackConfig reads the plain config of a Pulumi.<stack>.yaml into raw
 // config values as the engine passes them to a program (see
-// stackfile.ReadConfig).
+// stackfile.Plain).
 func ReadStackConfig(path string) (map[string]string, error) {
-	return stackfile.ReadConfig(offline.Project, path)
+	raw, _, err := stackfile.Read(config.Namespace, path)
+	return raw, err
 }
 
 // RawConfig turns config objects, keyed as in a stack file's config block
@@ -27,11 +30,16 @@ func ReadStackConfig(path string) (map[string]string, error) {
 func RawConfig(c map[string]any) (map[string]string, error) {
 	out := make(map[string]string, len(c))
 	for k, v := range c {
-		raw, err := stackfile.RawValue(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
+		// A string as it is, anything else as JSON.
+		raw, isString := v.(string)
+		if !isString {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			raw = string(b)
 		}
-		out[offline.Project+":"+k] = raw
+		out[config.Key(k)] = raw
 	}
 	return out, nil
 }
