@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -28,14 +26,10 @@ in .tools/bin (scripts/tools.sh talos-validate), one per version; a Talos
 minor without one fails, saying so.`,
 		Example: `  milner check --all
   milner check --stack prod --json`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := projectDir(cmd)
-			var files []string
-			switch {
-			case all && stack != "":
-				return usageError{errors.New("give --stack or --all, not both")}
-			case all:
+			files := []string{filepath.Join(dir, "Pulumi."+stack+".yaml")}
+			if all {
 				var err error
 				if files, err = docs.StackFiles(dir); err != nil {
 					return err
@@ -43,10 +37,6 @@ minor without one fails, saying so.`,
 				if len(files) == 0 {
 					return fmt.Errorf("no Pulumi.<stack>.yaml in %s", dir)
 				}
-			case stack != "":
-				files = []string{filepath.Join(dir, "Pulumi."+stack+".yaml")}
-			default:
-				return usageError{errors.New("--stack (or --all) is required")}
 			}
 			var failed []string
 			var figures []conformance.Figure
@@ -69,20 +59,18 @@ minor without one fails, saying so.`,
 					failed = append(failed, s.Name)
 				}
 			}
-			if asJSON {
-				if err := writeJSON(os.Stdout, figures); err != nil {
-					return err
-				}
-			}
+			var err error
 			if len(failed) > 0 {
-				return refused("layer rules fail on %s; fix the program or the stack config before any up", strings.Join(failed, ", "))
+				err = refused("layer rules fail on %s; fix the program or the stack config before any up", strings.Join(failed, ", "))
 			}
-			return nil
+			return emit(asJSON, figures, err)
 		},
 	}
 	cmd.Flags().StringVarP(&stack, "stack", "s", "", "stack to check; its config is Pulumi.<stack>.yaml")
 	cmd.Flags().BoolVar(&all, "all", false, "check every committed stack")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the figures as JSON")
+	cmd.MarkFlagsOneRequired("stack", "all")
+	cmd.MarkFlagsMutuallyExclusive("stack", "all")
 	_ = cmd.RegisterFlagCompletionFunc("stack", completeStacks)
 	return cmd
 }

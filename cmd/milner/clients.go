@@ -1,19 +1,18 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 
+	"github.com/milner/milner/internal/certs"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/milner/milner/internal/engine"
 )
 
 // clientConfig is one kind of client config a stack outputs: the admin
@@ -32,10 +31,13 @@ type clientConfig struct {
 	remove func(path, cluster string) error
 	// tool is the client that reads it, for the help text.
 	tool string
+	// renew issues the config's client certificate anew from the stack's
+	// secrets bundle.
+	renew func(config string, bundle *secrets.Bundle) (string, error)
 }
 
 var kubeconfig = clientConfig{
-	output: "kubeconfig", env: "KUBECONFIG", home: ".kube/config", tool: "kubectl",
+	output: "kubeconfig", env: "KUBECONFIG", home: ".kube/config", tool: "kubectl", renew: certs.RenewKubeconfig,
 	merge: func(path, stack string) error {
 		from, err := clientcmd.Load([]byte(stack))
 		if err != nil {
@@ -80,7 +82,7 @@ func modifyKubeconfig(path string, edit func(*clientcmdapi.Config)) error {
 }
 
 var talosconfig = clientConfig{
-	output: "talosconfig", env: "TALOSCONFIG", home: ".talos/config", tool: "talosctl",
+	output: "talosconfig", env: "TALOSCONFIG", home: ".talos/config", tool: "talosctl", renew: certs.RenewTalosconfig,
 	merge: func(path, stack string) error {
 		from, err := clientconfig.FromString(stack)
 		if err != nil {
@@ -188,9 +190,9 @@ written 0600, and a symlink is refused. 'milner teardown' takes the
 cluster's entries out again. --renew first issues a new client certificate
 from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.output, c.output, c.tool, c.env, c.home),
 		Example: fmt.Sprintf("  milner %s --stack dev\n  milner %s --stack dev --stdout > /tmp/%s", c.output, c.output, c.output),
-		Args:    cobra.NoArgs,
-		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
-			outs, err := st.Outputs(ctx, true)
+		RunE: f.run(false, func(o *op) error {
+			st := o.st
+			outs, err := st.Outputs(o.ctx, true)
 			if err != nil {
 				return err
 			}
@@ -198,8 +200,13 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.ou
 			if !ok {
 				return fmt.Errorf("stack %q has no %s output yet: run `milner up --stack %s` through the Talos layer first", st.Name(), c.output, st.Name())
 			}
+			// A renewal issues a certificate now: no apply, the state keeps the old one.
 			if renew {
-				if raw, err = renewClient(ctx, st, c.output, raw); err != nil {
+				bundle, err := stackBundle(o)
+				if err != nil {
+					return fmt.Errorf("renew the %s client certificate: %w", c.output, err)
+				}
+				if raw, err = c.renew(raw, bundle); err != nil {
 					return err
 				}
 			}
@@ -215,7 +222,7 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.ou
 			return nil
 		}),
 	}
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	cmd.Flags().StringVar(&file, "file", "", fmt.Sprintf("the %s config to merge into (default $%s or ~/%s)", c.tool, c.env, c.home))
 	cmd.Flags().BoolVar(&stdout, "stdout", false, "print the config instead of merging it")
 	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new client certificate (one year) from the stack's secrets bundle first; no apply")

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -16,29 +16,31 @@ import (
 
 	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/stacks/config"
 )
 
 // stackFlags are the flags of every verb that opens a stack.
 type stackFlags struct {
 	stack string
 	json  bool
+	yes   bool
 	// program overrides stacks.Program (up sets per-run options on it).
 	program pulumi.RunFunc
 }
 
-// addStack declares --stack, completed from Pulumi.*.yaml; without it the
-// verb works on the current stack (currentStack).
-func (f *stackFlags) addStack(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.stack, "stack", "s", "", "stack name; its config is Pulumi.<stack>.yaml (default: the stack 'pulumi stack select' chose)")
-	_ = cmd.RegisterFlagCompletionFunc("stack", completeStacks)
-}
-
-// addExplicitStack declares --stack for a verb that destroys or overwrites
-// (teardown, state restore, secrets import, upgrade): it never falls back
-// to the current stack, so the stack it changes is always typed.
-func (f *stackFlags) addExplicitStack(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.stack, "stack", "s", "", "stack name; its config is Pulumi.<stack>.yaml (required: this verb destroys or overwrites)")
-	_ = cmd.MarkFlagRequired("stack")
+// addStack declares --stack, completed from Pulumi.*.yaml. Without it the
+// verb works on the current stack (name), unless explicit: a verb that
+// destroys or overwrites (teardown, state restore, secrets import,
+// upgrade) never falls back to it, so the stack it changes is always typed.
+func (f *stackFlags) addStack(cmd *cobra.Command, explicit bool) {
+	usage := "stack name; its config is Pulumi.<stack>.yaml (default: the stack 'pulumi stack select' chose)"
+	if explicit {
+		usage = "stack name; its config is Pulumi.<stack>.yaml (required: this verb destroys or overwrites)"
+	}
+	cmd.Flags().StringVarP(&f.stack, "stack", "s", "", usage)
+	if explicit {
+		_ = cmd.MarkFlagRequired("stack")
+	}
 	_ = cmd.RegisterFlagCompletionFunc("stack", completeStacks)
 }
 
@@ -60,13 +62,23 @@ func (f *stackFlags) name(cmd *cobra.Command) (string, error) {
 }
 
 // addYes declares -y/--yes, which skips the typed confirmation.
-func addYes(cmd *cobra.Command, yes *bool) {
-	cmd.Flags().BoolVarP(yes, "yes", "y", false, "skip the confirmation (typing the stack name); needed without a terminal")
+func (f *stackFlags) addYes(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "skip the confirmation (typing the stack name); needed without a terminal")
 }
 
 // addJSON declares --json.
 func (f *stackFlags) addJSON(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the result as JSON on stdout (Pulumi's progress goes to stderr)")
+}
+
+// emit prints v as JSON on stdout when asJSON (--json), then returns err.
+func emit(asJSON bool, v any, err error) error {
+	if asJSON {
+		if jerr := writeJSON(os.Stdout, v); jerr != nil {
+			return jerr
+		}
+	}
+	return err
 }
 
 // projectDir is the -C/--cwd of the command line.
@@ -75,23 +87,131 @@ func projectDir(cmd *cobra.Command) string {
 	return dir
 }
 
-// open opens the stack under the command's context, which the first
-// interrupt cancels (interrupt.go); the caller defers stop. With --json,
-// Pulumi's progress goes to stderr so that stdout is only the JSON.
-func (f *stackFlags) open(cmd *cobra.Command) (ctx context.Context, stop context.CancelFunc, st *engine.Stack, err error) {
-	if _, err := f.name(cmd); err != nil {
-		return nil, nil, nil, err
+// op is one verb's open stack. Its config is loaded once, through the
+// program's own loader (config.Load: strict decode, defaults, every
+// problem at once) with its secrets decrypted as the program sees them,
+// and its state's resources are read once, both on first use: a verb that
+// needs neither (state unlock) works on a stack whose config does not load.
+type op struct {
+	// ctx is the command's context, which the first interrupt cancels
+	// (interrupt.go).
+	ctx context.Context
+	st  *engine.Stack
+	f   *stackFlags
+	// args are the verb's arguments.
+	args []string
+	// out is where the verb's text and Pulumi's progress go: stderr under
+	// --json, so that stdout is only the JSON.
+	out io.Writer
+
+	cfg  *config.Config
+	raw  map[string]string // the stack file's plain config
+	res  []engine.Resource
+	read bool // res was read
+}
+
+// config is the stack's config.
+func (o *op) config() (*config.Config, error) {
+	if o.cfg != nil {
+		return o.cfg, nil
 	}
-	ctx, stop = context.WithCancel(cmd.Context())
-	var progress io.Writer = os.Stdout
-	if f.json {
-		progress = os.Stderr
+	raw, err := o.st.Config()
+	if err != nil {
+		return nil, err
 	}
-	o := engine.Options{Stack: f.stack, Dir: projectDir(cmd), Progress: progress, Program: f.program, Terminate: terminateOf(ctx), Command: cmd.CommandPath()}
-	if st, err = engine.Open(ctx, o); err != nil {
-		stop()
+	cfg, err := config.Load(stackSource{o.st, raw})
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: %w", o.st.Name(), err)
 	}
-	return ctx, stop, st, err
+	o.cfg, o.raw = cfg, raw
+	return cfg, nil
+}
+
+// resources are the resources in the stack's state when first asked.
+func (o *op) resources() ([]engine.Resource, error) {
+	if !o.read {
+		res, err := o.st.Resources(o.ctx)
+		if err != nil {
+			return nil, err
+		}
+		o.res, o.read = res, true
+	}
+	return o.res, nil
+}
+
+// find is the resource in state of type typ named name, or nil.
+func (o *op) find(typ, name string) (*engine.Resource, error) {
+	res, err := o.resources()
+	if err != nil {
+		return nil, err
+	}
+	if i := slices.IndexFunc(res, func(r engine.Resource) bool { return r.Type == typ && (name == "" || r.Name() == name) }); i >= 0 {
+		return &res[i], nil
+	}
+	return nil, nil
+}
+
+// confirm asks the user to type the stack name, unless --yes.
+func (o *op) confirm(question string) error {
+	if o.f.yes {
+		return nil
+	}
+	return confirm(o.ctx, os.Stdin, o.out, question, o.st.Name())
+}
+
+// stackSource serves a stack's raw config and its decrypted secrets to
+// config.Load, as the program would see them.
+type stackSource struct {
+	st  *engine.Stack
+	cfg map[string]string
+}
+
+func (s stackSource) GetConfig(key string) (string, bool) {
+	if v, ok := s.st.Secret(key); ok {
+		return v, true
+	}
+	v, ok := s.cfg[key]
+	return v, ok
+}
+
+func (s stackSource) IsConfigSecret(key string) bool {
+	_, ok := s.st.Secret(key)
+	return ok
+}
+
+func (s stackSource) RootDirectory() string { return s.st.Dir() }
+
+// run is the RunE of a verb on one stack: it opens the stack, under
+// Milner's own lock (engine.Stack.Lock) when locked, for an operation that
+// changes it, and runs do on it. Another milner holding the lock is a
+// refusal: nothing was changed, and the command says so at once instead
+// of waiting.
+func (f *stackFlags) run(locked bool, do func(*op) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		name, err := f.name(cmd)
+		if err != nil {
+			return err
+		}
+		o := &op{ctx: cmd.Context(), f: f, out: os.Stdout, args: args}
+		if f.json {
+			o.out = os.Stderr
+		}
+		opts := engine.Options{Stack: name, Dir: projectDir(cmd), Progress: o.out, Program: f.program, Terminate: terminateOf(o.ctx), Command: cmd.CommandPath()}
+		if o.st, err = engine.Open(o.ctx, opts); err != nil {
+			return err
+		}
+		if locked {
+			unlock, err := o.st.Lock(o.ctx)
+			if errors.Is(err, engine.ErrLocked) {
+				return refused("%v: another milner is changing this stack; nothing was changed, run it again when that one has finished", err)
+			}
+			if err != nil {
+				return err
+			}
+			defer unlock()
+		}
+		return do(o)
+	}
 }
 
 // writeJSON prints v as indented JSON.
@@ -99,6 +219,22 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// refuseList prints, when there are problems, the header (formatted with
+// their count) and each problem on stderr, and returns the refusal;
+// otherwise nil.
+func refuseList[T any](problems []T, header string, refusal string, a ...any) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	if header != "" {
+		fmt.Fprintf(os.Stderr, "milner: "+header+":\n", len(problems))
+	}
+	for _, p := range problems {
+		fmt.Fprintf(os.Stderr, "  - %v\n", p)
+	}
+	return refused(refusal, a...)
 }
 
 // completeStacks completes stack names from the Pulumi.<stack>.yaml files.
@@ -128,7 +264,7 @@ func completeNodes(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.Sh
 	for _, n := range s.Config.Nodes {
 		names = append(names, n.Name)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
@@ -159,41 +295,4 @@ func confirm(ctx context.Context, in *os.File, out io.Writer, question, stack st
 		}
 	}
 	return nil
-}
-
-// openLocked opens the stack and takes Milner's own lock on it
-// (engine.Stack.Lock), for an operation that changes it; stop also
-// releases the lock. Another milner holding it is a refusal: nothing was
-// changed, and the command says so at once instead of waiting.
-func (f *stackFlags) openLocked(cmd *cobra.Command) (ctx context.Context, stop context.CancelFunc, st *engine.Stack, err error) {
-	if ctx, stop, st, err = f.open(cmd); err != nil {
-		return nil, nil, nil, err
-	}
-	unlock, err := st.Lock(ctx)
-	if err != nil {
-		stop()
-		if errors.Is(err, engine.ErrLocked) {
-			err = refused("%v: another milner is changing this stack; nothing was changed, run it again when that one has finished", err)
-		}
-		return nil, nil, nil, err
-	}
-	cancel := stop
-	return ctx, func() { unlock(); cancel() }, st, nil
-}
-
-// run is the RunE of a verb on one stack: it opens the stack (under
-// Milner's stack lock when locked), runs do and closes the stack again.
-func (f *stackFlags) run(locked bool, do func(ctx context.Context, st *engine.Stack) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, _ []string) error {
-		open := f.open
-		if locked {
-			open = f.openLocked
-		}
-		ctx, stop, st, err := open(cmd)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		return do(ctx, st)
-	}
 }

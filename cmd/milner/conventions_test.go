@@ -96,6 +96,13 @@ func TestUsageByType(t *testing.T) {
 		{[]string{"vault", "status"}, exitUsage},                  // required persistent flags
 		{[]string{"preview", "--stack", "x", "--replace"}, exitUsage},
 		{[]string{"output", "a", "b"}, exitUsage},
+		// adopt takes one of --node with --id, --all, --bootstrap; check --stack or --all
+		{[]string{"adopt", "--stack", "x"}, exitUsage},
+		{[]string{"adopt", "--stack", "x", "--id", "1"}, exitUsage},
+		{[]string{"adopt", "--stack", "x", "--holder"}, exitUsage},
+		{[]string{"adopt", "--stack", "x", "--all", "--node", "cp-1", "--id", "1"}, exitUsage},
+		{[]string{"adopt", "--stack", "x", "--bootstrap", "--all"}, exitUsage},
+		{[]string{"check", "--stack", "x", "--all"}, exitUsage},
 	} {
 		assert.Equal(t, tc.want, run(tc.args), "%v", tc.args)
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -30,7 +32,7 @@ type gatedFlags struct {
 }
 
 func (f *gatedFlags) add(cmd *cobra.Command) {
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	f.addJSON(cmd)
 	cmd.Flags().StringArrayVar(&f.replace, "replace", nil, "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
 	_ = cmd.RegisterFlagCompletionFunc("replace", completeNodes)
@@ -61,8 +63,8 @@ type gated struct {
 // config, one preview with a plan, and the guards, the layer rules and the
 // interlocks judging that preview's steps. It prints the report (or keeps
 // it for --json) and returns the outcome and the plan.
-func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.Writer) (*gated, *engine.Plan, error) {
-	cfg, raw, err := loadStack(st)
+func previewGated(o *op, f *gatedFlags) (*gated, *engine.Plan, error) {
+	cfg, err := o.config()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -70,68 +72,83 @@ func previewGated(ctx context.Context, f *gatedFlags, st *engine.Stack, out io.W
 		fmt.Fprintf(os.Stderr, "milner: warning: %s\n", w)
 	}
 	if f.allowContract != nil {
-		if err := checkContract(ctx, st, cfg, *f.allowContract); err != nil {
+		if err := checkContract(o, *f.allowContract); err != nil {
 			return nil, nil, err
 		}
 	}
 	// The token's privileges are checked before the preview asks the API anything.
-	px, err := preflightProxmox(ctx, st, cfg)
+	px, err := preflightProxmox(o)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts, err := planOptions(ctx, f, st, cfg.Cluster.Name)
+	opts, err := planOptions(o, f)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, plan, err := st.PreviewPlan(ctx, opts)
+	res, plan, err := o.st.PreviewPlan(o.ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := guardSubstrate(ctx, st, cfg, px, res.Steps); err != nil {
+	if err := guardSubstrate(o, px, res.Steps); err != nil {
 		return nil, nil, err
 	}
-	g := &gated{Stack: st.Name(), Backend: st.Backend(), Report: gate.NewReport(res.Steps, cfg.Cluster.Name),
-		Mirrored: config.Mirrored(stackSource{st, raw})}
-	if g.Refusals, err = layerRefusals(ctx, f, st, cfg, res.Steps, g.Report, opts.Replace); err != nil {
+	g := &gated{Stack: o.st.Name(), Backend: o.st.Backend(), Report: gate.NewReport(res.Steps, cfg.Cluster.Name),
+		Mirrored: config.Mirrored(stackSource{o.st, o.raw})}
+	if g.Refusals, err = layerRefusals(o, f, res.Steps, g.Report, opts.Replace); err != nil {
 		return nil, nil, err
 	}
 	if err := verifyBootImage(cfg, g.Report); err != nil {
 		return nil, nil, err
 	}
-	versions := g.askVersions(ctx, f, st)
+	versions := g.askVersions(o, f)
 	if !f.json {
-		g.write(out, versions)
+		g.write(o.out, versions)
 	}
 	return g, plan, nil
 }
 
 // planOptions are the preview's: --refresh, the URNs of the VMs --replace
 // names, and with --os-disk that node's OS volume and config apply.
-func planOptions(ctx context.Context, f *gatedFlags, st *engine.Stack, cluster string) (engine.PlanOptions, error) {
+func planOptions(o *op, f *gatedFlags) (engine.PlanOptions, error) {
 	opts := engine.PlanOptions{Refresh: f.refresh}
-	if len(f.replace) == 0 {
-		return opts, nil
+	for _, n := range f.replace {
+		vm, err := o.nodeVM(n)
+		if err != nil {
+			return opts, err
+		}
+		if vm == nil {
+			return opts, refused("--replace %s: the state has no VM %q for that node; name a node of this stack (see docs/stacks.md)", n, o.cfg.Cluster.Name+"-"+n)
+		}
+		opts.Replace = append(opts.Replace, string(vm.URN))
 	}
-	resources, err := st.Resources(ctx)
+	targets, err := osDiskTargets(o, f)
+	opts.Replace = append(opts.Replace, targets...)
+	return opts, err
+}
+
+// nodeVM is the node's VM in state ("<cluster>-<node>"), or nil.
+func (o *op) nodeVM(node string) (*engine.Resource, error) {
+	res, err := o.resources()
 	if err != nil {
-		return opts, err
+		return nil, err
 	}
-	if opts.Replace, err = replaceTargets(resources, cluster, f.replace); err != nil {
-		return opts, err
+	for i, r := range res {
+		if gate.IsNodeVM(r.Type) && r.Name() == o.cfg.Cluster.Name+"-"+node {
+			return &res[i], nil
+		}
 	}
-	opts.Replace = append(opts.Replace, osDiskTargets(resources, cluster, f)...)
-	return opts, nil
+	return nil, nil
 }
 
 // layerRefusals are every rule the preview's steps break: the layer
 // rules, a second secrets bundle, a second bootstrap.
-func layerRefusals(ctx context.Context, f *gatedFlags, st *engine.Stack, cfg *config.Config, steps []gate.Step, report gate.Report, targets []string) ([]gate.Refusal, error) {
+func layerRefusals(o *op, f *gatedFlags, steps []gate.Step, report gate.Report, targets []string) ([]gate.Refusal, error) {
 	refusals := gate.Check(report, f.replace, targets)
-	bundle, err := secretsBundleRefusals(st, cfg, steps)
+	bundle, err := secretsBundleRefusals(o, steps)
 	if err != nil {
 		return nil, err
 	}
-	second, err := bootstrapRefusals(ctx, st, steps)
+	second, err := bootstrapRefusals(o, steps)
 	if err != nil {
 		return nil, err
 	}
@@ -141,13 +158,13 @@ func layerRefusals(ctx context.Context, f *gatedFlags, st *engine.Stack, cfg *co
 // askVersions asks the nodes their versions and sets the declared against
 // running view. Drift is never silent, and a Talos config change while
 // nodes lag is refused (upgrade.CheckUp).
-func (g *gated) askVersions(ctx context.Context, f *gatedFlags, st *engine.Stack) upgrade.Versions {
-	versions := askVersions(ctx, st, f.talosconfig)
+func (g *gated) askVersions(o *op, f *gatedFlags) upgrade.Versions {
+	versions := askVersions(o, f.talosconfig)
 	g.Lagging, g.VersionsNote = upgrade.Lagging(versions.Declared, versions.Rows), versions.Note
 	g.Versions = viewVersions(versions)
 	if err := upgrade.CheckUp(versions.Declared, versions.Rows, configUpdated(g.Report, f.replace)); err != nil {
 		g.Refusals = append(g.Refusals, gate.Refusal{Resource: "Talos machine configs", Reason: err.Error(),
-			Instead: fmt.Sprintf("milner upgrade --stack %s", st.Name())})
+			Instead: fmt.Sprintf("milner upgrade --stack %s", o.st.Name())})
 	}
 	return versions
 }
@@ -182,71 +199,35 @@ func (g *gated) verdict(f *gatedFlags) error {
 	return nil
 }
 
-// replaceTargets maps the nodes named with --replace to the URNs of their
-// VMs in state ("<cluster>-<node>"). A node that is not in state is a
-// refusal: there is nothing to replace.
-func replaceTargets(resources []engine.Resource, cluster string, nodes []string) ([]string, error) {
-	var urns []string
-	for _, n := range nodes {
-		want := cluster + "-" + n
-		found := ""
-		for _, r := range resources {
-			if gate.IsNodeVM(r.Type) && r.Name() == want {
-				found = string(r.URN)
-			}
-		}
-		if found == "" {
-			return nil, refused("--replace %s: the state has no VM %q for that node; name a node of this stack (see docs/stacks.md)", n, want)
-		}
-		urns = append(urns, found)
-	}
-	return urns, nil
-}
-
 // guardSubstrate refuses an up that would recreate or duplicate live
 // substrate objects the preview's steps declare: empty state while the
 // machines live, or orphans (a create whose name is already live). It reads
 // the libvirt host, or the Proxmox API through px, named by the config.
-func guardSubstrate(ctx context.Context, st *engine.Stack, cfg *config.Config, px *pve.Client, steps []gate.Step) error {
+func guardSubstrate(o *op, px *pve.Client, steps []gate.Step) error {
 	switch {
-	case !cfg.Declares(config.LayerSubstrate):
+	case !o.cfg.Declares(config.LayerSubstrate):
 		return nil // an existing cluster (startAt: apps) declares no machines
-	case cfg.Substrate.Kind == config.KindProxmox:
-		return guardProxmox(ctx, st, cfg, px, steps)
+	case o.cfg.Substrate.Kind == config.KindProxmox:
+		return guardProxmox(o, px, steps)
 	}
-	v, err := viewLibvirt(ctx, st, cfg, steps)
+	v, err := viewLibvirt(o, steps)
 	if err != nil {
 		return err
 	}
-	if err := refuseFindings(guard.Check(st.Name(), v.declared, v.inState, v.live), "live substrate objects"); err != nil {
+	return refuseGuard("live substrate objects", guard.Check(o.st.Name(), v.declared, v.inState, v.live),
+		guard.Stale(o.st.Name(), v.declared, v.stateID, v.live))
+}
+
+// refuseGuard prints the substrate guard's findings and refuses: first
+// the live objects (what) missing from the stack's state, then a state
+// older than the host by identity; nil when there are none.
+func refuseGuard(what string, missing, stale []guard.Finding) error {
+	if err := refuseList(missing, what+" are not in the stack's state; refused before touching anything (%d problems)",
+		"%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what); err != nil {
 		return err
 	}
-	return refuseStale(guard.Stale(st.Name(), v.declared, v.stateID, v.live))
-}
-
-// refuseStale prints the identity guard's findings and refuses.
-func refuseStale(findings []guard.Finding) error {
-	if len(findings) == 0 {
-		return nil
-	}
-	fmt.Fprintf(os.Stderr, "milner: the state does not match the host's objects by identity; refused before touching anything (%d problems):\n", len(findings))
-	for _, f := range findings {
-		fmt.Fprintf(os.Stderr, "  - %s\n", f)
-	}
-	return refused("the state is older than the host (see above); nothing was changed")
-}
-
-// refuseFindings prints the guard's findings and refuses, or returns nil
-// when there are none. what names the objects the state lacks.
-func refuseFindings(findings []guard.Finding, what string) error {
-	if len(findings) == 0 {
-		return nil
-	}
-	fmt.Fprintf(os.Stderr, "milner: %s are not in the stack's state; refused before touching anything (%d problems):\n", what, len(findings))
-	for _, f := range findings {
-		fmt.Fprintf(os.Stderr, "  - %s\n", f)
-	}
-	return refused("%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what)
+	return refuseList(stale, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
+		"the state is older than the host (see above); nothing was changed")
 }
 
 // libvirtView is what the libvirt guard and `milner adopt --all` compare:
@@ -258,25 +239,86 @@ type libvirtView struct {
 	live     []guard.Object
 }
 
-func viewLibvirt(ctx context.Context, st *engine.Stack, cfg *config.Config, steps []gate.Step) (*libvirtView, error) {
-	declared, err := guard.DeclaredLibvirt(steps, cfg.Cluster.Name)
+func viewLibvirt(o *op, steps []gate.Step) (*libvirtView, error) {
+	declared, err := guard.DeclaredLibvirt(steps, o.cfg.Cluster.Name)
 	if err != nil {
 		return nil, err
 	}
-	resources, err := st.Resources(ctx)
+	resources, err := o.resources()
 	if err != nil {
 		return nil, err
 	}
-	inState := map[string]bool{}
 	ids := map[string]string{}
 	for _, r := range resources {
-		inState[r.Type+"::"+r.Name()] = true
 		ids[r.Type+"::"+r.Name()] = r.ID
 	}
-	live, err := guard.ListLibvirt(cfg.Substrate.Libvirt.URI)
+	live, err := guard.ListLibvirt(o.cfg.Substrate.Libvirt.URI)
 	if err != nil {
 		return nil, err
 	}
-	return &libvirtView{declared, func(typ, logical string) bool { return inState[typ+"::"+logical] },
+	return &libvirtView{declared, func(typ, logical string) bool { _, ok := ids[typ+"::"+logical]; return ok },
 		func(typ, logical string) string { return ids[typ+"::"+logical] }, live}, nil
+}
+
+// verifyBootImage checks the boot image when the preview creates the boot
+// media (the only time libvirt reads the image: its source is ignored
+// afterwards): a local image against its pinned digest; a remote one with
+// a digest is downloaded into its verified local copy, which the program
+// names as the media's source (config.LibvirtConfig.BootSource). The
+// default factory image without a digest is downloaded by the provider,
+// unverified: config validation warns about it.
+func verifyBootImage(cfg *config.Config, report gate.Report) error {
+	lv := cfg.Substrate.Libvirt
+	if lv == nil || lv.BootImageSHA256 == "" {
+		return nil
+	}
+	if !slices.ContainsFunc(report.Delta(gate.Persistent).Creates, func(c gate.Change) bool {
+		return c.Type == gate.TypeLibvirtVolume && strings.HasSuffix(c.Name, config.BootSuffix)
+	}) {
+		return nil
+	}
+	url := lv.BootImage
+	if url == "" {
+		url = config.DefaultBootImage(cfg.Cluster.TalosVersion)
+	}
+	var err error
+	if strings.Contains(url, "://") {
+		err = guard.FetchBootImage(http.DefaultClient, url, lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256))
+	} else {
+		err = guard.VerifyBootImage(url, lv.BootImageSHA256)
+	}
+	if err != nil {
+		return refused("%v", err)
+	}
+	return nil
+}
+
+func previewCmd() *cobra.Command {
+	f := &gatedFlags{}
+	cmd := &cobra.Command{
+		Use:   "preview",
+		Short: "Show the delta `up` would apply, by layer, and what the layer rules refuse",
+		Long: `preview runs the program on the engine without changing anything and prints
+the delta grouped by layer (persistent substrate, node VMs, Talos, apps),
+the nodes whose Talos change may stage a reboot, each node's declared
+against running Talos and Kubernetes versions (asked through the Talos API
+with the state's talosconfig; one line when they cannot be asked), and
+every rule the delta breaks: exactly what 'milner up' would print before
+asking. A Talos config update while a node runs other versions than
+declared is refused: 'milner upgrade' moves versions.`,
+		Example: `  milner preview --stack dev
+  milner preview --stack dev --replace cp-2        # what replacing cp-2's VM would do
+  milner preview --stack prod --expect-no-changes  # CI drift check: exit 4 on any change
+  milner preview --stack dev --json | jq .report`,
+		RunE: f.run(false, func(o *op) error {
+			g, _, err := previewGated(o, f)
+			if err != nil {
+				return err
+			}
+			return emit(f.json, g, g.verdict(f))
+		}),
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&f.refresh, "refresh", false, "read every resource back from its provider first")
+	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -22,9 +23,7 @@ type interrupt struct {
 	ctx       context.Context
 	terminate chan struct{}
 	stop      func()
-
-	mu  sync.Mutex
-	got int
+	got       atomic.Int32 // signals received
 }
 
 // watchInterrupts starts the handling; stop ends it.
@@ -34,25 +33,18 @@ func watchInterrupts(parent context.Context, stderr io.Writer) *interrupt {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
-	var once sync.Once
-	in.stop = func() {
-		once.Do(func() {
-			signal.Stop(sigs)
-			close(done)
-			cancel()
-		})
-	}
+	in.stop = sync.OnceFunc(func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	})
 	go func() {
 		for {
 			select {
 			case <-done:
 				return
 			case sig := <-sigs:
-				in.mu.Lock()
-				in.got++
-				n := in.got
-				in.mu.Unlock()
-				switch n {
+				switch in.got.Add(1) {
 				case 1:
 					_, _ = fmt.Fprintf(stderr, "milner: %v: cancelling gracefully (the steps in flight finish, the state is saved, every lock is released); send it again to terminate\n", sig)
 					cancel()
@@ -67,14 +59,7 @@ func watchInterrupts(parent context.Context, stderr io.Writer) *interrupt {
 }
 
 // interrupted reports whether a signal was received.
-func (in *interrupt) interrupted() bool {
-	if in == nil {
-		return false
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.got > 0
-}
+func (in *interrupt) interrupted() bool { return in.got.Load() > 0 }
 
 // terminateOf is the channel closed on the second signal (nil outside run).
 func terminateOf(ctx context.Context) <-chan struct{} {

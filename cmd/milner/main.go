@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -103,9 +105,10 @@ func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 
 // typedUsage makes every command-line mistake cobra can find a usageError,
 // so run tells them by type: flag errors through the flag-error func,
-// positional arguments through each command's Args (a verb with
-// sub-verbs takes none: an unknown sub-verb is a usage error, not a help
-// page), and required flags checked before cobra's own untyped check.
+// positional arguments through each command's Args (none unless the
+// command says; a verb with sub-verbs takes none: an unknown sub-verb is a
+// usage error, not a help page), and required flags and flag groups
+// checked before cobra's own untyped check.
 func typedUsage(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
@@ -164,4 +167,34 @@ nothing is confirmed.
 	root.InitDefaultCompletionCmd()
 	typedUsage(root)
 	return root
+}
+
+// versionModules are the dependencies whose versions `milner version` shows.
+var versionModules = []string{
+	"github.com/pulumi/pulumi/pkg/v3",
+	"github.com/dmacvicar/terraform-provider-libvirt",
+	"github.com/pulumi/pulumi-libvirt/sdk",
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7",
+	"github.com/pulumiverse/pulumi-talos/sdk",
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4",
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print milner's version and the engine and SDK versions it links",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info, ok := debug.ReadBuildInfo()
+			if !ok {
+				return fmt.Errorf("no build information in this binary")
+			}
+			fmt.Printf("milner %s (%s)\n", info.Main.Version, info.GoVersion)
+			for _, d := range info.Deps {
+				if slices.Contains(versionModules, d.Path) {
+					fmt.Printf("  %s %s\n", d.Path, d.Version)
+				}
+			}
+			return nil
+		},
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -56,36 +55,35 @@ type replaceRun struct {
 // resource protected in state and program alike: pkg/v3
 // resource/deploy/step_generator.go, "new.Protect && old.Protect"). close
 // puts it back whatever happens.
-func prepareReplace(ctx context.Context, st *engine.Stack, f *gatedFlags) (*replaceRun, error) {
-	r := &replaceRun{st: st, nodes: f.replace}
-	if len(f.replace) == 0 {
-		if f.osDisk {
-			return nil, usageError{errors.New("--os-disk needs --replace <node>")}
-		}
+func prepareReplace(o *op, f *gatedFlags) (_ *replaceRun, err error) {
+	r := &replaceRun{st: o.st, nodes: f.replace}
+	switch {
+	case len(f.replace) == 0 && f.osDisk:
+		return nil, usageError{errors.New("--os-disk needs --replace <node>")}
+	case len(f.replace) == 0:
 		return r, nil
-	}
-	if f.osDisk && len(f.replace) != 1 {
+	case f.osDisk && len(f.replace) != 1:
 		return nil, usageError{fmt.Errorf("--os-disk recovers one node at a time (got --replace %v)", f.replace)}
 	}
-	cfg, _, err := loadStack(st)
+	cfg, err := o.config()
 	if err != nil {
 		return nil, err
 	}
-	resources, err := st.Resources(ctx)
+	resources, err := o.resources()
 	if err != nil {
 		return nil, err
 	}
 	if err := oneNodeAtATime(resources, f.replace); err != nil {
 		return nil, err
 	}
-	if r.apps, err = appsOf(ctx, st, cfg, false); err != nil {
+	if r.apps, err = appsOf(o, false); err != nil {
 		return nil, err
 	}
 	if f.osDisk && cfg.Substrate.Kind != config.KindLibvirt {
 		return nil, refused("--os-disk: a %s node's OS disk is a disk of its holder VM, not a volume of its own; follow docs/runbooks/lost-os-disk.md (Proxmox); nothing was changed", cfg.Substrate.Kind)
 	}
-	r.stopped = vmStopped(st, cfg, resources)
-	if err := r.connect(ctx, st, cfg, f.talosconfig, resources); err != nil {
+	r.stopped = vmStopped(o)
+	if err := r.connect(o, f.talosconfig); err != nil {
 		if f.osDisk {
 			return nil, refused("--os-disk: the Talos API is needed to remove the node's etcd member: %v; nothing was changed", err)
 		}
@@ -94,87 +92,84 @@ func prepareReplace(ctx context.Context, st *engine.Stack, f *gatedFlags) (*repl
 	if !f.osDisk {
 		return r, nil
 	}
-	if r.cluster != nil {
-		if r.removal, err = r.cluster.MemberRemovalFor(ctx, f.replace[0]); err != nil {
+	defer func() {
+		if err != nil {
 			r.close()
-			if errors.Is(err, upgrade.ErrUnsafeMemberRemoval) {
-				return nil, refused("--os-disk %s: %v", f.replace[0], err)
-			}
+		}
+	}()
+	if r.cluster != nil {
+		if r.removal, err = r.cluster.MemberRemovalFor(o.ctx, f.replace[0]); errors.Is(err, upgrade.ErrUnsafeMemberRemoval) {
+			return nil, refused("--os-disk %s: %v", f.replace[0], err)
+		} else if err != nil {
 			return nil, err
 		}
 	}
-	vol := cfg.Cluster.Name + "-" + f.replace[0] + config.OSSuffix
-	for _, res := range resources {
-		if res.Type == gate.TypeLibvirtVolume && res.Name() == vol {
-			r.osVolume = res.URN
-		}
-	}
-	if r.osVolume == "" {
-		r.close()
-		return nil, refused("--os-disk %s: the state has no OS volume %q; nothing was changed", f.replace[0], vol)
-	}
-	if err := st.Unprotect(ctx, []resource.URN{r.osVolume}); err != nil {
-		r.close()
+	vol, err := o.find(gate.TypeLibvirtVolume, osVolume(cfg, f.replace[0]))
+	if err != nil {
 		return nil, err
 	}
-	return r, nil
+	if vol == nil {
+		return nil, refused("--os-disk %s: the state has no OS volume %q; nothing was changed", f.replace[0], osVolume(cfg, f.replace[0]))
+	}
+	r.osVolume = vol.URN
+	return r, o.st.Unprotect(o.ctx, []resource.URN{r.osVolume})
+}
+
+// osVolume is the logical name of a libvirt node's OS volume.
+func osVolume(cfg *config.Config, node string) string {
+	return cfg.Cluster.Name + "-" + node + config.OSSuffix
 }
 
 // connect dials the nodes' Talos API with the talosconfig askVersions uses;
 // a stack whose state holds no Talos config yet has nothing to ask.
-func (r *replaceRun) connect(ctx context.Context, st *engine.Stack, cfg *config.Config, file string, resources []engine.Resource) error {
-	applied := false
-	for _, res := range resources {
-		applied = applied || res.Type == gate.TypeConfigApply
-	}
-	if !applied && file == "" {
-		fmt.Fprintln(os.Stderr, "milner up: no node holds a Talos config in the state: nothing to shut down before the replace")
+func (r *replaceRun) connect(o *op, file string) error {
+	tc, err := nodesTalosconfig(o, file)
+	if errors.Is(err, errNoTalosConfig) {
+		fmt.Fprintf(os.Stderr, "milner up: %v: nothing to shut down before the replace\n", err)
 		return nil
 	}
-	tc, err := versionsTalosconfig(ctx, st, file)
 	if err != nil {
 		return err
 	}
-	r.cluster, err = upgrade.Connect(ctx, tc, upgrade.FromConfig(cfg))
+	r.cluster, err = upgrade.Connect(o.ctx, tc, upgrade.FromConfig(o.cfg))
 	return err
 }
 
 // before runs once the gate passed and the delta is confirmed, right
 // before the engine applies it: each replaced node is shut down and its VM
 // waited for; with --os-disk, the node's etcd member is removed.
-func (r *replaceRun) before(ctx context.Context, out io.Writer) error {
+func (r *replaceRun) before(o *op) error {
 	if len(r.nodes) == 0 {
 		return nil
 	}
-	if err := r.appsBefore(ctx, out); err != nil {
+	if err := r.appsBefore(o); err != nil {
 		return err
 	}
 	if r.cluster == nil {
 		return nil
 	}
-	o := upgrade.DefaultOptions(out)
-	if err := r.cluster.ShutdownForReplace(ctx, r.nodes, r.stopped, stopTimeout, o); err != nil {
+	if err := r.cluster.ShutdownForReplace(o.ctx, r.nodes, r.stopped, stopTimeout, upgrade.DefaultOptions(o.out)); err != nil {
 		return err
 	}
-	return r.cluster.Remove(ctx, r.removal, out)
+	return r.cluster.Remove(o.ctx, r.removal, o.out)
 }
 
 // after runs once the engine applied the delta: with --os-disk, the wait
 // for the node to be an etcd member again.
 // Then the apps are waited for: the run ends only once they are Ready
 // again, so a next replace never starts on a sealed Vault.
-func (r *replaceRun) after(ctx context.Context, out io.Writer) error {
-	o := upgrade.DefaultOptions(out)
+func (r *replaceRun) after(o *op) error {
+	opts := upgrade.DefaultOptions(o.out)
 	if r.cluster != nil {
-		if err := r.cluster.WaitRejoined(ctx, r.removal, rejoinTimeout, o); err != nil {
+		if err := r.cluster.WaitRejoined(o.ctx, r.removal, rejoinTimeout, opts); err != nil {
 			return err
 		}
 	}
 	if r.apps == nil || len(r.nodes) == 0 {
 		return nil
 	}
-	fmt.Fprintf(out, "milner up: waiting up to %s for the apps to be Ready again\n", o.AppsTimeout)
-	if err := r.apps.Wait(ctx, o); err != nil {
+	_, _ = fmt.Fprintf(o.out, "milner up: waiting up to %s for the apps to be Ready again\n", opts.AppsTimeout)
+	if err := r.apps.Wait(o.ctx, opts); err != nil {
 		return fmt.Errorf("%s replaced, but %w: do not replace another node before they are", strings.Join(r.nodes, ", "), err)
 	}
 	return nil
@@ -185,17 +180,17 @@ func (r *replaceRun) after(ctx context.Context, out io.Writer) error {
 // and raft's quorum with it). The replaced node's own Pods are excused:
 // it may be dead. An API that cannot be asked (the recovery of a cluster
 // already down) is reported and the replace goes on.
-func (r *replaceRun) appsBefore(ctx context.Context, out io.Writer) error {
+func (r *replaceRun) appsBefore(o *op) error {
 	if r.apps == nil {
 		return nil
 	}
-	err := r.apps.ReadyBesides(ctx, r.nodes)
+	err := r.apps.ReadyBesides(o.ctx, r.nodes)
 	var notReady *upgrade.NotReadyError
 	switch {
 	case errors.As(err, &notReady):
 		return refused("--replace %s: %v; replacing now would take another peer down; nothing was changed", strings.Join(r.nodes, ", "), err)
 	case err != nil:
-		fmt.Fprintf(out, "milner up: the apps cannot be asked (%v): the replace goes on without the apps gate\n", err)
+		_, _ = fmt.Fprintf(o.out, "milner up: the apps cannot be asked (%v): the replace goes on without the apps gate\n", err)
 	}
 	return nil
 }
@@ -229,66 +224,56 @@ func (r *replaceRun) close() {
 // OS volume and its config apply, whose inputs a fresh disk leaves
 // unchanged (a replace makes the provider apply it again, in maintenance
 // mode: terraform-provider-talos talosClientOp dials insecurely first).
-func osDiskTargets(resources []engine.Resource, cluster string, f *gatedFlags) []string {
+func osDiskTargets(o *op, f *gatedFlags) ([]string, error) {
 	if !f.osDisk || len(f.replace) != 1 {
-		return nil
+		return nil, nil
 	}
 	var out []string
-	for _, res := range resources {
-		if (res.Type == gate.TypeLibvirtVolume && res.Name() == cluster+"-"+f.replace[0]+config.OSSuffix) ||
-			(res.Type == gate.TypeConfigApply && res.Name() == f.replace[0]+"-apply") {
-			out = append(out, string(res.URN))
+	for _, t := range [][2]string{{gate.TypeLibvirtVolume, osVolume(o.cfg, f.replace[0])}, {gate.TypeConfigApply, f.replace[0] + "-apply"}} {
+		r, err := o.find(t[0], t[1])
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, string(r.URN))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // vmStopped reports whether a node's VM (its id in state) has stopped: a
 // libvirt domain shut off, a Proxmox VM "stopped", or gone.
-func vmStopped(st *engine.Stack, cfg *config.Config, resources []engine.Resource) upgrade.StoppedFunc {
-	cluster, sub := cfg.Cluster.Name, cfg.Substrate
-	id := func(node string) string {
-		for _, res := range resources {
-			if gate.IsNodeVM(res.Type) && res.Name() == cluster+"-"+node {
-				return res.ID
-			}
-		}
-		return ""
-	}
+func vmStopped(o *op) upgrade.StoppedFunc {
+	sub := o.cfg.Substrate
 	var pc *pve.Client // dialled on first use
 	return func(ctx context.Context, node string) (bool, error) {
-		want := id(node)
+		vm, err := o.nodeVM(node)
+		if err != nil {
+			return false, err
+		}
+		if vm == nil {
+			return true, nil
+		}
 		switch sub.Kind {
 		case config.KindLibvirt:
 			live, err := guard.ListLibvirt(sub.Libvirt.URI)
 			if err != nil {
 				return false, err
 			}
-			for _, o := range live {
-				if o.Type == gate.TypeLibvirtDomain && o.ID == want {
-					return o.Stopped, nil
-				}
-			}
-			return true, nil
+			i := slices.IndexFunc(live, func(l guard.Object) bool { return l.Type == gate.TypeLibvirtDomain && l.ID == vm.ID })
+			return i < 0 || live[i].Stopped, nil
 		case config.KindProxmox:
 			if pc == nil {
-				c, err := proxmoxClient(st, cfg)
-				if err != nil || c == nil {
+				if pc, err = proxmoxClient(o); err != nil || pc == nil {
 					return false, err
 				}
-				pc = c
 			}
-			c := pc
-			vms, err := c.VMs(ctx)
+			vms, err := pc.VMs(ctx)
 			if err != nil {
 				return false, err
 			}
-			for _, vm := range vms {
-				if strconv.Itoa(vm.VMID) == want {
-					return vm.Status == "stopped", nil
-				}
-			}
-			return true, nil
+			i := slices.IndexFunc(vms, func(v pve.VM) bool { return strconv.Itoa(v.VMID) == vm.ID })
+			return i < 0 || vms[i].Status == "stopped", nil
 		}
 		return false, fmt.Errorf("substrate %q: cannot tell whether a VM stopped", sub.Kind)
 	}

@@ -2,18 +2,21 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/spf13/cobra"
 
+	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
+	"github.com/milner/milner/internal/secretgen"
 	"github.com/milner/milner/internal/secretsbundle"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -39,17 +42,8 @@ func secretsExportCmd() *cobra.Command {
 		Short: "Write the secrets bundle from state to an age-encrypted file (0600)",
 		Example: `  age-keygen -o ~/milner-dev.key
   milner secrets export --stack dev --out milner-dev-secrets.age --recipient age1...`,
-		Args: cobra.NoArgs,
-		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
-			_, outs, err := st.OutputsInClear(ctx, gate.TypeTalosSecrets)
-			if err != nil {
-				return err
-			}
-			ms, ok := outs["machineSecrets"].(map[string]any)
-			if !ok {
-				return fmt.Errorf("stack %q: the secrets bundle has no machineSecrets output", st.Name())
-			}
-			b, err := secretsbundle.FromState(ms)
+		RunE: f.run(false, func(o *op) error {
+			b, err := stackBundle(o)
 			if err != nil {
 				return err
 			}
@@ -64,11 +58,11 @@ func secretsExportCmd() *cobra.Command {
 			if err := engine.WritePrivateFile(out, sealed); err != nil {
 				return err
 			}
-			fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", st.Name(), len(recipients), out)
+			fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", o.st.Name(), len(recipients), out)
 			return nil
 		}),
 	}
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	cmd.Flags().StringVar(&out, "out", "", "the encrypted bundle file to write (required; never commit it)")
 	cmd.Flags().StringArrayVar(&recipients, "recipient", nil, "an age public key (age1..., from age-keygen) that may decrypt it (required; repeatable)")
 	_ = cmd.MarkFlagRequired("out")
@@ -90,7 +84,6 @@ AdditionalSecretOutputs); the clear file is removed whatever happens. A stack
 whose state already holds a bundle is refused. Run it before adopting the
 nodes; docs/runbooks/recover.md.`,
 		Example: `  milner secrets import --stack dev --in milner-dev-secrets.age --identity ~/milner-dev.key`,
-		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sealed, err := os.ReadFile(in)
 			if err != nil {
@@ -115,30 +108,27 @@ nodes; docs/runbooks/recover.md.`,
 			file := filepath.Join(dir, "secrets.yaml")
 			f.program = stacks.SecretsBundle(file)
 			// Under Milner's stack lock: an import writes state, as up does.
-			ctx, stop, st, err := f.openLocked(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			name, err := bundleToImport(ctx, st)
-			if err != nil {
-				return err
-			}
-			if err := engine.WritePrivateFile(file, plain); err != nil {
-				return err
-			}
-			r, err := st.UpTarget(ctx, gate.TypeTalosSecrets, name)
-			if err != nil {
-				return err
-			}
-			if !slices.ContainsFunc(r.Steps, func(s gate.Step) bool { return s.Type == gate.TypeTalosSecrets && s.Op == apitype.OpImport }) {
-				return fmt.Errorf("stack %q: the update imported no %s", st.Name(), name)
-			}
-			fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected, its outputs secret); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", st.Name(), name, st.Name())
-			return nil
+			return f.run(true, func(o *op) error {
+				name, err := bundleToImport(o)
+				if err != nil {
+					return err
+				}
+				if err := engine.WritePrivateFile(file, plain); err != nil {
+					return err
+				}
+				r, err := o.st.UpTarget(o.ctx, gate.TypeTalosSecrets, name)
+				if err != nil {
+					return err
+				}
+				if !slices.ContainsFunc(r.Steps, func(s gate.Step) bool { return s.Type == gate.TypeTalosSecrets && s.Op == apitype.OpImport }) {
+					return fmt.Errorf("stack %q: the update imported no %s", o.st.Name(), name)
+				}
+				fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected, its outputs secret); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", o.st.Name(), name, o.st.Name())
+				return nil
+			})(cmd, nil)
 		},
 	}
-	f.addExplicitStack(cmd)
+	f.addStack(cmd, true)
 	cmd.Flags().StringVar(&in, "in", "", "the encrypted bundle 'milner secrets export' wrote (required)")
 	cmd.Flags().StringVar(&identity, "identity", "", "the age key file (AGE-SECRET-KEY-1...) of one of its recipients (required)")
 	_ = cmd.MarkFlagRequired("in")
@@ -149,22 +139,20 @@ nodes; docs/runbooks/recover.md.`,
 // bundleToImport is the logical name of the stack's secrets bundle, refusing
 // a stack without a Talos layer and one whose state already holds a bundle:
 // importing again would replace the cluster's root of trust.
-func bundleToImport(ctx context.Context, st *engine.Stack) (string, error) {
-	cfg, _, err := loadStack(st)
+func bundleToImport(o *op) (string, error) {
+	cfg, err := o.config()
 	if err != nil {
 		return "", err
 	}
 	if !cfg.Declares(config.LayerTalos) {
-		return "", refused("stack %q declares no Talos layer, so it has no secrets bundle; nothing was changed", st.Name())
+		return "", refused("stack %q declares no Talos layer, so it has no secrets bundle; nothing was changed", o.st.Name())
 	}
-	resources, err := st.Resources(ctx)
+	held, err := o.find(gate.TypeTalosSecrets, "")
 	if err != nil {
 		return "", err
 	}
-	for _, r := range resources {
-		if r.Type == gate.TypeTalosSecrets {
-			return "", refused("stack %q already holds the secrets bundle %s; an import would replace the cluster's root of trust, so nothing was changed (a damaged state: docs/runbooks/recover.md)", st.Name(), r.Name())
-		}
+	if held != nil {
+		return "", refused("stack %q already holds the secrets bundle %s; an import would replace the cluster's root of trust, so nothing was changed (a damaged state: docs/runbooks/recover.md)", o.st.Name(), held.Name())
 	}
 	return cfg.Cluster.Name + "-secrets", nil
 }
@@ -172,47 +160,199 @@ func bundleToImport(ctx context.Context, st *engine.Stack) (string, error) {
 // secretsBundleRefusals applies gate.CheckSecretsBundle. It lists the host's
 // live node VMs only when the preview creates a bundle at all, so a normal
 // preview pays nothing for it.
-func secretsBundleRefusals(st *engine.Stack, cfg *config.Config, steps []gate.Step) ([]gate.Refusal, error) {
-	creates := false
-	for _, s := range steps {
-		creates = creates || (s.Type == gate.TypeTalosSecrets && s.Op == "create")
-	}
-	if !creates {
+func secretsBundleRefusals(o *op, steps []gate.Step) ([]gate.Refusal, error) {
+	if !slices.ContainsFunc(steps, func(s gate.Step) bool { return s.Type == gate.TypeTalosSecrets && s.Op == apitype.OpCreate }) {
 		return nil, nil
 	}
-	live, err := liveNodeVMs(cfg, steps)
+	live, err := liveNodeVMs(o, steps)
 	if err != nil {
 		return nil, err
 	}
-	return gate.CheckSecretsBundle(steps, live, st.Name()), nil
+	return gate.CheckSecretsBundle(steps, live, o.st.Name()), nil
 }
 
 // liveNodeVMs lists the libvirt domains named like the node VMs the
 // preview declares. The Proxmox inventory needs its API; there the rule
 // sees state and imports only.
-func liveNodeVMs(cfg *config.Config, steps []gate.Step) ([]string, error) {
-	if cfg.Substrate.Kind != config.KindLibvirt || !cfg.Declares(config.LayerSubstrate) {
+func liveNodeVMs(o *op, steps []gate.Step) ([]string, error) {
+	if o.cfg.Substrate.Kind != config.KindLibvirt || !o.cfg.Declares(config.LayerSubstrate) {
 		return nil, nil
 	}
-	declared, err := guard.DeclaredLibvirt(steps, cfg.Cluster.Name)
+	v, err := viewLibvirt(o, steps)
 	if err != nil {
 		return nil, err
-	}
-	live, err := guard.ListLibvirt(cfg.Substrate.Libvirt.URI)
-	if err != nil {
-		return nil, err
-	}
-	names := map[string]bool{}
-	for _, o := range live {
-		if o.Type == gate.TypeLibvirtDomain {
-			names[o.Name] = true
-		}
 	}
 	var out []string
-	for _, d := range declared {
-		if d.Type == gate.TypeLibvirtDomain && names[d.Name] {
+	for _, d := range v.declared {
+		if d.Type == gate.TypeLibvirtDomain && slices.ContainsFunc(v.live, func(l guard.Object) bool { return l.Type == gate.TypeLibvirtDomain && l.Name == d.Name }) {
 			out = append(out, d.Name)
 		}
 	}
 	return out, nil
+}
+
+// generated is one file `milner secrets generate` writes, and where its
+// content goes.
+type generated struct {
+	name, use string
+	data      []byte
+}
+
+// secretsGenerateCmd is `milner secrets generate`: the secrets a new stack
+// needs that nobody hands the operator, written to a directory outside the
+// repository, never into the stack or the project.
+func secretsGenerateCmd() *cobra.Command {
+	f := &stackFlags{}
+	var out string
+	cmd := &cobra.Command{
+		Use:   "generate",
+		Short: "Write the passphrase, the Woodpecker agent secret and a Vault CA and certificate for a new stack into a directory outside the repository",
+		Long: `generate writes, each 0600 into --out (created 0700, refused inside the
+project directory; an existing file is never overwritten):
+
+  passphrase               the stack passphrase: PULUMI_CONFIG_PASSPHRASE_FILE
+  woodpecker-agent-secret  milner:woodpeckerAgentSecret (a stack with Woodpecker)
+  vault-ca.crt             milner:vaultTlsCa (a stack with Vault)
+  vault.crt, vault.key     milner:vaultTlsCert, milner:vaultTlsKey: a certificate
+                           for exactly the names Vault answers on
+  vault-ca.key             the CA's key: keep it offline, it signs the next certificate
+
+It sets nothing: put the values into the stack with 'pulumi config set-all
+--secret' (README, quick start). The Woodpecker forge's OAuth client id and
+secret come from the forge, not from here.`,
+		Example: `  milner secrets generate --stack dev --out ~/.config/milner/dev`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir := projectDir(cmd)
+			name, err := f.name(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := docs.ReadStack(filepath.Join(dir, "Pulumi."+name+".yaml"))
+			if err != nil {
+				return err
+			}
+			if in, err := within(out, dir); err != nil {
+				return err
+			} else if in {
+				return refused("--out %s is inside the project directory %s: secrets never go into the repository; choose a directory outside it", out, dir)
+			}
+			files, err := stackSecrets(s.Config)
+			if err != nil {
+				return err
+			}
+			for _, g := range files {
+				if _, err := os.Lstat(filepath.Join(out, g.name)); err == nil {
+					return refused("%s exists: generate never overwrites a secret; nothing was written (remove it, or choose another --out)", filepath.Join(out, g.name))
+				}
+			}
+			if err := os.MkdirAll(out, 0o700); err != nil {
+				return err
+			}
+			fmt.Printf("milner secrets: wrote to %s (keep it out of git):\n", out)
+			for _, g := range files {
+				if err := engine.WritePrivateFile(filepath.Join(out, g.name), g.data); err != nil {
+					return err
+				}
+				fmt.Printf("  %-24s %s\n", g.name, g.use)
+			}
+			return nil
+		},
+	}
+	f.addStack(cmd, false)
+	cmd.Flags().StringVar(&out, "out", "", "directory to write the secrets to, outside the project directory (required)")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+// stackSecrets generates the secrets cfg's apps need, in the order the
+// command lists them.
+func stackSecrets(cfg *config.Config) ([]generated, error) {
+	pass, err := secretgen.Token()
+	if err != nil {
+		return nil, err
+	}
+	files := []generated{{"passphrase", "PULUMI_CONFIG_PASSPHRASE_FILE", []byte(pass)}}
+	var vaults []config.AppConfig
+	woodpecker := false
+	for _, a := range cfg.Apps {
+		if a.Vault != nil {
+			vaults = append(vaults, a)
+		}
+		woodpecker = woodpecker || a.Woodpecker != nil
+	}
+	if woodpecker {
+		agent, err := secretgen.Token()
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, generated{"woodpecker-agent-secret", "milner:" + config.WoodpeckerAgentSecretKey, []byte(agent)})
+	}
+	switch len(vaults) {
+	case 0:
+		return files, nil
+	case 1:
+	default:
+		return nil, fmt.Errorf("%d apps have a vault section; the secret keys milner:%s etc. serve one", len(vaults), config.VaultTLSCertKey)
+	}
+	names := config.VaultTLSNames(vaults[0].ReleaseName, vaults[0].Namespace)
+	tls, err := secretgen.NewVaultTLS(names)
+	if err != nil {
+		return nil, err
+	}
+	return append(files,
+		generated{"vault-ca.crt", "milner:" + config.VaultTLSCAKey, tls.CA},
+		generated{"vault.crt", "milner:" + config.VaultTLSCertKey + " (" + strings.Join(names, ", ") + ")", tls.Cert},
+		generated{"vault.key", "milner:" + config.VaultTLSKeyKey, tls.Key},
+		generated{"vault-ca.key", "keep offline: signs the next certificate", tls.CAKey},
+	), nil
+}
+
+// within reports whether path is dir or below it, after resolving symbolic
+// links of the part of path that exists.
+func within(path, dir string) (bool, error) {
+	d, err := realPath(dir)
+	if err != nil {
+		return false, err
+	}
+	p, err := realPath(path)
+	if err != nil {
+		return false, err
+	}
+	rel, err := filepath.Rel(d, p)
+	if err != nil {
+		return false, err
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))), nil
+}
+
+// realPath is path made absolute with the symbolic links of its longest
+// existing prefix resolved.
+func realPath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for p := abs; ; p = filepath.Dir(p) {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if p == filepath.Dir(p) {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
+}
+
+// stackBundle is the secrets bundle in the stack's state.
+func stackBundle(o *op) (*secrets.Bundle, error) {
+	_, outs, err := o.st.OutputsInClear(o.ctx, gate.TypeTalosSecrets)
+	if err != nil {
+		return nil, err
+	}
+	ms, ok := outs["machineSecrets"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("stack %q: the secrets bundle has no machineSecrets output", o.st.Name())
+	}
+	return secretsbundle.FromState(ms)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -31,23 +30,22 @@ func stateBackupsCmd() *cobra.Command {
 		Use:     "backups",
 		Short:   "List the stack's state backups, newest first",
 		Example: `  milner state backups --stack dev`,
-		Args:    cobra.NoArgs,
-		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
-			backups, err := st.Backups(ctx)
+		RunE: f.run(false, func(o *op) error {
+			backups, err := o.st.Backups(o.ctx)
 			if err != nil {
 				return err
 			}
 			if f.json {
 				return writeJSON(os.Stdout, backups)
 			}
-			fmt.Printf("stack %q: %d backups in %s (newest first)\n", st.Name(), len(backups), st.Backend())
+			fmt.Printf("stack %q: %d backups in %s (newest first)\n", o.st.Name(), len(backups), o.st.Backend())
 			for _, b := range backups {
 				fmt.Printf("  %s  %s  %d resources\n", b.ID, b.Time.Format("2006-01-02 15:04:05Z"), b.Resources)
 			}
 			return nil
 		}),
 	}
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	f.addJSON(cmd)
 	return cmd
 }
@@ -55,7 +53,6 @@ func stateBackupsCmd() *cobra.Command {
 func stateRestoreCmd() *cobra.Command {
 	f := &stackFlags{}
 	var id string
-	var yes bool
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Make a state backup the stack's state again (the current state is kept as a backup first)",
@@ -66,13 +63,12 @@ the same way. Afterwards 'milner preview' shows how reality differs from
 the restored state; docs/runbooks/state.md.`,
 		Example: `  milner state backups --stack dev
   milner state restore --stack dev --backup 1764561234567890123`,
-		Args: cobra.NoArgs,
-		RunE: f.run(true, func(ctx context.Context, st *engine.Stack) error {
-			backup, err := st.ReadBackup(ctx, id)
+		RunE: f.run(true, func(o *op) error {
+			backup, err := o.st.ReadBackup(o.ctx, id)
 			if err != nil {
 				return err
 			}
-			current, err := st.Resources(ctx)
+			current, err := o.resources()
 			if err != nil {
 				return err
 			}
@@ -95,22 +91,20 @@ the restored state; docs/runbooks/state.md.`,
 				delete(ids, r.URN)
 			}
 			fmt.Printf("milner state restore: stack %q from backup %s: %d resources; %d only in the backup, %d only in the current state, %d with another id; the current state is kept as a new backup first\n",
-				st.Name(), id, len(backup.Resources), only, len(ids), changed)
-			if !yes {
-				if err := confirm(ctx, os.Stdin, os.Stdout, "Replace the stack's state with this backup?", st.Name()); err != nil {
-					return err
-				}
-			}
-			if err := st.Restore(ctx, id); err != nil {
+				o.st.Name(), id, len(backup.Resources), only, len(ids), changed)
+			if err := o.confirm("Replace the stack's state with this backup?"); err != nil {
 				return err
 			}
-			fmt.Printf("milner state restore: done; run `milner preview --stack %s` to see how reality differs from the restored state\n", st.Name())
+			if err := o.st.Restore(o.ctx, id); err != nil {
+				return err
+			}
+			fmt.Printf("milner state restore: done; run `milner preview --stack %s` to see how reality differs from the restored state\n", o.st.Name())
 			return nil
 		}),
 	}
-	f.addExplicitStack(cmd)
+	f.addStack(cmd, true)
 	cmd.Flags().StringVar(&id, "backup", "", "the backup id from 'milner state backups', or latest (required)")
-	addYes(cmd, &yes)
+	f.addYes(cmd)
 	_ = cmd.MarkFlagRequired("backup")
 	return cmd
 }
@@ -124,20 +118,19 @@ func stateLocksCmd() *cobra.Command {
 takes too: pid, user, host, time) and Milner's own operation lock (the
 milner command, pid, user@host and since when). It changes nothing.`,
 		Example: `  milner state locks --stack dev`,
-		Args:    cobra.NoArgs,
-		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
-			locks, err := st.Locks(ctx)
+		RunE: f.run(false, func(o *op) error {
+			locks, err := o.st.Locks(o.ctx)
 			if err != nil {
 				return err
 			}
 			if f.json {
 				return writeJSON(os.Stdout, locks)
 			}
-			printLocks(st.Name(), locks)
+			printLocks(o.st.Name(), locks)
 			return nil
 		}),
 	}
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	f.addJSON(cmd)
 	return cmd
 }
@@ -152,7 +145,6 @@ func printLocks(stack string, locks []engine.Holder) {
 
 func stateUnlockCmd() *cobra.Command {
 	f := &stackFlags{}
-	var yes bool
 	cmd := &cobra.Command{
 		Use:   "unlock",
 		Short: "Clear the stale locks of a stack whose holder is gone (after a crash)",
@@ -164,14 +156,13 @@ holder is gone first: clearing a live run's lock lets a second run write
 the same state.`,
 		Example: `  milner state locks --stack dev
   milner state unlock --stack dev          # asks for the stack name; --yes in scripts`,
-		Args: cobra.NoArgs,
-		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
-			locks, err := st.Locks(ctx)
+		RunE: f.run(false, func(o *op) error {
+			locks, err := o.st.Locks(o.ctx)
 			if err != nil {
 				return err
 			}
 			if len(locks) == 0 {
-				fmt.Printf("stack %q: no locks held; nothing to clear\n", st.Name())
+				fmt.Printf("stack %q: no locks held; nothing to clear\n", o.st.Name())
 				return nil
 			}
 			host, _ := os.Hostname()
@@ -180,21 +171,19 @@ the same state.`,
 					return refused("%s lock %s is held by pid %d on this host, which is running (%s); nothing was cleared", l.Lock, l.Where, l.PID, l.Command)
 				}
 			}
-			printLocks(st.Name(), locks)
-			if !yes {
-				if err := confirm(ctx, os.Stdin, os.Stdout, "Clear these locks?", st.Name()); err != nil {
-					return err
-				}
-			}
-			if err := st.ClearStaleLocks(ctx, locks); err != nil {
+			printLocks(o.st.Name(), locks)
+			if err := o.confirm("Clear these locks?"); err != nil {
 				return err
 			}
-			fmt.Printf("milner state unlock: cleared %d locks of stack %q\n", len(locks), st.Name())
+			if err := o.st.ClearStaleLocks(o.ctx, locks); err != nil {
+				return err
+			}
+			fmt.Printf("milner state unlock: cleared %d locks of stack %q\n", len(locks), o.st.Name())
 			return nil
 		}),
 	}
-	f.addStack(cmd)
-	addYes(cmd, &yes)
+	f.addStack(cmd, false)
+	f.addYes(cmd)
 	return cmd
 }
 

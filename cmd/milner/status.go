@@ -1,17 +1,17 @@
 package main
 
 import (
-	"context"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/certs"
-	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/upgrade"
 )
 
 // status is what `milner status` reports of a stack.
@@ -44,71 +44,126 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 		Example: `  milner status --stack dev
   milner status --stack dev --versions
   milner status --stack dev --json`,
-		Args: cobra.NoArgs,
-		RunE: f.run(false, func(ctx context.Context, st *engine.Stack) error {
-			cfg, _, err := loadStack(st)
+		RunE: f.run(false, func(o *op) error {
+			cfg, err := o.config()
 			if err != nil {
 				return err
 			}
-			resources, err := st.Resources(ctx)
+			resources, err := o.resources()
 			if err != nil {
 				return err
 			}
-			outs, err := st.Outputs(ctx, false)
+			outs, err := o.st.Outputs(o.ctx, false)
 			if err != nil {
 				return err
 			}
-			s := status{Stack: st.Name(), Cluster: cfg.Cluster.Name, Backend: st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"],
-				Certificates: certLifetimes(ctx, st)}
+			s := status{Stack: o.st.Name(), Cluster: cfg.Cluster.Name, Backend: o.st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"],
+				Certificates: certLifetimes(o)}
 			for _, r := range resources {
 				s.Resources[string(gate.LayerOf(r.Type, r.Name()))]++
 				if r.Protect {
 					s.Protected++
 				}
 			}
+			var asked *upgrade.Versions
+			if versions {
+				v := askVersions(o, talosconfigFile)
+				view := viewVersions(v)
+				asked, s.Versions = &v, &view
+			}
 			if f.json {
-				if versions {
-					v := viewVersions(askVersions(ctx, st, talosconfigFile))
-					s.Versions = &v
-				}
 				return writeJSON(os.Stdout, s)
 			}
-			defer func() {
-				if versions {
-					askVersions(ctx, st, talosconfigFile).Write(os.Stdout)
-				}
-			}()
-			fmt.Printf("stack %s (cluster %s) on %s\n", s.Stack, s.Cluster, s.Backend)
-			if len(resources) == 0 {
-				fmt.Println("  no resources in state")
-				return nil
-			}
-			layers := make([]string, 0, len(s.Resources))
-			for l := range s.Resources {
-				layers = append(layers, l)
-			}
-			sort.Strings(layers)
-			for _, l := range layers {
-				fmt.Printf("  %-22s %d resources\n", l, s.Resources[l])
-			}
-			fmt.Printf("  protected              %d\n", s.Protected)
-			if nodes, ok := s.Nodes.([]any); ok {
-				fmt.Println("nodes:")
-				for _, n := range nodes {
-					m, _ := n.(map[string]any)
-					fmt.Printf("  %-8v %-13v %v\n", m["name"], m["role"], m["address"])
-				}
-			}
-			fmt.Printf("certificates (warned within %d days):\n", int(certs.WarnWithin.Hours()/24))
-			for _, c := range s.Certificates {
-				fmt.Printf("  %s\n", c.Line(time.Now()))
-			}
+			s.write(asked)
 			return nil
 		}),
 	}
-	f.addStack(cmd)
+	f.addStack(cmd, false)
 	f.addJSON(cmd)
 	cmd.Flags().BoolVar(&versions, "versions", false, "ask every node which Talos and Kubernetes versions it runs (Talos API)")
 	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file for --versions (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
+	return cmd
+}
+
+// write prints the status as text, then the versions asked (if any).
+func (s *status) write(versions *upgrade.Versions) {
+	if versions != nil {
+		defer versions.Write(os.Stdout)
+	}
+	fmt.Printf("stack %s (cluster %s) on %s\n", s.Stack, s.Cluster, s.Backend)
+	if len(s.Resources) == 0 {
+		fmt.Println("  no resources in state")
+		return
+	}
+	for _, l := range slices.Sorted(maps.Keys(s.Resources)) {
+		fmt.Printf("  %-22s %d resources\n", l, s.Resources[l])
+	}
+	fmt.Printf("  protected              %d\n", s.Protected)
+	if nodes, ok := s.Nodes.([]any); ok {
+		fmt.Println("nodes:")
+		for _, n := range nodes {
+			m, _ := n.(map[string]any)
+			fmt.Printf("  %-8v %-13v %v\n", m["name"], m["role"], m["address"])
+		}
+	}
+	fmt.Printf("certificates (warned within %d days):\n", int(certs.WarnWithin.Hours()/24))
+	for _, c := range s.Certificates {
+		fmt.Printf("  %s\n", c.Line(time.Now()))
+	}
+}
+
+// certLifetimes are the stack's client certificates and CAs, as `milner
+// status` shows them; what cannot be read says why.
+func certLifetimes(o *op) []certs.Cert {
+	outs, err := o.st.Outputs(o.ctx, true)
+	if err != nil {
+		return []certs.Cert{{Name: "certificates", Err: err.Error()}}
+	}
+	talos, _ := outs[talosconfig.output].(string)
+	kube, _ := outs[kubeconfig.output].(string)
+	bundle, err := stackBundle(o)
+	return certs.Lifetimes(talos, kube, bundle, err)
+}
+
+func outputCmd() *cobra.Command {
+	f := &stackFlags{}
+	var show bool
+	cmd := &cobra.Command{
+		Use:   "output [name]",
+		Short: "Print the stack's outputs (secrets masked unless --show-secrets)",
+		Example: `  milner output --stack dev
+  milner output --stack dev nodes --json
+  milner output --stack dev kubeconfig --show-secrets`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: f.run(false, func(o *op) error {
+			outs, err := o.st.Outputs(o.ctx, show)
+			if err != nil {
+				return err
+			}
+			var v any = outs
+			if len(o.args) == 1 {
+				var ok bool
+				if v, ok = outs[o.args[0]]; !ok {
+					return fmt.Errorf("stack %q has no output %q", o.st.Name(), o.args[0])
+				}
+			}
+			if !f.json {
+				switch v := v.(type) {
+				case string:
+					fmt.Println(v)
+					return nil
+				case map[string]any:
+					for _, k := range slices.Sorted(maps.Keys(v)) {
+						fmt.Printf("%-12s %v\n", k, v[k])
+					}
+					return nil
+				}
+			}
+			return writeJSON(os.Stdout, v)
+		}),
+	}
+	f.addStack(cmd, false)
+	f.addJSON(cmd)
+	cmd.Flags().BoolVar(&show, "show-secrets", false, "print secret outputs in the clear")
 	return cmd
 }

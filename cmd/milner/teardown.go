@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/spf13/cobra"
@@ -15,7 +15,6 @@ import (
 func teardownCmd() *cobra.Command {
 	f := &stackFlags{}
 	var confirmName string
-	var yes bool
 	cmd := &cobra.Command{
 		Use:   "teardown",
 		Short: "Remove the WHOLE stack, protected disks and data included, after typing the stack name",
@@ -34,13 +33,13 @@ and not yet deleted is protected again.`,
 			}
 			return nil
 		},
-		RunE: f.run(true, func(ctx context.Context, st *engine.Stack) error {
-			cfg, _, err := loadStack(st)
+		RunE: f.run(true, func(o *op) error {
+			cfg, err := o.config()
 			if err != nil {
 				return err
 			}
-			cluster := cfg.Cluster.Name
-			resources, err := st.Resources(ctx)
+			cluster, st := cfg.Cluster.Name, o.st
+			resources, err := o.resources()
 			if err != nil {
 				return err
 			}
@@ -60,8 +59,8 @@ and not yet deleted is protected again.`,
 			switch {
 			case confirmName != "" && confirmName != cluster:
 				return refused("--confirm %q is not the cluster name %q; nothing was deleted", confirmName, cluster)
-			case confirmName == "" && !yes:
-				if err := confirm(ctx, os.Stdin, os.Stdout, "This cannot be undone.", st.Name()); err != nil {
+			case confirmName == "":
+				if err := o.confirm("This cannot be undone."); err != nil {
 					return err
 				}
 			}
@@ -69,30 +68,25 @@ and not yet deleted is protected again.`,
 			// Proxmox holders also carry PVE's own protection flag, which
 			// Pulumi's unprotect does not clear: clear it here, and set it
 			// again on what is left if the destroy fails.
-			reprotect, err := unprotectProxmoxHolders(ctx, st, cfg, resources)
+			reprotect, err := unprotectProxmoxHolders(o)
 			if err != nil {
 				return err
 			}
 			// Putting protection back runs even after an interrupt: it is
 			// what leaves the holders safe when the destroy stopped.
-			keep := context.WithoutCancel(ctx)
-			if err := st.UnprotectAll(ctx); err != nil {
-				return reprotectAfter(keep, reprotect, err)
+			keep := context.WithoutCancel(o.ctx)
+			err = st.UnprotectAll(o.ctx)
+			if err == nil {
+				_, err = st.Destroy(o.ctx)
 			}
-			if _, err := st.Destroy(ctx); err != nil {
-				err = reprotectAfter(keep, reprotect, err)
+			if err != nil {
+				err = errors.Join(err, reprotect(keep))
 				// Put the protect flag back on what is left of what it had.
 				left, rerr := st.Resources(keep)
-				var again []resource.URN
-				for _, r := range left {
-					for _, u := range protected {
-						if r.URN == u {
-							again = append(again, u)
-						}
-					}
-				}
 				if rerr == nil {
-					rerr = st.Protect(keep, again)
+					rerr = st.Protect(keep, slices.DeleteFunc(protected, func(u resource.URN) bool {
+						return !slices.ContainsFunc(left, func(r engine.Resource) bool { return r.URN == u })
+					}))
 				}
 				return errors.Join(err, rerr, fmt.Errorf("teardown of %q stopped; %d resources left, the protected ones protected again; fix the error and run it again", st.Name(), len(left)))
 			}
@@ -105,18 +99,9 @@ and not yet deleted is protected again.`,
 			return nil
 		}),
 	}
-	f.addExplicitStack(cmd)
-	addYes(cmd, &yes)
+	f.addStack(cmd, true)
+	f.addYes(cmd)
 	cmd.Flags().StringVar(&confirmName, "confirm", "", "the cluster name (milner:cluster.name), for scripts instead of typing the stack name")
 	_ = cmd.Flags().MarkDeprecated("confirm", "use --yes (with --stack)")
 	return cmd
-}
-
-// reprotectAfter sets PVE protection again on the holders a failed
-// teardown left, and returns the failure (with the reprotect's own error).
-func reprotectAfter(ctx context.Context, reprotect func(context.Context) error, cause error) error {
-	if reprotect == nil {
-		return cause
-	}
-	return errors.Join(cause, reprotect(ctx))
 }

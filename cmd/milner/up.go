@@ -1,22 +1,20 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/stacks"
-	"github.com/milner/milner/stacks/config"
 )
 
 func upCmd() *cobra.Command {
 	f := &gatedFlags{}
-	var yes bool
+	// Decided from the gated preview, read when the update runs.
+	run := &stacks.RunOptions{}
+	f.program = stacks.NewProgram(run)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Preview, refuse what the layer rules forbid, confirm, then apply exactly the previewed delta",
@@ -40,64 +38,47 @@ the run ends only once the apps are Ready again (up to 10 minutes).`,
   milner up --stack dev --replace cp-2   # recovery: recreate cp-2's VM only; its disks stay
   milner up --stack dev --replace cp-2 --os-disk   # cp-2's OS disk is lost: fresh OS volume, data volume kept
   milner up --stack dev --yes            # scripts: no prompt`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Decided from the gated preview below, read when the update runs.
-			run := &stacks.RunOptions{}
-			f.program = stacks.NewProgram(run)
-			ctx, stop, st, err := f.openLocked(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			out := os.Stdout
-			if f.json {
-				out = os.Stderr
-			}
-			rp, err := prepareReplace(ctx, st, f)
+		RunE: f.run(true, func(o *op) (err error) {
+			var g *gated
+			defer func() {
+				if g != nil {
+					err = emit(f.json, g, err)
+				}
+			}()
+			rp, err := prepareReplace(o, f)
 			if err != nil {
 				return err
 			}
 			defer rp.close()
-			g, plan, err := previewGated(ctx, f, st, out)
+			g, plan, err := previewGated(o, f)
 			if err != nil {
 				return err
 			}
-			finish := func(err error) error {
-				if f.json {
-					if jerr := writeJSON(os.Stdout, g); jerr != nil {
-						return jerr
-					}
-				}
+			if err := g.verdict(f); err != nil || g.Report.Empty() {
 				return err
 			}
-			if err := g.verdict(f); err != nil || g.Report.Empty() {
-				return finish(err)
-			}
-			if !yes {
-				if err := confirm(ctx, os.Stdin, out, "Apply exactly this delta?", st.Name()); err != nil {
-					return finish(err)
-				}
+			if err := o.confirm("Apply exactly this delta?"); err != nil {
+				return err
 			}
 			// The cluster health check runs only when the Talos layer changes
 			// beyond the replaced nodes: a dead node never blocks its own recovery.
 			run.SkipHealthCheck = !g.Report.TalosChanged(f.replace)
-			if err := rp.before(ctx, out); err != nil {
-				return finish(err)
+			if err := rp.before(o); err != nil {
+				return err
 			}
-			result, err := st.UpPlan(ctx, plan)
+			result, err := o.st.UpPlan(o.ctx, plan)
 			if err != nil {
-				return finish(err)
+				return err
 			}
 			g.Applied = true
 			if g.Staged = gate.Staged(gate.AppliedModes(result.Events)); len(g.Staged) > 0 {
-				_, _ = fmt.Fprintf(out, "milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(g.Staged, ", "))
+				_, _ = fmt.Fprintf(o.out, "milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(g.Staged, ", "))
 			}
-			return finish(rp.after(ctx, out))
-		},
+			return rp.after(o)
+		}),
 	}
 	f.add(cmd)
-	addYes(cmd, &yes)
+	f.addYes(cmd)
 	cmd.Flags().BoolVar(&f.osDisk, "os-disk", false, "with --replace <node>: the node's OS disk is lost; remove its etcd member, replace its VM and OS volume (never the data volume), re-apply its config, wait for it to rejoin (docs/runbooks/lost-os-disk.md)")
 	f.allowContract = new(bool)
 	cmd.Flags().BoolVar(f.allowContract, "allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
@@ -107,18 +88,16 @@ the run ends only once the apps are Ready again (up to 10 minutes).`,
 // checkContract refuses, before anything is previewed, a change of the
 // config contract the cluster's secrets bundle was created with, unless
 // it is explicitly allowed.
-func checkContract(ctx context.Context, st *engine.Stack, cfg *config.Config, allow bool) error {
-	resources, err := st.Resources(ctx)
+func checkContract(o *op, allow bool) error {
+	bundle, err := o.find(gate.TypeTalosSecrets, "")
 	if err != nil {
 		return err
 	}
 	recorded := ""
-	for _, r := range resources {
-		if r.Type == gate.TypeTalosSecrets {
-			recorded, _ = r.Inputs["talosVersion"].(string)
-		}
+	if bundle != nil {
+		recorded, _ = bundle.Inputs["talosVersion"].(string)
 	}
-	if refusals := gate.CheckContract(recorded, cfg.Cluster.ConfigContract, allow); len(refusals) > 0 {
+	if refusals := gate.CheckContract(recorded, o.cfg.Cluster.ConfigContract, allow); len(refusals) > 0 {
 		return refused("%s; nothing was changed", refusals[0])
 	}
 	return nil

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,17 +8,18 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/upgrade"
 	"github.com/milner/milner/stacks"
-	"github.com/milner/milner/stacks/config"
 )
 
 func upgradeCmd() *cobra.Command {
 	f := &stackFlags{}
 	var talosconfigFile string
-	var dryRun, yes bool
+	var dryRun bool
+	// The record's update runs the cluster health check (the default
+	// RunOptions): it changes the Talos layer.
+	f.program = stacks.NewProgram(&stacks.RunOptions{})
 	cmd := &cobra.Command{
 		Use:   "upgrade",
 		Short: "Upgrade Talos, then Kubernetes, to the stack's declared versions, one node at a time (health-gated, resumable), then record the nodes' configs",
@@ -45,82 +45,75 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 		Example: `  milner upgrade --stack dev --dry-run   # the plan; changes nothing
   milner upgrade --stack dev             # asks for the cluster name, then runs
   milner upgrade --stack dev --yes`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			// The record's update runs the cluster health check (the
-			// default RunOptions): it changes the Talos layer.
-			f.program = stacks.NewProgram(&stacks.RunOptions{})
-			open := f.openLocked
-			if dryRun {
-				open = f.open
-			}
-			ctx, stop, st, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			cfg, _, err := loadStack(st)
-			if err != nil {
-				return err
-			}
-			tc, err := versionsTalosconfig(ctx, st, talosconfigFile)
-			if err != nil {
-				return fmt.Errorf("%w (`milner up` writes it to the state; or pass --talosconfig)", err)
-			}
-			c, err := upgrade.Connect(ctx, tc, upgrade.FromConfig(cfg))
-			if err != nil {
-				return err
-			}
-			defer func() { _ = c.Close() }()
-			o := upgrade.DefaultOptions(os.Stdout)
-			if !dryRun { // a dry run sends nothing, so needs no gate
-				apps, err := appsOf(ctx, st, cfg, true)
-				if err != nil {
-					return err
-				}
-				if apps != nil {
-					o.Apps = apps.Ready
-				}
-			}
-			var declined error
-			err = upgrade.Execute(ctx, c, o, dryRun, func(*upgrade.Plan) bool {
-				if yes {
-					return true
-				}
-				fmt.Println("then: record the nodes' Talos configs in the state (a gated up of those configs only)")
-				declined = confirm(ctx, os.Stdin, os.Stdout, "Upgrade these nodes, one at a time?", st.Name())
-				return declined == nil
-			})
-			var stopped *upgrade.StopError
-			switch {
-			case declined != nil:
-				return declined
-			case errors.As(err, &stopped) && stopped.NothingChanged():
-				return refused("%v", err)
-			case err != nil:
-				return err
-			case dryRun:
-				fmt.Println("then: `milner upgrade` records the nodes' Talos configs in the state (a gated up of those configs only)")
-				return nil
-			}
-			return recordConfigs(ctx, f, st, talosconfigFile, yes)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// A dry run sends nothing, so takes no lock and needs no gate.
+			return f.run(!dryRun, func(o *op) error { return runUpgrade(o, talosconfigFile, dryRun) })(cmd, args)
 		},
 	}
-	f.addExplicitStack(cmd)
+	f.addStack(cmd, true)
 	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
-	addYes(cmd, &yes)
+	f.addYes(cmd)
 	return cmd
+}
+
+// runUpgrade moves the nodes to the declared versions, then records their configs.
+func runUpgrade(o *op, talosconfigFile string, dryRun bool) error {
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	tc, err := versionsTalosconfig(o, talosconfigFile)
+	if err != nil {
+		return fmt.Errorf("%w (`milner up` writes it to the state; or pass --talosconfig)", err)
+	}
+	c, err := upgrade.Connect(o.ctx, tc, upgrade.FromConfig(cfg))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	opts := upgrade.DefaultOptions(os.Stdout)
+	if !dryRun { // a dry run sends nothing, so needs no gate
+		apps, err := appsOf(o, true)
+		if err != nil {
+			return err
+		}
+		if apps != nil {
+			opts.Apps = apps.Ready
+		}
+	}
+	var declined error
+	err = upgrade.Execute(o.ctx, c, opts, dryRun, func(*upgrade.Plan) bool {
+		if !o.f.yes {
+			fmt.Println("then: record the nodes' Talos configs in the state (a gated up of those configs only)")
+		}
+		declined = o.confirm("Upgrade these nodes, one at a time?")
+		return declined == nil
+	})
+	var stopped *upgrade.StopError
+	switch {
+	case declined != nil:
+		return declined
+	case errors.As(err, &stopped) && stopped.NothingChanged():
+		return refused("%v", err)
+	case err != nil:
+		return err
+	case dryRun:
+		fmt.Println("then: `milner upgrade` records the nodes' Talos configs in the state (a gated up of those configs only)")
+		return nil
+	}
+	return recordConfigs(o, talosconfigFile)
 }
 
 // appsOf is the apps layer's readiness gate (upgrade.Apps), asked with the
 // stack's kubeconfig output; nil when the stack declares no apps, or, unless
 // required, when the state holds no kubeconfig (no cluster ran yet).
-func appsOf(ctx context.Context, st *engine.Stack, cfg *config.Config, required bool) (*upgrade.Apps, error) {
+func appsOf(o *op, required bool) (*upgrade.Apps, error) {
+	cfg := o.cfg
 	if len(cfg.Apps) == 0 && !cfg.Storage.On() {
 		return nil, nil
 	}
-	outs, err := st.Outputs(ctx, true)
+	outs, err := o.st.Outputs(o.ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -129,11 +122,11 @@ func appsOf(ctx context.Context, st *engine.Stack, cfg *config.Config, required 
 	case raw == "" && !required:
 		return nil, nil
 	case raw == "":
-		return nil, fmt.Errorf("stack %q has no kubeconfig output: the apps gate between nodes needs it (run `milner up` through the Talos layer first)", st.Name())
+		return nil, fmt.Errorf("stack %q has no kubeconfig output: the apps gate between nodes needs it (run `milner up` through the Talos layer first)", o.st.Name())
 	}
 	apps, err := upgrade.NewApps(cfg, []byte(raw))
 	if err != nil {
-		return nil, fmt.Errorf("stack %q: %w", st.Name(), err)
+		return nil, fmt.Errorf("stack %q: %w", o.st.Name(), err)
 	}
 	return apps, nil
 }
@@ -143,10 +136,10 @@ func appsOf(ctx context.Context, st *engine.Stack, cfg *config.Config, required 
 // version interlock of `milner up`) whose delta may update the nodes'
 // Talos machine configs and nothing else. Anything else pending is left,
 // said, to `milner up`.
-func recordConfigs(ctx context.Context, f *stackFlags, st *engine.Stack, talosconfigFile string, yes bool) error {
+func recordConfigs(o *op, talosconfigFile string) error {
 	fmt.Println("\nrecord: the nodes' Talos configs in the state")
-	gf := &gatedFlags{stackFlags: *f, talosconfig: talosconfigFile}
-	g, plan, err := previewGated(ctx, gf, st, os.Stdout)
+	gf := &gatedFlags{stackFlags: *o.f, talosconfig: talosconfigFile}
+	g, plan, err := previewGated(o, gf)
 	if err != nil {
 		return err
 	}
@@ -161,12 +154,10 @@ func recordConfigs(ctx context.Context, f *stackFlags, st *engine.Stack, talosco
 		fmt.Printf("record: skipped: the stack has other changes pending (%s); review them with `milner preview`, then `milner up` records the Talos configs with them\n", strings.Join(other, ", "))
 		return nil
 	}
-	if !yes {
-		if err := confirm(ctx, os.Stdin, os.Stdout, "Record these Talos configs (the nodes already hold them but for the installer reference, applied live)?", st.Name()); err != nil {
-			return err
-		}
+	if err := o.confirm("Record these Talos configs (the nodes already hold them but for the installer reference, applied live)?"); err != nil {
+		return err
 	}
-	if _, err := st.UpPlan(ctx, plan); err != nil {
+	if _, err := o.st.UpPlan(o.ctx, plan); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
 	fmt.Println("record: done; `milner up` plans no change for the upgraded nodes")

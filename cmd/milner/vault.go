@@ -46,7 +46,7 @@ used once and never written anywhere.`,
 	_ = cmd.MarkPersistentFlagRequired("addr")
 	_ = cmd.MarkPersistentFlagRequired("ca-file")
 	status := &cobra.Command{
-		Use: "status", Short: "Print the seal status (exit 1 when sealed)", Args: cobra.NoArgs,
+		Use: "status", Short: "Print the seal status (exit 1 when sealed)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := client()
 			if err != nil {
@@ -64,18 +64,20 @@ used once and never written anywhere.`,
 		},
 	}
 	unseal := &cobra.Command{
-		Use: "unseal", Short: "Unseal from key shares the operator supplies (never stored)", Args: cobra.NoArgs,
+		Use: "unseal", Short: "Unseal from key shares the operator supplies (never stored)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := client()
 			if err != nil {
 				return err
 			}
-			next, closeFn, err := shareSource(shares)
+			next, closeFn, err := secretSource(shares, "shares-file")
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			s, err := c.UnsealWith(cmd.Context(), next)
+			s, err := c.UnsealWith(cmd.Context(), func(s vault.SealStatus) (string, error) {
+				return next(fmt.Sprintf("key share %d of %d (empty to stop): ", s.Progress+1, s.T))
+			})
 			if err != nil {
 				return err
 			}
@@ -85,13 +87,21 @@ used once and never written anywhere.`,
 	}
 	unseal.Flags().StringVar(&shares, "shares-file", "", "a file of key shares, one per line, or - for stdin (default: ask on the terminal)")
 	audit := &cobra.Command{
-		Use: "audit", Short: "Enable the file audit device (idempotent)", Args: cobra.NoArgs,
+		Use: "audit", Short: "Enable the file audit device (idempotent)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := client()
 			if err != nil {
 				return err
 			}
-			token, err := readSecret(tokenFile, "Vault token: ")
+			next, closeFn, err := secretSource(tokenFile, "token-file")
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			token, err := next("Vault token: ")
+			if errors.Is(err, io.EOF) {
+				return errors.New("empty token")
+			}
 			if err != nil {
 				return err
 			}
@@ -113,62 +123,38 @@ used once and never written anywhere.`,
 	return cmd
 }
 
-// shareSource returns where key shares come from: a file, stdin, or the
-// terminal (asked one at a time, without echo).
-func shareSource(path string) (func(vault.SealStatus) (string, error), func(), error) {
+// secretSource returns where secrets (key shares, a token) come from, one
+// per line: a file, stdin ("-"), or, without path, the terminal, asked one
+// at a time with prompt and without echo. next returns io.EOF at the end
+// (on the terminal: an empty answer).
+func secretSource(path, flag string) (next func(prompt string) (string, error), closeFn func(), err error) {
 	switch path {
 	case "-":
-		return vault.Shares(os.Stdin), func() {}, nil
+		return linesOf(os.Stdin), func() {}, nil
 	case "":
 		fd := int(os.Stdin.Fd())
 		if !term.IsTerminal(fd) {
-			return nil, nil, errors.New("stdin is not a terminal: give --shares-file <file> or --shares-file -")
+			return nil, nil, fmt.Errorf("stdin is not a terminal: give --%s <file> or --%s -", flag, flag)
 		}
-		return func(s vault.SealStatus) (string, error) {
-			fmt.Fprintf(os.Stderr, "key share %d of %d (empty to stop): ", s.Progress+1, s.T)
+		return func(prompt string) (string, error) {
+			fmt.Fprint(os.Stderr, prompt)
 			b, err := term.ReadPassword(fd)
 			fmt.Fprintln(os.Stderr)
-			if err != nil {
-				return "", err
-			}
-			if share := strings.TrimSpace(string(b)); share != "" {
-				return share, nil
+			if s := strings.TrimSpace(string(b)); s != "" || err != nil {
+				return s, err
 			}
 			return "", io.EOF
 		}, func() {}, nil
-	default:
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		return vault.Shares(f), func() { _ = f.Close() }, nil // read-only: nothing to flush
 	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return linesOf(f), func() { _ = f.Close() }, nil // read-only: nothing to flush
 }
 
-// readSecret reads one secret value from a file, stdin ("-"), or the
-// terminal without echo.
-func readSecret(path, prompt string) (string, error) {
-	var b []byte
-	var err error
-	switch path {
-	case "-":
-		b, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<16))
-	case "":
-		fd := int(os.Stdin.Fd())
-		if !term.IsTerminal(fd) {
-			return "", errors.New("stdin is not a terminal: give --token-file <file> or --token-file -")
-		}
-		fmt.Fprint(os.Stderr, prompt)
-		b, err = term.ReadPassword(fd)
-		fmt.Fprintln(os.Stderr)
-	default:
-		b, err = os.ReadFile(path)
-	}
-	if err != nil {
-		return "", err
-	}
-	if s := strings.TrimSpace(string(b)); s != "" {
-		return s, nil
-	}
-	return "", errors.New("empty token")
+// linesOf reads the non-blank lines of r (vault.Shares).
+func linesOf(r io.Reader) func(string) (string, error) {
+	shares := vault.Shares(r)
+	return func(string) (string, error) { return shares(vault.SealStatus{}) }
 }

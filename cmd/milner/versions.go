@@ -1,7 +1,7 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -9,7 +9,6 @@ import (
 
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
-	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/upgrade"
 )
@@ -19,34 +18,36 @@ import (
 const versionsTimeout = 15 * time.Second
 
 // askVersions asks every declared node what it runs (upgrade.AskVersions)
-// with the talosconfig of file (--talosconfig), or else the stack state's
-// own talosconfig output, or else $TALOSCONFIG / ~/.talos/config. It
-// never fails: why nothing could be asked is the Note.
-func askVersions(ctx context.Context, st *engine.Stack, file string) upgrade.Versions {
-	cfg, _, err := loadStack(st)
+// with nodesTalosconfig(file). It never fails: why nothing could be asked
+// is the Note.
+func askVersions(o *op, file string) upgrade.Versions {
+	cfg, err := o.config()
 	if err != nil {
 		return upgrade.Versions{Note: err.Error()}
 	}
 	v := upgrade.Versions{Declared: upgrade.FromConfig(cfg)}
-	resources, err := st.Resources(ctx)
+	tc, err := nodesTalosconfig(o, file)
 	if err != nil {
 		v.Note = err.Error()
 		return v
 	}
-	applied := false
-	for _, r := range resources {
-		applied = applied || r.Type == gate.TypeConfigApply
-	}
-	if !applied && file == "" {
-		v.Note = "no node holds a Talos config in the state yet"
-		return v
-	}
-	tc, err := versionsTalosconfig(ctx, st, file)
+	return upgrade.AskVersions(o.ctx, tc, v.Declared, versionsTimeout)
+}
+
+// errNoTalosConfig: there is nothing to ask the nodes yet.
+var errNoTalosConfig = errors.New("no node holds a Talos config in the state yet")
+
+// nodesTalosconfig is versionsTalosconfig(file) for a stack whose nodes
+// hold a Talos config, else (without file) errNoTalosConfig.
+func nodesTalosconfig(o *op, file string) (*clientconfig.Config, error) {
+	applied, err := o.find(gate.TypeConfigApply, "")
 	if err != nil {
-		v.Note = err.Error()
-		return v
+		return nil, err
 	}
-	return upgrade.AskVersions(ctx, tc, v.Declared, versionsTimeout)
+	if applied == nil && file == "" {
+		return nil, errNoTalosConfig
+	}
+	return versionsTalosconfig(o, file)
 }
 
 // versionsView is upgrade.Versions as `--json` prints it.
@@ -80,9 +81,9 @@ func viewVersions(v upgrade.Versions) versionsView {
 }
 
 // versionsTalosconfig is the talosconfig the nodes are asked with.
-func versionsTalosconfig(ctx context.Context, st *engine.Stack, file string) (*clientconfig.Config, error) {
+func versionsTalosconfig(o *op, file string) (*clientconfig.Config, error) {
 	if file == "" {
-		outs, err := st.Outputs(ctx, true)
+		outs, err := o.st.Outputs(o.ctx, true)
 		if err != nil {
 			return nil, fmt.Errorf("talosconfig from the state: %w", err)
 		}
