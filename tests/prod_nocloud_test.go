@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/conformance"
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -159,7 +159,7 @@ func TestProdFirstConfigEqualsTheAppliedConfigInTalosMachinery(t *testing.T) {
 // carries the apply's patches, must not get them twice.
 func TestProdConformanceSeesEachNodeConfigOnce(t *testing.T) {
 	raw := stackConfig(t, "prod", prodSecrets)
-	s, err := docs.NewStack("prod", raw, slices.Sorted(maps.Keys(prodSecrets)))
+	s, err := stackfile.New("prod", raw, slices.Sorted(maps.Keys(prodSecrets)))
 	require.NoError(t, err)
 	ev, err := conformance.Collect(s)
 	require.NoError(t, err)

@@ -21,8 +21,8 @@ import (
 
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/conformance"
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -326,7 +326,7 @@ func TestEveryNodeConfigPassesTalosMachinery(t *testing.T) {
 			maps.Copy(raw, prodSecrets)
 			raw["milner:stopAfter"] = "talos" // local stops at the substrate; its configs are checked all the same
 			secretKeys := append(slices.Sorted(maps.Keys(devSecrets)), slices.Sorted(maps.Keys(prodSecrets))...)
-			s, err := docs.NewStack(stack, raw, secretKeys)
+			s, err := stackfile.New(stack, raw, secretKeys)
 			require.NoError(t, err)
 			ev, err := conformance.Collect(s)
 			require.NoError(t, err)

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/conformance"
-	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/stackfile"
 )
 
 func checkCmd() *cobra.Command {
@@ -28,23 +28,17 @@ minor without one fails, saying so.`,
   milner check --stack prod --json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := projectDir(cmd)
-			files := []string{filepath.Join(dir, "Pulumi."+stack+".yaml")}
-			if all {
-				var err error
-				if files, err = docs.StackFiles(dir); err != nil {
-					return err
-				}
-				if len(files) == 0 {
-					return fmt.Errorf("no Pulumi.<stack>.yaml in %s", dir)
-				}
+			var names []string // --all: none, so every committed stack
+			if !all {
+				names = []string{stack}
+			}
+			stacks, err := stackfile.ReadDir(dir, names...)
+			if err != nil {
+				return err
 			}
 			var failed []string
 			var figures []conformance.Figure
-			for _, f := range files {
-				s, err := docs.ReadStack(f)
-				if err != nil {
-					return err
-				}
+			for _, s := range stacks {
 				ev, err := conformance.Collect(s)
 				if err != nil {
 					return err
@@ -59,7 +53,6 @@ minor without one fails, saying so.`,
 					failed = append(failed, s.Name)
 				}
 			}
-			var err error
 			if len(failed) > 0 {
 				err = refused("layer rules fail on %s; fix the program or the stack config before any up", strings.Join(failed, ", "))
 			}

@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/spf13/cobra"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -105,26 +104,21 @@ type op struct {
 	out io.Writer
 
 	cfg  *config.Config
-	raw  map[string]string // the stack file's plain config
+	file *stackfile.Stack // the loaded stack file cfg is from
 	res  []engine.Resource
 	read bool // res was read
 }
 
 // config is the stack's config.
 func (o *op) config() (*config.Config, error) {
-	if o.cfg != nil {
-		return o.cfg, nil
+	if o.cfg == nil {
+		file, err := o.st.Load()
+		if err != nil {
+			return nil, err
+		}
+		o.file, o.cfg = file, file.Config
 	}
-	raw, err := o.st.Config()
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := config.Load(stackSource{o.st, raw})
-	if err != nil {
-		return nil, fmt.Errorf("stack %q: %w", o.st.Name(), err)
-	}
-	o.cfg, o.raw = cfg, raw
-	return cfg, nil
+	return o.cfg, nil
 }
 
 // resources are the resources in the stack's state when first asked.
@@ -158,28 +152,6 @@ func (o *op) confirm(question string) error {
 	}
 	return confirm(o.ctx, os.Stdin, o.out, question, o.st.Name())
 }
-
-// stackSource serves a stack's raw config and its decrypted secrets to
-// config.Load, as the program would see them.
-type stackSource struct {
-	st  *engine.Stack
-	cfg map[string]string
-}
-
-func (s stackSource) GetConfig(key string) (string, bool) {
-	if v, ok := s.st.Secret(key); ok {
-		return v, true
-	}
-	v, ok := s.cfg[key]
-	return v, ok
-}
-
-func (s stackSource) IsConfigSecret(key string) bool {
-	_, ok := s.st.Secret(key)
-	return ok
-}
-
-func (s stackSource) RootDirectory() string { return s.st.Dir() }
 
 // run is the RunE of a verb on one stack: it opens the stack, under
 // Milner's own lock (engine.Stack.Lock) when locked, for an operation that
@@ -239,13 +211,13 @@ func refuseList[T any](problems []T, header string, refusal string, a ...any) er
 
 // completeStacks completes stack names from the Pulumi.<stack>.yaml files.
 func completeStacks(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	files, err := docs.StackFiles(projectDir(cmd))
+	files, err := stackfile.Files(projectDir(cmd))
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
 	var names []string
 	for _, f := range files {
-		names = append(names, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml"))
+		names = append(names, stackfile.Name(f))
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
@@ -256,7 +228,7 @@ func completeNodes(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.Sh
 	if stack == "" {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	s, err := docs.ReadStack(filepath.Join(projectDir(cmd), "Pulumi."+stack+".yaml"))
+	s, err := stackfile.Read(stackfile.Path(projectDir(cmd), stack), nil)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}

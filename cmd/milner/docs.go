@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra/doc"
 
 	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/stackfile"
 )
 
 // cliFile is the CLI reference, rendered from the command tree.
@@ -34,7 +35,7 @@ func docsCmd() *cobra.Command {
 			}
 			switch {
 			case stack != "":
-				s, err := docs.ReadStack(filepath.Join(dir, "Pulumi."+stack+".yaml"))
+				s, err := stackfile.Read(stackfile.Path(dir, stack), nil)
 				if err != nil {
 					return err
 				}

@@ -93,7 +93,7 @@ func previewGated(o *op, f *gatedFlags) (*gated, *engine.Plan, error) {
 		return nil, nil, err
 	}
 	g := &gated{Stack: o.st.Name(), Backend: o.st.Backend(), Report: gate.NewReport(res.Steps, cfg.Cluster.Name),
-		Mirrored: config.Mirrored(stackSource{o.st, o.raw})}
+		Mirrored: config.Mirrored(o.file)}
 	if g.Refusals, err = layerRefusals(o, f, res.Steps, g.Report, opts.Replace); err != nil {
 		return nil, nil, err
 	}

@@ -21,7 +21,7 @@ func proxmoxClient(o *op) (*pve.Client, error) {
 	if px == nil || !o.cfg.Declares(config.LayerSubstrate) {
 		return nil, nil
 	}
-	token, _ := o.st.Secret(config.Key(config.ProxmoxTokenKey))
+	token := o.file.Raw[config.Key(config.ProxmoxTokenKey)]
 	return pve.New(px.Endpoint, token, px.Insecure, nil)
 }
 

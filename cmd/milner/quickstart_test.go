@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/offline/offlinetest"
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -159,7 +159,7 @@ func TestQuickStart(t *testing.T) {
 	require.True(t, setAll, "the quick start sets the secrets with pulumi config set-all")
 
 	// Exactly the secret keys the dev stack needs, no more, no fewer.
-	dev, err := docs.ReadStack("Pulumi.dev.yaml")
+	dev, err := stackfile.Read("Pulumi.dev.yaml", nil)
 	require.NoError(t, err)
 	assert.Equal(t, dev.SecretKeys, slices.Sorted(maps.Keys(secrets)))
 

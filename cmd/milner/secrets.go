@@ -12,12 +12,12 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/spf13/cobra"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/secretgen"
 	"github.com/milner/milner/internal/secretsbundle"
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -227,7 +227,7 @@ secret come from the forge, not from here.`,
 			if err != nil {
 				return err
 			}
-			s, err := docs.ReadStack(filepath.Join(dir, "Pulumi."+name+".yaml"))
+			s, err := stackfile.Read(stackfile.Path(dir, name), nil)
 			if err != nil {
 				return err
 			}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/blang/semver"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
@@ -41,7 +41,7 @@ type Evidence struct {
 
 // Collect runs the program twice for one stack under the mock: as
 // configured, and with the Talos version bumped.
-func Collect(s *docs.Stack) (*Evidence, error) {
+func Collect(s *stackfile.Stack) (*Evidence, error) {
 	rec, err := offline.Run(stacks.Program, s.Name, s.Raw, s.SecretKeys...)
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: run: %w", s.Name, err)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
-	"github.com/milner/milner/internal/docs"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/stackfile"
 )
 
 const root = "../.."
@@ -30,7 +30,7 @@ var (
 func dev(t *testing.T) *Evidence {
 	t.Helper()
 	devOnce.Do(func() {
-		s, err := docs.ReadStack(filepath.Join(root, "Pulumi.dev.yaml"))
+		s, err := stackfile.Read(filepath.Join(root, "Pulumi.dev.yaml"), nil)
 		if err != nil {
 			devErr = err
 			return
@@ -213,7 +213,7 @@ func TestEveryRuleHasAFailureCase(t *testing.T) {
 // TestCommittedStacksConform is the CI gate: every committed stack holds
 // every rule that applies to it.
 func TestCommittedStacksConform(t *testing.T) {
-	ss, err := docs.ReadStacks(root)
+	ss, err := stackfile.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestNextPatch(t *testing.T) {
 // version is retained on delete (a bump drops it from the program), which
 // the protect rule accepts for boot media and for nothing else.
 func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
-	s, err := docs.ReadStack(filepath.Join(root, "Pulumi.prod.yaml"))
+	s, err := stackfile.Read(filepath.Join(root, "Pulumi.prod.yaml"), nil)
 	if err != nil {
 		t.Skipf("no prod stack: %v", err)
 	}

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/milner/milner/internal/stackfile"
+	"github.com/milner/milner/stacks/config"
 )
 
 // root is the repository root, where the stack files are committed.
@@ -24,7 +27,7 @@ func TestCommittedDocsMatchTheStacks(t *testing.T) {
 }
 
 func TestRenderDev(t *testing.T) {
-	s, err := ReadStack(filepath.Join(root, "Pulumi.dev.yaml"))
+	s, err := stackfile.Read(filepath.Join(root, "Pulumi.dev.yaml"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +45,7 @@ func TestRenderDev(t *testing.T) {
 			t.Errorf("dev rendering does not contain %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, Placeholder) {
+	if strings.Contains(got, config.PlaceholderSecret) {
 		t.Errorf("the rendering shows a secret placeholder:\n%s", got)
 	}
 	if want := []string{"milner:vaultTlsCa", "milner:vaultTlsCert", "milner:vaultTlsKey", "milner:woodpeckerAgentSecret", "milner:woodpeckerForgeClient", "milner:woodpeckerForgeSecret"}; strings.Join(s.SecretKeys, ",") != strings.Join(want, ",") {

@@ -140,7 +140,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 		return nil, fmt.Errorf("stack %q: project: %w", o.Stack, err)
 	}
 	s := &Stack{
-		name: o.Stack, dir: dir, file: filepath.Join(dir, "Pulumi."+o.Stack+".yaml"), tools: o.Tools,
+		name: o.Stack, dir: dir, file: stackfile.Path(dir, o.Stack), tools: o.Tools,
 		program: o.Program, progress: o.Progress, stop: o.Terminate, command: o.Command, project: project,
 	}
 	ps, err := s.stackFile()
@@ -194,37 +194,12 @@ func (s *Stack) stackFile() (*workspace.ProjectStack, error) {
 	return ps, nil
 }
 
-// Config returns the stack file's plain config (full key → raw value as the
-// program reads it: strings as they are, objects as JSON). Secrets are left
-// out: they are read by the program only, as secret Outputs.
-func (s *Stack) Config() (map[string]string, error) {
-	ps, err := s.stackFile()
-	if err != nil {
-		return nil, err
-	}
-	raw, _, err := stackfile.Plain(ps.Config)
-	return raw, err
-}
-
-// Secret returns the decrypted value of a secret of the stack file (full
-// key), and whether the file holds that secret: what the program reads, for
-// the config loader of milner's pipeline and the APIs it talks to. The
-// passphrase key is derived on the first secret only.
-func (s *Stack) Secret(key string) (string, bool) {
-	ps, err := s.stackFile()
-	if err != nil {
-		return "", false
-	}
-	k, err := config.ParseKey(key)
-	if err != nil {
-		return "", false
-	}
-	v, ok := ps.Config[k]
-	if !ok || !v.Secure() {
-		return "", false
-	}
-	plain, err := v.Value(s.manager(ps.EncryptionSalt).Decrypter())
-	return plain, err == nil
+// Load loads the stack's config through the one loader (stackfile.Read)
+// with its secrets decrypted, as the program sees them: for milner's
+// pipeline and the APIs it talks to. The passphrase key is derived on the
+// first secret only.
+func (s *Stack) Load() (*stackfile.Stack, error) {
+	return stackfile.Read(s.file, func(salt string) config.Decrypter { return s.manager(salt).Decrypter() })
 }
 
 // manager is the stack's passphrase secrets manager for salt, one per run:

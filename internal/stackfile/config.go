@@ -1,13 +1,17 @@
 package stackfile
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
+	pconfig "github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+
+	"github.com/milner/milner/stacks/config"
 )
 
 // Load reads a Pulumi.<stack>.yaml with Pulumi's own stack-file loader, the
@@ -23,31 +27,137 @@ func Load(project, path string) (*workspace.ProjectStack, error) {
 	return ps, nil
 }
 
-// Plain turns a stack's config into the raw values the engine passes a
-// program (strings as they are, objects as JSON), leaving the encrypted
-// (secure:) values out: those need the stack's passphrase. secure lists
-// their keys, sorted.
-func Plain(m config.Map) (raw map[string]string, secure []string, err error) {
-	raw = make(map[string]string, len(m))
-	for k, v := range m {
-		if v.Secure() {
-			secure = append(secure, k.String())
-			continue
-		}
-		if raw[k.String()], err = v.Value(config.NopDecrypter); err != nil {
-			return nil, nil, fmt.Errorf("config %s: %w", k, err)
-		}
-	}
-	slices.Sort(secure)
-	return raw, secure, nil
+// Path is the stack file of stack name in the project directory dir.
+func Path(dir, name string) string { return filepath.Join(dir, "Pulumi."+name+".yaml") }
+
+// Name is the stack name of a Pulumi.<stack>.yaml path.
+func Name(path string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "Pulumi."), ".yaml")
 }
 
-// Read reads a stack file's plain config as raw values and the keys of
-// its encrypted values (see Plain).
-func Read(project, path string) (raw map[string]string, secure []string, err error) {
-	ps, err := Load(project, path)
+// Files returns the stack files committed in dir, sorted by name.
+func Files(dir string) ([]string, error) {
+	return filepath.Glob(Path(dir, "*")) // sorted, as Glob returns them
+}
+
+// Stack is one stack's config, loaded by the program's own loader
+// (config.Load: strict decode, defaults, every problem at once). It is the
+// config.ConfigSource it was loaded from, for the readers of raw keys.
+type Stack struct {
+	// Name is the stack name.
+	Name string
+	// Dir is the project directory relative chart paths are read from;
+	// "" for the working directory.
+	Dir string
+	// Raw is the config as the engine passes it to the program (full key →
+	// strings as they are, objects as JSON), secrets included.
+	Raw map[string]string
+	// SecretKeys are the full keys (milner:x) that are secret, sorted.
+	SecretKeys []string
+	// Config is the typed, validated config.
+	Config *config.Config
+}
+
+func (s *Stack) GetConfig(key string) (string, bool) {
+	v, ok := s.Raw[key]
+	return v, ok
+}
+
+func (s *Stack) IsConfigSecret(key string) bool { return slices.Contains(s.SecretKeys, key) }
+
+func (s *Stack) RootDirectory() string { return s.Dir }
+
+// Read reads the stack file at path and loads its config. decrypt gives
+// the decrypter for the file's passphrase salt; nil loads the stack
+// without its passphrase: every secret, those the file holds and those its
+// apps and substrate need, is config.PlaceholderSecret (Pulumi's blinding
+// decrypter's value), so that it validates.
+func Read(path string, decrypt func(salt string) pconfig.Decrypter) (*Stack, error) {
+	s := &Stack{Name: Name(path), Dir: filepath.Dir(path), Raw: map[string]string{}}
+	ps, err := Load(config.Namespace, path)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("stack %q: %w", s.Name, err)
 	}
-	return Plain(ps.Config)
+	dec := pconfig.NewBlindingDecrypter()
+	if decrypt != nil {
+		dec = decrypt(ps.EncryptionSalt)
+	}
+	for k, v := range ps.Config {
+		if v.Secure() {
+			s.SecretKeys = append(s.SecretKeys, k.String())
+		}
+		if s.Raw[k.String()], err = v.Value(dec); err != nil {
+			return nil, fmt.Errorf("stack %q: config %s: %w", s.Name, k, err)
+		}
+	}
+	if decrypt == nil {
+		s.placeholders()
+	}
+	slices.Sort(s.SecretKeys)
+	return s.load()
+}
+
+// New loads a stack's raw config (full keys), with the keys in secretKeys
+// secret.
+func New(name string, raw map[string]string, secretKeys []string) (*Stack, error) {
+	return (&Stack{Name: name, Raw: raw, SecretKeys: secretKeys}).load()
+}
+
+// load loads s.Config from s.
+func (s *Stack) load() (*Stack, error) {
+	cfg, err := config.Load(s)
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: %w", s.Name, err)
+	}
+	s.Config = cfg
+	return s, nil
+}
+
+// placeholders sets the secrets the file lacks to config.PlaceholderSecret:
+// the keys the apps layer reads (config.AppsSecrets) and the Proxmox API
+// token of a Proxmox stack.
+func (s *Stack) placeholders() {
+	var need []string
+	for _, n := range config.AppsSecrets(s) {
+		need = append(need, config.Key(n.Key))
+	}
+	// Lenient: Load reports a malformed substrate.
+	var sub config.SubstrateConfig
+	_ = json.Unmarshal([]byte(s.Raw[config.Key("substrate")]), &sub)
+	if sub.Kind == config.KindProxmox {
+		need = append(need, config.Key(config.ProxmoxTokenKey))
+	}
+	for _, k := range need {
+		if !slices.Contains(s.SecretKeys, k) {
+			s.SecretKeys = append(s.SecretKeys, k)
+			s.Raw[k] = config.PlaceholderSecret
+		}
+	}
+}
+
+// ReadDir reads the named stacks of the project directory dir, or every
+// stack committed there when none is named, without their passphrase.
+func ReadDir(dir string, names ...string) ([]*Stack, error) {
+	var files []string
+	for _, n := range names {
+		files = append(files, Path(dir, n))
+	}
+	if len(names) == 0 {
+		var err error
+		if files, err = Files(dir); err != nil {
+			return nil, err
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("no Pulumi.<stack>.yaml in %s", dir)
+		}
+	}
+	var out []*Stack
+	for _, f := range files {
+		s, err := Read(f, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

@@ -2,17 +2,18 @@ package upgrade
 
 import (
 	"context"
-	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/stackfile"
 )
 
 // fiveNodes declares control planes and workers interleaved in config
@@ -256,7 +257,7 @@ func TestInventoryShowsDeclaredAgainstRunning(t *testing.T) {
 }
 
 func TestFromConfigReadsTheStackFile(t *testing.T) {
-	s, err := docs.ReadStack("../../Pulumi.dev.yaml")
+	s, err := stackfile.Read("../../Pulumi.dev.yaml", nil)
 	require.NoError(t, err)
 	d := FromConfig(s.Config)
 	assert.Equal(t, s.Config.Cluster.TalosVersion, d.TalosVersion)

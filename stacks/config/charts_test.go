@@ -1,9 +1,7 @@
-package config
+package config_test
 
 import (
-	"encoding/json"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -11,33 +9,23 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/internal/stackfile"
+	"github.com/milner/milner/stacks/config"
 )
 
 // committedCharts returns every repository chart the committed stacks and
 // the defaults install, by where it was found.
-func committedCharts(t *testing.T) map[string]ChartConfig {
+func committedCharts(t *testing.T) map[string]config.ChartConfig {
 	t.Helper()
-	files, err := filepath.Glob("../../Pulumi.*.yaml")
+	stacks, err := stackfile.ReadDir("../..")
 	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	out := map[string]ChartConfig{"DefaultStorageChart": DefaultStorageChart}
-	for _, f := range files {
-		raw, _, err := stackfile.Read(Namespace, f)
-		require.NoError(t, err)
-		if s, ok := raw["milner:storage"]; ok {
-			var storage StorageConfig
-			require.NoError(t, json.Unmarshal([]byte(s), &storage), f)
-			if storage.Chart != (ChartConfig{}) {
-				out[filepath.Base(f)+" milner:storage.chart"] = storage.Chart
-			}
+	out := map[string]config.ChartConfig{"DefaultStorageChart": config.DefaultStorageChart}
+	for _, s := range stacks {
+		if c := s.Config.Storage.Chart; c != (config.ChartConfig{}) {
+			out[s.Name+" milner:storage.chart"] = c
 		}
-		if s, ok := raw["milner:apps"]; ok {
-			var apps []AppConfig
-			require.NoError(t, json.Unmarshal([]byte(s), &apps), f)
-			for _, a := range apps {
-				if a.Chart.Path == "" {
-					out[filepath.Base(f)+" milner:apps "+a.Name] = a.Chart
-				}
+		for _, a := range s.Config.Apps {
+			if a.Chart.Path == "" {
+				out[s.Name+" milner:apps "+a.Name] = a.Chart
 			}
 		}
 	}
@@ -49,20 +37,20 @@ func committedCharts(t *testing.T) map[string]ChartConfig {
 // maintainers publish them.
 func TestChartSourcesArePublished(t *testing.T) {
 	for where, c := range committedCharts(t) {
-		require.Truef(t, Published(c), "%s: chart %s %s from %s is not recorded as published there (PublishedCharts)", where, c.Name, c.Version, c.Repo)
+		require.Truef(t, config.Published(c), "%s: chart %s %s from %s is not recorded as published there (PublishedCharts)", where, c.Name, c.Version, c.Repo)
 	}
 }
 
 // TestUnpublishedSourcesFail: a coordinate nobody publishes is refused by
 // the record, the source the storage layer once used among them.
 func TestUnpublishedSourcesFail(t *testing.T) {
-	for _, c := range []ChartConfig{
-		{Repo: "https://rancher.github.io/local-path-provisioner", Name: StorageChartName, Version: "0.0.33"},
-		{Repo: "oci://ghcr.io/woodpecker-ci/helm/woodpecker", Name: WoodpeckerChart, Version: "3.2.0"},
-		{Repo: "https://helm.releases.hashicorp.com", Name: VaultChart, Version: "0.29.0-does-not-exist"},
-		{Repo: "https://helm.releases.hashicorp.com", Name: WoodpeckerChart, Version: "3.2.0"},
+	for _, c := range []config.ChartConfig{
+		{Repo: "https://rancher.github.io/local-path-provisioner", Name: config.StorageChartName, Version: "0.0.33"},
+		{Repo: "oci://ghcr.io/woodpecker-ci/helm/woodpecker", Name: config.WoodpeckerChart, Version: "3.2.0"},
+		{Repo: "https://helm.releases.hashicorp.com", Name: config.VaultChart, Version: "0.29.0-does-not-exist"},
+		{Repo: "https://helm.releases.hashicorp.com", Name: config.WoodpeckerChart, Version: "3.2.0"},
 	} {
-		require.Falsef(t, Published(c), "%+v", c)
+		require.Falsef(t, config.Published(c), "%+v", c)
 	}
 }
 
@@ -81,7 +69,7 @@ func TestRecordMatchesUpstreamArchives(t *testing.T) {
 		} `yaml:"entries"`
 	}
 	require.NoError(t, yaml.Unmarshal(b, &index))
-	for _, p := range PublishedCharts {
+	for _, p := range config.PublishedCharts {
 		var have []string
 		for _, e := range index.Entries[p.Name] {
 			have = append(have, e.Version)

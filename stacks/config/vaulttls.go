@@ -10,9 +10,11 @@ import (
 )
 
 // PlaceholderSecret is the value tools that load a stack without its
-// passphrase (docs, check) give every secret key. The Vault TLS material is
-// checked only when it is real: a placeholder is no certificate.
-const PlaceholderSecret = "placeholder-secret"
+// passphrase (docs, check) give every secret key: what Pulumi's blinding
+// decrypter (sdk/v3 go/common/resource/config/crypt.go) returns for every
+// secure value. The Vault TLS material is checked only when it is real: a
+// placeholder is no certificate.
+const PlaceholderSecret = "[secret]"
 
 // checkVaultTLS checks the Vault app's TLS secret keys before anything is
 // touched, as the pods will need them: the key is the certificate's (the

@@ -17,11 +17,17 @@ import (
 )
 
 // ReadStackConfig reads the plain config of a Pulumi.<stack>.yaml into raw
-// config values as the engine passes them to a program (see
-// stackfile.Plain).
+// config values as the engine passes them to a program (stackfile.Read),
+// its secrets left out for the test to set.
 func ReadStackConfig(path string) (map[string]string, error) {
-	raw, _, err := stackfile.Read(config.Namespace, path)
-	return raw, err
+	s, err := stackfile.Read(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range s.SecretKeys {
+		delete(s.Raw, k)
+	}
+	return s.Raw, nil
 }
 
 // RawConfig turns config objects, keyed as in a stack file's config block
