@@ -54,7 +54,7 @@ type gated struct {
 	// VersionsNote says why the nodes' versions are not known ("" when they are).
 	VersionsNote string `json:"versionsNote,omitempty"`
 	// Versions is the versions table the text prints.
-	Versions versionsView `json:"versions"`
+	Versions upgrade.Versions `json:"versions"`
 	// Mirrored are the charts fetched through milner:chartMirrors.
 	Mirrored []config.MirroredChart `json:"mirrored,omitempty"`
 }
@@ -161,7 +161,7 @@ func layerRefusals(o *op, f *gatedFlags, steps []gate.Step, report gate.Report, 
 func (g *gated) askVersions(o *op, f *gatedFlags) upgrade.Versions {
 	versions := askVersions(o, f.talosconfig)
 	g.Lagging, g.VersionsNote = upgrade.Lagging(versions.Declared, versions.Rows), versions.Note
-	g.Versions = viewVersions(versions)
+	g.Versions = versions
 	if err := upgrade.CheckUp(versions.Declared, versions.Rows, configUpdated(g.Report, f.replace)); err != nil {
 		g.Refusals = append(g.Refusals, gate.Refusal{Resource: "Talos machine configs", Reason: err.Error(),
 			Instead: fmt.Sprintf("milner upgrade --stack %s", o.st.Name())})

@@ -23,7 +23,7 @@ type status struct {
 	Protected int            `json:"protected"`
 	Nodes     any            `json:"nodes"`
 	// Versions is --versions: what each node runs against the declared.
-	Versions *versionsView `json:"versions,omitempty"`
+	Versions *upgrade.Versions `json:"versions,omitempty"`
 	// Certificates are the client certificates' and CAs' lifetimes.
 	Certificates []certs.Cert `json:"certificates"`
 }
@@ -65,16 +65,14 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 					s.Protected++
 				}
 			}
-			var asked *upgrade.Versions
 			if versions {
 				v := askVersions(o, talosconfigFile)
-				view := viewVersions(v)
-				asked, s.Versions = &v, &view
+				s.Versions = &v
 			}
 			if f.json {
 				return writeJSON(os.Stdout, s)
 			}
-			s.write(asked)
+			s.write()
 			return nil
 		}),
 	}
@@ -86,9 +84,9 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 }
 
 // write prints the status as text, then the versions asked (if any).
-func (s *status) write(versions *upgrade.Versions) {
-	if versions != nil {
-		defer versions.Write(os.Stdout)
+func (s *status) write() {
+	if s.Versions != nil {
+		defer s.Versions.Write(os.Stdout)
 	}
 	fmt.Printf("stack %s (cluster %s) on %s\n", s.Stack, s.Cluster, s.Backend)
 	if len(s.Resources) == 0 {

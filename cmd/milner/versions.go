@@ -50,36 +50,6 @@ func nodesTalosconfig(o *op, file string) (*clientconfig.Config, error) {
 	return versionsTalosconfig(o, file)
 }
 
-// versionsView is upgrade.Versions as `--json` prints it.
-type versionsView struct {
-	Talos      string        `json:"talosVersion"`
-	Kubernetes string        `json:"kubernetesVersion"`
-	Nodes      []versionsRow `json:"nodes,omitempty"`
-	Note       string        `json:"note,omitempty"`
-}
-
-// versionsRow is one node's answer; Error says why it could not be asked.
-type versionsRow struct {
-	Node      string `json:"node"`
-	Talos     string `json:"talosVersion,omitempty"`
-	Kubelet   string `json:"kubelet,omitempty"`
-	APIServer string `json:"apiServer,omitempty"`
-	Error     string `json:"error,omitempty"`
-}
-
-// viewVersions is v for --json.
-func viewVersions(v upgrade.Versions) versionsView {
-	out := versionsView{Talos: v.Declared.TalosVersion, Kubernetes: v.Declared.KubernetesVersion, Note: v.Note}
-	for _, r := range v.Rows {
-		row := versionsRow{Node: r.Node.Name, Talos: r.Talos, Kubelet: r.Kubelet, APIServer: r.APIServer}
-		if r.Err != nil {
-			row.Error = r.Err.Error()
-		}
-		out.Nodes = append(out.Nodes, row)
-	}
-	return out
-}
-
 // versionsTalosconfig is the talosconfig the nodes are asked with.
 func versionsTalosconfig(o *op, file string) (*clientconfig.Config, error) {
 	if file == "" {

@@ -163,6 +163,15 @@ func (n *fakeNode) Read(req *machine.ReadRequest, srv machine.MachineService_Rea
 	return srv.Send(&common.Data{Bytes: []byte(id + "\n")})
 }
 
+// Kubeconfig is what upstream's upgrade-k8s asks first (for its
+// Kubernetes client); the fake journals it and serves none.
+func (n *fakeNode) Kubeconfig(*emptypb.Empty, machine.MachineService_KubeconfigServer) error {
+	n.fc.mu.Lock()
+	defer n.fc.mu.Unlock()
+	n.fc.log("%s Kubeconfig", n.name)
+	return status.Error(codes.Unimplemented, "method Kubeconfig not implemented")
+}
+
 func (n *fakeNode) EtcdMemberList(context.Context, *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
 	n.fc.mu.Lock()
 	defer n.fc.mu.Unlock()

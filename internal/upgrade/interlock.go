@@ -37,7 +37,7 @@ import (
 func Lagging(d Declared, rows []Row) []string {
 	var out []string
 	for _, r := range rows {
-		if r.Err != nil {
+		if r.Err != "" {
 			continue
 		}
 		var diffs []string

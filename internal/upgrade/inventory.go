@@ -21,16 +21,17 @@ import (
 // Row is one node's declared and running versions.
 type Row struct {
 	// Node is the node.
-	Node Node
+	Node Node `json:"node"`
 	// Talos is the Talos version the node runs (Version API).
-	Talos string
+	Talos string `json:"talosVersion,omitempty"`
 	// Kubelet is the tag of the node's kubelet image (KubeletSpec resource).
-	Kubelet string
+	Kubelet string `json:"kubelet,omitempty"`
 	// APIServer is the tag of the node's kube-apiserver image
 	// (APIServerConfig resource); control planes only.
-	APIServer string
-	// Err is why the node could not be asked; the other fields are then empty.
-	Err error
+	APIServer string `json:"apiServer,omitempty"`
+	// Err is why the node could not be asked ("" when it answered); the
+	// other fields are then empty.
+	Err string `json:"error,omitempty"`
 }
 
 // Inventory asks every declared node, at once, which Talos and Kubernetes
@@ -47,20 +48,20 @@ func (c *Cluster) row(ctx context.Context, n Node) Row {
 	r := Row{Node: n}
 	var err error
 	if r.Talos, err = c.talosVersion(ctx, n); err != nil {
-		r.Err = fmt.Errorf("talos version: %w", err)
+		r.Err = fmt.Sprintf("talos version: %v", err)
 		return r
 	}
 	cosi := c.clients[n.Name].COSI
 	kubelet, err := safe.StateGetByID[*k8s.KubeletSpec](ctx, cosi, k8s.KubeletID)
 	if err != nil {
-		r.Err = fmt.Errorf("kubelet spec: %w", err)
+		r.Err = fmt.Sprintf("kubelet spec: %v", err)
 		return r
 	}
 	r.Kubelet = imageTag(kubelet.TypedSpec().Image)
 	if n.Role == config.RoleControlPlane {
 		api, err := safe.StateGetByID[*k8s.APIServerConfig](ctx, cosi, k8s.APIServerConfigID)
 		if err != nil {
-			r.Err = fmt.Errorf("kube-apiserver config: %w", err)
+			r.Err = fmt.Sprintf("kube-apiserver config: %v", err)
 			return r
 		}
 		r.APIServer = imageTag(api.TypedSpec().Image)
@@ -105,7 +106,7 @@ func checkVersions(d Declared, rows []Row) []string {
 	}
 	want, _ := semver.ParseTolerant(d.KubernetesVersion)
 	for _, r := range rows {
-		if r.Err != nil {
+		if r.Err != "" {
 			continue
 		}
 		if r.Talos != d.TalosVersion {
@@ -130,12 +131,12 @@ func checkVersions(d Declared, rows []Row) []string {
 // status --versions`, `preview` and `up` print them, or why they are not
 // known.
 type Versions struct {
-	// Declared is what the stack declares.
-	Declared Declared
+	// Declared is what the stack declares (its versions in the JSON).
+	Declared
 	// Rows are the nodes' answers, in config order; nil when not asked.
-	Rows []Row
+	Rows []Row `json:"nodes,omitempty"`
 	// Note says why the nodes were not asked ("" when they were).
-	Note string
+	Note string `json:"note,omitempty"`
 }
 
 // AskVersions asks every declared node what it runs, within timeout, with
@@ -153,7 +154,7 @@ func AskVersions(ctx context.Context, cfg *clientconfig.Config, d Declared, time
 // difference, so drift is never silent, and a line counting the drifting
 // nodes; or one line saying why the versions are not known.
 func (v Versions) Write(w io.Writer) {
-	if v.Note != "" || !slices.ContainsFunc(v.Rows, func(r Row) bool { return r.Err == nil }) {
+	if v.Note != "" || !slices.ContainsFunc(v.Rows, func(r Row) bool { return r.Err == "" }) {
 		note := v.Note
 		if note == "" {
 			note = "no node answered"
@@ -164,7 +165,7 @@ func (v Versions) Write(w io.Writer) {
 	_, _ = fmt.Fprintln(w, "versions (running; declared where they differ):")
 	_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", "NODE", "ROLE", "TALOS run (declared)", "KUBERNETES run (declared)")
 	for _, r := range v.Rows {
-		if r.Err != nil {
+		if r.Err != "" {
 			_, _ = fmt.Fprintf(w, "%-12s %-12s unreachable: %v\n", r.Node.Name, r.Node.Role, r.Err)
 			continue
 		}

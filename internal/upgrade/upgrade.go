@@ -16,6 +16,7 @@ package upgrade
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +34,8 @@ import (
 
 // Node is one declared node as the upgrade reaches it.
 type Node struct {
-	// Name is the node's logical name (milner:nodes[].name).
+	// Name is the node's logical name (milner:nodes[].name), all of the
+	// node its JSON shows (MarshalJSON).
 	Name string
 	// Role is controlplane or worker.
 	Role config.Role
@@ -42,20 +44,23 @@ type Node struct {
 	Endpoint string
 }
 
+// MarshalJSON is the node's name.
+func (n Node) MarshalJSON() ([]byte, error) { return json.Marshal(n.Name) }
+
 // Declared is what the stack declares: the versions every node should run
 // and the nodes, in config order.
 type Declared struct {
 	// TalosVersion is milner:cluster.talosVersion, e.g. v1.11.5.
-	TalosVersion string
+	TalosVersion string `json:"talosVersion"`
 	// KubernetesVersion is milner:cluster.kubernetesVersion, e.g. v1.34.1.
-	KubernetesVersion string
+	KubernetesVersion string `json:"kubernetesVersion"`
 	// InstallImage is milner:cluster.installImage (default
 	// ghcr.io/siderolabs/installer:<talosVersion>): what Upgrade installs.
-	InstallImage string
+	InstallImage string `json:"-"`
 	// KubernetesEndpoint is the cluster's Kubernetes API URL.
-	KubernetesEndpoint string
+	KubernetesEndpoint string `json:"-"`
 	// Nodes are milner:nodes, in config order.
-	Nodes []Node
+	Nodes []Node `json:"-"`
 }
 
 // FromConfig returns what the typed stack config declares.
@@ -211,7 +216,7 @@ func MakePlan(ctx context.Context, c *Cluster) (*Plan, error) {
 	byName := map[string]Row{}
 	for _, r := range inv {
 		byName[r.Node.Name] = r
-		if r.Err != nil {
+		if r.Err != "" {
 			problems = append(problems, fmt.Sprintf("node %q: %v", r.Node.Name, r.Err))
 		}
 	}
@@ -247,9 +252,6 @@ type Options struct {
 	Apps func(ctx context.Context) error
 	// AppsTimeout bounds the wait for the apps to be Ready after a node.
 	AppsTimeout time.Duration
-	// Kubernetes runs the Kubernetes step; nil uses upstream's upgrade-k8s
-	// (UpgradeKubernetes).
-	Kubernetes func(ctx context.Context, c *Cluster, step KubernetesStep, out io.Writer) error
 }
 
 // DefaultOptions are the timeouts of a real cluster: an upgrade pulls the
@@ -319,12 +321,9 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 		}
 		return e
 	}
-	steps, k8s := len(plan.Talos), UpgradeKubernetes
+	steps := len(plan.Talos)
 	if plan.Kubernetes != nil {
 		steps++
-	}
-	if o.Kubernetes != nil {
-		k8s = o.Kubernetes
 	}
 	for i := range steps {
 		what := ""
@@ -345,7 +344,7 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 		if i < len(plan.Talos) {
 			stage, err = c.upgradeNode(ctx, plan.Talos[i], plan.Declared.InstallImage, o, what, &upgraded)
 		} else {
-			stage, err = "kubernetes", k8s(ctx, c, *plan.Kubernetes, o.Out)
+			stage, err = "kubernetes", UpgradeKubernetes(ctx, c, *plan.Kubernetes, o.Out)
 		}
 		if err != nil {
 			return stop(i, stage, err)

@@ -2,7 +2,6 @@ package upgrade
 
 import (
 	"context"
-	"io"
 	"strings"
 	"testing"
 
@@ -185,33 +184,35 @@ func TestNotConfirmedChangesNothing(t *testing.T) {
 	assert.Empty(t, fc.upgrades())
 }
 
+// TestKubernetesRunsAfterEveryNode runs upstream's upgrade-k8s as
+// production does: it starts (asking the Talos API of the plan's control
+// plane for a kubeconfig, which the fake does not serve) only after every
+// node's Talos upgrade.
 func TestKubernetesRunsAfterEveryNode(t *testing.T) {
 	specs := fiveNodes()
 	for i := range specs {
 		specs[i].k8s = "v1.33.5"
 	}
 	fc, d, tc := newFake(t, specs...)
+	c := connect(t, d, tc)
+	plan, err := MakePlan(context.Background(), c)
+	require.NoError(t, err)
+	assert.Equal(t, &KubernetesStep{From: "v1.33.5", To: k8sVer, Via: d.Nodes[0], Endpoint: d.KubernetesEndpoint}, plan.Kubernetes)
 	var out strings.Builder
-	o := testOptions(&out)
-	var got KubernetesStep
-	o.Kubernetes = func(_ context.Context, _ *Cluster, step KubernetesStep, _ io.Writer) error {
-		got = step
-		fc.mu.Lock()
-		fc.log("kubernetes %s -> %s", step.From, step.To)
-		fc.mu.Unlock()
-		return nil
-	}
-	require.NoError(t, Execute(context.Background(), connect(t, d, tc), o, false, yes), out.String())
-	assert.Equal(t, KubernetesStep{From: "v1.33.5", To: k8sVer, Via: d.Nodes[0], Endpoint: d.KubernetesEndpoint}, got)
+	err = Execute(context.Background(), c, testOptions(&out), false, yes)
+	var stop *StopError
+	require.ErrorAs(t, err, &stop, out.String())
+	assert.Equal(t, "kubernetes", stop.Stage)
+	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3", "w-1", "w-2"}, stop.Upgraded)
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	last := ""
 	for _, e := range fc.journal {
-		if strings.Contains(e, " Upgrade ") || strings.HasPrefix(e, "kubernetes") {
+		if strings.Contains(e, " Upgrade ") || strings.Contains(e, " Kubeconfig") {
 			last = e
 		}
 	}
-	assert.Equal(t, "kubernetes v1.33.5 -> "+k8sVer, last, "Kubernetes must come after every node's Talos upgrade")
+	assert.Equal(t, d.Nodes[0].Name+" Kubeconfig", last, "Kubernetes must come after every node's Talos upgrade")
 }
 
 func TestUpstreamKubernetesUpgradeFailureIsReported(t *testing.T) {
