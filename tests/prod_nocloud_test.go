@@ -159,7 +159,7 @@ func TestProdFirstConfigEqualsTheAppliedConfigInTalosMachinery(t *testing.T) {
 // carries the apply's patches, must not get them twice.
 func TestProdConformanceSeesEachNodeConfigOnce(t *testing.T) {
 	raw := stackConfig(t, "prod", prodSecrets)
-	s, err := stackfile.New("prod", raw, slices.Sorted(maps.Keys(prodSecrets)))
+	s, err := stackfile.New("prod", "", raw, slices.Sorted(maps.Keys(prodSecrets)))
 	require.NoError(t, err)
 	ev, err := conformance.Collect(s)
 	require.NoError(t, err)

@@ -326,7 +326,7 @@ func TestEveryNodeConfigPassesTalosMachinery(t *testing.T) {
 			maps.Copy(raw, prodSecrets)
 			raw["milner:stopAfter"] = "talos" // local stops at the substrate; its configs are checked all the same
 			secretKeys := append(slices.Sorted(maps.Keys(devSecrets)), slices.Sorted(maps.Keys(prodSecrets))...)
-			s, err := stackfile.New(stack, raw, secretKeys)
+			s, err := stackfile.New(stack, "", raw, secretKeys)
 			require.NoError(t, err)
 			ev, err := conformance.Collect(s)
 			require.NoError(t, err)

@@ -74,12 +74,8 @@ func runUpgrade(o *op, talosconfigFile string, dryRun bool) error {
 	defer func() { _ = c.Close() }()
 	opts := upgrade.DefaultOptions(os.Stdout)
 	if !dryRun { // a dry run sends nothing, so needs no gate
-		apps, err := appsOf(o, true)
-		if err != nil {
+		if opts.Apps, err = appsOf(o, true); err != nil {
 			return err
-		}
-		if apps != nil {
-			opts.Apps = apps.Ready
 		}
 	}
 	var declined error

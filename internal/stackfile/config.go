@@ -73,66 +73,63 @@ func (s *Stack) RootDirectory() string { return s.Dir }
 // apps and substrate need, is config.PlaceholderSecret (Pulumi's blinding
 // decrypter's value), so that it validates.
 func Read(path string, decrypt func(salt string) pconfig.Decrypter) (*Stack, error) {
-	s := &Stack{Name: Name(path), Dir: filepath.Dir(path), Raw: map[string]string{}}
+	name := Name(path)
 	ps, err := Load(config.Namespace, path)
 	if err != nil {
-		return nil, fmt.Errorf("stack %q: %w", s.Name, err)
+		return nil, fmt.Errorf("stack %q: %w", name, err)
 	}
 	dec := pconfig.NewBlindingDecrypter()
 	if decrypt != nil {
 		dec = decrypt(ps.EncryptionSalt)
 	}
+	raw, secretKeys := map[string]string{}, []string{}
 	for k, v := range ps.Config {
 		if v.Secure() {
-			s.SecretKeys = append(s.SecretKeys, k.String())
+			secretKeys = append(secretKeys, k.String())
 		}
-		if s.Raw[k.String()], err = v.Value(dec); err != nil {
-			return nil, fmt.Errorf("stack %q: config %s: %w", s.Name, k, err)
+		if raw[k.String()], err = v.Value(dec); err != nil {
+			return nil, fmt.Errorf("stack %q: config %s: %w", name, k, err)
 		}
 	}
 	if decrypt == nil {
-		s.placeholders()
+		secretKeys = placeholders(raw, secretKeys)
 	}
-	slices.Sort(s.SecretKeys)
-	return s.load()
+	return New(name, filepath.Dir(path), raw, secretKeys)
 }
 
-// New loads a stack's raw config (full keys), with the keys in secretKeys
-// secret.
-func New(name string, raw map[string]string, secretKeys []string) (*Stack, error) {
-	return (&Stack{Name: name, Raw: raw, SecretKeys: secretKeys}).load()
-}
-
-// load loads s.Config from s.
-func (s *Stack) load() (*Stack, error) {
+// New loads a stack's raw config (full keys) with the keys in secretKeys
+// secret; dir is the project directory ("" for the working directory).
+func New(name, dir string, raw map[string]string, secretKeys []string) (*Stack, error) {
+	s := &Stack{Name: name, Dir: dir, Raw: raw, SecretKeys: slices.Sorted(slices.Values(secretKeys))}
 	cfg, err := config.Load(s)
 	if err != nil {
-		return nil, fmt.Errorf("stack %q: %w", s.Name, err)
+		return nil, fmt.Errorf("stack %q: %w", name, err)
 	}
 	s.Config = cfg
 	return s, nil
 }
 
-// placeholders sets the secrets the file lacks to config.PlaceholderSecret:
-// the keys the apps layer reads (config.AppsSecrets) and the Proxmox API
-// token of a Proxmox stack.
-func (s *Stack) placeholders() {
+// placeholders sets the secrets raw lacks to config.PlaceholderSecret: the
+// keys the apps layer reads (config.AppsSecrets) and the Proxmox API token
+// of a Proxmox stack. It returns the secret keys with them.
+func placeholders(raw map[string]string, secretKeys []string) []string {
 	var need []string
-	for _, n := range config.AppsSecrets(s) {
+	for _, n := range config.AppsSecrets(&Stack{Raw: raw}) {
 		need = append(need, config.Key(n.Key))
 	}
 	// Lenient: Load reports a malformed substrate.
 	var sub config.SubstrateConfig
-	_ = json.Unmarshal([]byte(s.Raw[config.Key("substrate")]), &sub)
+	_ = json.Unmarshal([]byte(raw[config.Key("substrate")]), &sub)
 	if sub.Kind == config.KindProxmox {
 		need = append(need, config.Key(config.ProxmoxTokenKey))
 	}
 	for _, k := range need {
-		if !slices.Contains(s.SecretKeys, k) {
-			s.SecretKeys = append(s.SecretKeys, k)
-			s.Raw[k] = config.PlaceholderSecret
+		if !slices.Contains(secretKeys, k) {
+			secretKeys = append(secretKeys, k)
+			raw[k] = config.PlaceholderSecret
 		}
 	}
+	return secretKeys
 }
 
 // ReadDir reads the named stacks of the project directory dir, or every

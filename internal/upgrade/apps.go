@@ -61,6 +61,7 @@ func NewApps(cfg *config.Config, kubeconfig []byte) (*Apps, error) {
 // a Vault pod counts only once it is unsealed: the vault-helm chart's
 // readinessProbe at the pinned v0.29.1 (templates/server-statefulset.yaml)
 // is `vault status -tls-skip-verify`, whose exit code is 2 while sealed.
+// A nil *Apps (no apps layer) is always ready.
 func (a *Apps) Ready(ctx context.Context) error { return a.ReadyBesides(ctx, nil) }
 
 // ReadyBesides is Ready, excusing the Pods bound to the given nodes: the
@@ -68,6 +69,9 @@ func (a *Apps) Ready(ctx context.Context) error { return a.ReadyBesides(ctx, nil
 // whose every other Pod must be Ready, or the replace takes a second peer
 // down.
 func (a *Apps) ReadyBesides(ctx context.Context, nodes []string) error {
+	if a == nil {
+		return nil
+	}
 	var problems []string
 	for _, ns := range a.namespaces {
 		sets, err := a.client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
@@ -113,7 +117,8 @@ type NotReadyError struct{ Problems []string }
 
 func (e *NotReadyError) Error() string { return "apps not ready: " + strings.Join(e.Problems, "; ") }
 
-// Wait waits, up to o.AppsTimeout, for Ready: after a node came back.
+// Wait waits, up to o.AppsTimeout, for Ready: after a node came back (its
+// pods restart).
 func (a *Apps) Wait(ctx context.Context, o Options) error {
 	return waitFor(ctx, o, o.AppsTimeout, func() error { return a.Ready(ctx) })
 }

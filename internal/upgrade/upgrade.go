@@ -246,10 +246,10 @@ type Options struct {
 	RebootTimeout time.Duration
 	// HealthTimeout bounds the wait for the cluster to be healthy after a node.
 	HealthTimeout time.Duration
-	// Apps is the apps gate (Apps.Ready): checked before the first node and
-	// waited for, up to AppsTimeout, after every node and after Kubernetes.
-	// nil when the stack has no apps layer.
-	Apps func(ctx context.Context) error
+	// Apps is the apps gate: checked (Apps.Ready) before the first node
+	// and waited for (Apps.Wait), up to AppsTimeout, after every node and
+	// after Kubernetes. nil when the stack has no apps layer.
+	Apps *Apps
 	// AppsTimeout bounds the wait for the apps to be Ready after a node.
 	AppsTimeout time.Duration
 }
@@ -336,7 +336,7 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 		if err := c.Healthy(ctx); err != nil {
 			return stop(i, "health gate before", err)
 		}
-		if err := appsGate(ctx, o, false); err != nil {
+		if err := o.Apps.Ready(ctx); err != nil {
 			return stop(i, "apps before", err)
 		}
 		var stage string
@@ -354,7 +354,7 @@ func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 			return stop(i, "health gate after", err)
 		}
 		_, _ = fmt.Fprintf(o.Out, "%s: healthy; waiting for the apps to be Ready\n", what)
-		if err := appsGate(ctx, o, true); err != nil {
+		if err := o.Apps.Wait(ctx, o); err != nil {
 			return stop(i, "apps after", err)
 		}
 	}
@@ -385,18 +385,6 @@ func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Optio
 	}
 	_, _ = fmt.Fprintf(o.Out, "%s: runs %s\n", what, s.To)
 	return "", nil
-}
-
-// appsGate checks the apps (o.Apps) once, or waits up to o.AppsTimeout for
-// them when wait is set (after a node: its pods restart).
-func appsGate(ctx context.Context, o Options, wait bool) error {
-	switch {
-	case o.Apps == nil:
-		return nil
-	case !wait:
-		return o.Apps(ctx)
-	}
-	return waitFor(ctx, o, o.AppsTimeout, func() error { return o.Apps(ctx) })
 }
 
 // upgrade asks a node to install image and reboot into it. preserve=true
