@@ -174,9 +174,6 @@ func (s *Stack) Name() string { return s.name }
 // File is the stack file, <Dir>/Pulumi.<stack>.yaml.
 func (s *Stack) File() string { return s.file }
 
-// Dir is the project directory.
-func (s *Stack) Dir() string { return s.dir }
-
 // Backend is the backend URL the stack's state lives in, its credentials
 // redacted (redact.go): what Milner prints.
 func (s *Stack) Backend() string { return s.shown }
