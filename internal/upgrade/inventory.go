@@ -159,7 +159,7 @@ func (v Versions) Write(w io.Writer) {
 		if note == "" {
 			note = "no node answered"
 		}
-		_, _ = fmt.Fprintf(w, "versions: not known (%s); declared Talos %s, Kubernetes %s\n", note, v.Declared.TalosVersion, v.Declared.KubernetesVersion)
+		_, _ = fmt.Fprintf(w, "versions: not known (%s); declared Talos %s, Kubernetes %s\n", note, v.TalosVersion, v.KubernetesVersion)
 		return
 	}
 	_, _ = fmt.Fprintln(w, "versions (running; declared where they differ):")
@@ -174,7 +174,7 @@ func (v Versions) Write(w io.Writer) {
 			k = fmt.Sprintf("kubelet %s, apiserver %s", r.Kubelet, r.APIServer)
 		}
 		_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", r.Node.Name, r.Node.Role,
-			mark(r.Talos, v.Declared.TalosVersion), mark(k, v.Declared.KubernetesVersion))
+			mark(r.Talos, v.TalosVersion), mark(k, v.KubernetesVersion))
 	}
 	if lag := Lagging(v.Declared, v.Rows); len(lag) > 0 {
 		_, _ = fmt.Fprintf(w, "drift on %d nodes: `milner upgrade` moves them; until then `milner up` changes no Talos config\n", len(lag))
