@@ -211,23 +211,17 @@ func guardSubstrate(o *op, steps []gate.Step) error {
 	if err != nil {
 		return err
 	}
+	// It prints the findings and refuses: first the live objects missing
+	// from the stack's state, then a state older than the host by identity.
 	what := "live substrate objects"
 	if o.cfg.Substrate.Kind == config.KindProxmox {
 		what = "live Proxmox VMs"
 	}
-	return refuseGuard(what, guard.Check(o.st.Name(), v.declared, v.state, v.live, v.configOf),
-		guard.Stale(o.st.Name(), v.declared, v.state, v.live))
-}
-
-// refuseGuard prints the substrate guard's findings and refuses: first
-// the live objects (what) missing from the stack's state, then a state
-// older than the host by identity; nil when there are none.
-func refuseGuard(what string, missing, stale []guard.Finding) error {
-	if err := refuseList(missing, what+" are not in the stack's state; refused before touching anything (%d problems)",
+	if err := refuseList(guard.Check(o.st.Name(), v.declared, v.state, v.live, v.configOf), what+" are not in the stack's state; refused before touching anything (%d problems)",
 		"%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what); err != nil {
 		return err
 	}
-	return refuseList(stale, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
+	return refuseList(guard.Stale(o.st.Name(), v.declared, v.state, v.live), "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
 		"the state is older than the host (see above); nothing was changed")
 }
 

@@ -85,6 +85,16 @@ type Ref struct{ Type, Logical string }
 // logical name: each one's ID (and Host).
 type State map[Ref]Object
 
+// index keys live objects by liveKey and by type and id ("<type>#<id>").
+func index(live []Object) map[string]Object {
+	byKey := map[string]Object{}
+	for _, o := range live {
+		byKey[liveKey(o.Type, o.Pool, o.Name)] = o
+		byKey[o.Type+"#"+o.ID] = o
+	}
+	return byKey
+}
+
 // liveKey keys live and declared objects alike: volumes by pool and name
 // (two pools may hold volumes of one name), everything else by name.
 func liveKey(typ, pool, name string) string {
@@ -108,6 +118,9 @@ func (f Finding) String() string { return f.Problem + "\n    fix: " + f.Fix }
 // what lives on the substrate. It returns nothing when an up can neither
 // recreate nor duplicate a live object. configOf returns a live Proxmox
 // VM's config (nil when unreadable; the func may be nil on libvirt).
+// When the state holds no substrate at all, the findings are led by the
+// empty-state one: the seeds' danger, an up from lost state recreating
+// live machines.
 func Check(stack string, declared []Declared, state State, live []Object, configOf func(host string, vmid int) map[string]any) []Finding {
 	missing, stateHasSubstrate := lost(declared, state, live)
 	var orphans []Finding
@@ -125,11 +138,23 @@ func Check(stack string, declared []Declared, state State, live []Object, config
 			adopt = append(adopt, step)
 		}
 	}
-	if len(missing) > 0 && missing[0].d.Type == gate.TypeProxmoxVM {
-		return withEmptyState(stack, stateHasSubstrate, orphans, adopt, "VMs live on the Proxmox cluster", "VMs")
+	if len(orphans) == 0 || stateHasSubstrate {
+		return orphans
 	}
-	adopt = append(adopt, fmt.Sprintf("milner adopt --stack %s --all", stack))
-	return withEmptyState(stack, stateHasSubstrate, orphans, adopt, "objects live on the host", "live objects")
+	where, what := "VMs live on the Proxmox cluster", "VMs"
+	if missing[0].d.Type != gate.TypeProxmoxVM {
+		where, what = "objects live on the host", "live objects"
+		adopt = append(adopt, fmt.Sprintf("milner adopt --stack %s --all", stack))
+	}
+	fix := "restore the stack's state from a backup of its backend (docs/runbooks/recover.md), then run the up again"
+	if len(adopt) > 0 {
+		fix += "; or adopt the " + what + ": " + strings.Join(adopt, " && ")
+	}
+	empty := Finding{
+		Problem: fmt.Sprintf("the state of stack %q holds no substrate resource, but %d of its %s: an up from empty state would try to recreate live machines and disks", stack, len(orphans), where),
+		Fix:     fix,
+	}
+	return append([]Finding{empty}, orphans...)
 }
 
 // orphan is the finding of a libvirt object live on the host but absent
@@ -170,11 +195,7 @@ type pair struct {
 // by name) and not already being imported under their live id, and whether
 // the state holds any declared object at all.
 func lost(declared []Declared, state State, live []Object) ([]pair, bool) {
-	byKey := map[string]Object{}
-	for _, o := range live {
-		byKey[liveKey(o.Type, o.Pool, o.Name)] = o
-		byKey[o.Type+"#"+o.ID] = o
-	}
+	byKey := index(live)
 	var out []pair
 	stateHasSubstrate := false
 	for _, d := range declared {
@@ -231,25 +252,6 @@ func Adopt(stack string, declared []Declared, state State, live []Object) (Adopt
 	return a, refused
 }
 
-// withEmptyState returns the orphans, led by the empty-state finding when
-// the stack's state holds no substrate at all: the seeds' danger, an up
-// from lost state recreating live machines. where says where they live,
-// what names the adopted things in the fix.
-func withEmptyState(stack string, stateHasSubstrate bool, orphans []Finding, adopt []string, where, what string) []Finding {
-	if len(orphans) == 0 || stateHasSubstrate {
-		return orphans
-	}
-	fix := "restore the stack's state from a backup of its backend (docs/runbooks/recover.md), then run the up again"
-	if len(adopt) > 0 {
-		fix += "; or adopt the " + what + ": " + strings.Join(adopt, " && ")
-	}
-	empty := Finding{
-		Problem: fmt.Sprintf("the state of stack %q holds no substrate resource, but %d of its %s: an up from empty state would try to recreate live machines and disks", stack, len(orphans), where),
-		Fix:     fix,
-	}
-	return append([]Finding{empty}, orphans...)
-}
-
 // foreignObject reports a live object that has this stack's name but is
 // provably someone else's: a domain tagged for another stack, or a pool of
 // this name at another directory. Such an object is never offered for
@@ -301,13 +303,10 @@ func ListLibvirt(uri string) ([]Object, error) {
 	for _, d := range domains {
 		// libvirt gives an inactive domain the id -1.
 		o := Object{Type: gate.TypeLibvirtDomain, Name: d.Name, ID: uuid(d.UUID), Stopped: d.ID < 0}
-		if desc, err := l.DomainGetXMLDesc(d, 0); err == nil {
-			var x struct {
-				Description string `xml:"description"`
-			}
-			if xml.Unmarshal([]byte(desc), &x) == nil {
-				o.Owner = substrate.OwnerOf(x.Description)
-			}
+		// virDomainGetMetadata(VIR_DOMAIN_METADATA_DESCRIPTION) is the
+		// domain's <description>; it fails when there is none.
+		if desc, err := l.DomainGetMetadata(d, int32(golibvirt.DomainMetadataDescription), nil, golibvirt.DomainAffectCurrent); err == nil {
+			o.Owner = substrate.OwnerOf(desc)
 		}
 		out = append(out, o)
 	}

@@ -19,10 +19,7 @@ import (
 // under another name is not stale: an adoption that stopped between its
 // import and its rename looks the same. It refuses before anything changes.
 func Stale(stack string, declared []Declared, state State, live []Object) []Finding {
-	byKey := map[string]Object{}
-	for _, o := range live {
-		byKey[liveKey(o.Type, o.Pool, o.Name)] = o
-	}
+	byKey := index(live)
 	var out []Finding
 	for _, d := range declared {
 		s, ok := state[Ref{d.Type, d.Logical}]
