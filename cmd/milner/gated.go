@@ -217,11 +217,13 @@ func guardSubstrate(o *op, steps []gate.Step) error {
 	if o.cfg.Substrate.Kind == config.KindProxmox {
 		what = "live Proxmox VMs"
 	}
-	if err := refuseList(guard.Check(o.st.Name(), v.declared, v.state, v.live, v.configOf), what+" are not in the stack's state; refused before touching anything (%d problems)",
+	missing := guard.Check(o.st.Name(), v.declared, v.state, v.live, v.configOf)
+	if err := refuseList(missing, what+" are not in the stack's state; refused before touching anything (%d problems)",
 		"%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what); err != nil {
 		return err
 	}
-	return refuseList(guard.Stale(o.st.Name(), v.declared, v.state, v.live), "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
+	stale := guard.Stale(o.st.Name(), v.declared, v.state, v.live)
+	return refuseList(stale, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
 		"the state is older than the host (see above); nothing was changed")
 }
 
@@ -249,7 +251,7 @@ func viewSubstrate(o *op, steps []gate.Step) (*substrateView, error) {
 		host, _ := r.Inputs["nodeName"].(string) // a Proxmox VM's host
 		v.state[guard.Ref{Type: r.Type, Logical: r.Name()}] = guard.Object{ID: r.ID, Host: host}
 	}
-	v.live, v.configOf, err = listLive(o.ctx, o)
+	v.live, v.configOf, err = listLive(o)
 	return v, err
 }
 

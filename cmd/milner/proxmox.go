@@ -29,7 +29,7 @@ func proxmoxClient(o *op) (*pve.Client, error) {
 // libvirt host's domains, networks, pools and volumes, or the Proxmox
 // cluster's guests with configOf, which reads a live VM's config (nil
 // when unreadable).
-func listLive(ctx context.Context, o *op) (live []guard.Object, configOf func(string, int) map[string]any, err error) {
+func listLive(o *op) (live []guard.Object, configOf func(string, int) map[string]any, err error) {
 	c, err := proxmoxClient(o)
 	switch {
 	case err != nil:
@@ -39,13 +39,13 @@ func listLive(ctx context.Context, o *op) (live []guard.Object, configOf func(st
 		return live, nil, err
 	}
 	configOf = func(host string, vmid int) map[string]any {
-		cfg, err := c.VMConfig(ctx, host, vmid)
+		cfg, err := c.VMConfig(o.ctx, host, vmid)
 		if err != nil {
 			return nil
 		}
 		return cfg
 	}
-	live, err = guard.ListProxmox(ctx, c)
+	live, err = guard.ListProxmox(o.ctx, c)
 	return live, configOf, err
 }
 
