@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/offline"
-	"github.com/milner/milner/internal/testpki"
+	"github.com/milner/milner/tests/testpki"
 	"github.com/milner/milner/stacks"
 )
 

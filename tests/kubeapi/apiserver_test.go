@@ -29,7 +29,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/milner/milner/internal/testpki"
+	"github.com/milner/milner/tests/testpki"
 )
 
 // repo is the repository root.

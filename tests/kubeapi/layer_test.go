@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/milner/milner/internal/testpki"
+	"github.com/milner/milner/tests/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )

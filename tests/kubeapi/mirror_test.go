@@ -25,7 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"gopkg.in/yaml.v3"
 
-	"github.com/milner/milner/internal/testpki"
+	"github.com/milner/milner/tests/testpki"
 	"github.com/milner/milner/stacks/config"
 )
 
