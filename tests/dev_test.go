@@ -24,9 +24,9 @@ import (
 	"github.com/milner/milner/components/workloads"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/offline/offlinetest"
-	"github.com/milner/milner/tests/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/testpki"
 )
 
 // Type tokens the tests refer to.

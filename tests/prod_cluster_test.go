@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -254,14 +255,14 @@ func pxcOpenTofu() *pxcAPI {
 // prodDeclared is what a preview of a clean install of the committed prod
 // stack declares: the program's registrations, stopped after the substrate
 // layer, as the preview's create steps the guard reads.
-func prodDeclared(t *testing.T) []guard.DeclaredVM {
+func prodDeclared(t *testing.T) []guard.Declared {
 	t.Helper()
 	cfg := stackConfig(t, "prod", nil)
 	cfg["milner:stopAfter"] = "substrate"
 	cfg["milner:"+config.ProxmoxTokenKey] = "guard@pve!declared=mock"
 	rec, err := offline.Run(stacks.Program, "prod", cfg, "milner:"+config.ProxmoxTokenKey)
 	require.NoError(t, err)
-	declared, err := guard.DeclaredProxmox(offlinetest.Steps(rec), "milner-prod")
+	declared, err := guard.DeclaredBy(offlinetest.Steps(rec), "milner-prod")
 	require.NoError(t, err)
 	return declared
 }
@@ -273,7 +274,7 @@ func pxcGuard(t *testing.T, api *pxcAPI, inState ...string) []guard.Finding {
 	ctx := context.Background()
 	c := pxcClient(t, pxcServer(t, api))
 	declared := prodDeclared(t)
-	live, err := c.VMs(ctx)
+	live, err := guard.ListProxmox(ctx, c)
 	require.NoError(t, err)
 	configOf := func(host string, vmid int) map[string]any {
 		cfg, err := c.VMConfig(ctx, host, vmid)
@@ -282,11 +283,11 @@ func pxcGuard(t *testing.T, api *pxcAPI, inState ...string) []guard.Finding {
 		}
 		return cfg
 	}
-	state := map[string]bool{}
+	state := guard.State{}
 	for _, s := range inState {
-		state[s] = true
+		state[guard.Ref{Type: prodTVM, Logical: s}] = guard.Object{}
 	}
-	return guard.CheckProxmox("prod", declared, func(l string) bool { return state[l] }, live, configOf)
+	return guard.Check("prod", declared, state, live, configOf)
 }
 
 // TestProdGuardRefusesEmptyStateOverTheOldCluster: a fresh workstation
@@ -316,19 +317,23 @@ func TestProdGuardRefusesEmptyStateOverTheOldCluster(t *testing.T) {
 // state, or a VM being adopted, passes.
 func TestProdGuardNamesOrphanHolder(t *testing.T) {
 	declared := prodDeclared(t)
-	var all []string
-	var live []pve.VM
+	var live []guard.Object
 	for _, d := range declared {
-		all = append(all, d.Logical)
-		live = append(live, pve.VM{Type: "qemu", VMID: d.VMID, Name: d.Name, Node: d.Host})
+		live = append(live, guard.Object{Type: prodTVM, ID: strconv.Itoa(d.VMID), Name: d.Name, Host: d.Host})
 	}
-	inState := func(except string) func(string) bool {
-		return func(l string) bool { return l != except && strings.Contains(strings.Join(all, ","), l) }
+	inState := func(except string) guard.State {
+		s := guard.State{}
+		for _, d := range declared {
+			if d.Logical != except {
+				s[guard.Ref{Type: d.Type, Logical: d.Logical}] = guard.Object{}
+			}
+		}
+		return s
 	}
 	noConfig := func(string, int) map[string]any { return nil }
 
-	assert.Empty(t, guard.CheckProxmox("prod", declared, inState(""), live, noConfig), "converged")
-	f := guard.CheckProxmox("prod", declared, inState("milner-prod-cp-3-disks"), live, noConfig)
+	assert.Empty(t, guard.Check("prod", declared, inState(""), live, noConfig), "converged")
+	f := guard.Check("prod", declared, inState("milner-prod-cp-3-disks"), live, noConfig)
 	require.Len(t, f, 1)
 	assert.Equal(t, "milner adopt --stack prod --node cp-3 --holder --id 1152", f[0].Fix)
 
@@ -337,7 +342,7 @@ func TestProdGuardNamesOrphanHolder(t *testing.T) {
 			declared[i].ImportID = "pve-3/1152"
 		}
 	}
-	assert.Empty(t, guard.CheckProxmox("prod", declared, inState("milner-prod-cp-3-disks"), live, noConfig), "a holder being adopted is no orphan")
+	assert.Empty(t, guard.Check("prod", declared, inState("milner-prod-cp-3-disks"), live, noConfig), "a holder being adopted is no orphan")
 }
 
 // TestProdPreflightNamesMissingPrivileges: the token's effective

@@ -60,18 +60,17 @@ func TestProdStaleVMIsRefused(t *testing.T) {
 	ctx := context.Background()
 	c := pxcClient(t, pxcServer(t, pxiConverged()))
 	declared := prodDeclared(t)
-	live, err := c.VMs(ctx)
+	live, err := guard.ListProxmox(ctx, c)
 	require.NoError(t, err)
-	state := map[string]guard.StateVM{}
+	state := guard.State{}
 	for _, d := range declared {
-		state[d.Logical] = guard.StateVM{ID: strconv.Itoa(d.VMID), Host: d.Host}
+		state[guard.Ref{Type: d.Type, Logical: d.Logical}] = guard.Object{ID: strconv.Itoa(d.VMID), Host: d.Host}
 	}
-	stateVM := func(l string) (guard.StateVM, bool) { v, ok := state[l]; return v, ok }
-	assert.Empty(t, guard.StaleProxmox("prod", declared, stateVM, live), "state and cluster agree")
+	assert.Empty(t, guard.Stale("prod", declared, state, live), "state and cluster agree")
 
-	state["milner-prod-cp-1"] = guard.StateVM{ID: "140", Host: "pve-1"}
-	state["milner-prod-cp-2"] = guard.StateVM{ID: "151", Host: "pve-1"}
-	f := guard.StaleProxmox("prod", declared, stateVM, live)
+	state[guard.Ref{Type: prodTVM, Logical: "milner-prod-cp-1"}] = guard.Object{ID: "140", Host: "pve-1"}
+	state[guard.Ref{Type: prodTVM, Logical: "milner-prod-cp-2"}] = guard.Object{ID: "151", Host: "pve-1"}
+	f := guard.Stale("prod", declared, state, live)
 	require.Len(t, f, 2)
 	assert.Contains(t, f[0].Problem, `records Proxmox VM "milner-prod-cp-1" (milner-prod-cp-1) as VM 140 on pve-1, but the cluster's "milner-prod-cp-1" is VM 150 on pve-1`)
 	assert.Contains(t, f[1].Problem, `"milner-prod-cp-2" is VM 151 on pve-2`)

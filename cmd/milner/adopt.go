@@ -166,11 +166,11 @@ func adoptAll(o *op) (recorded string, before []byte, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	v, err := viewLibvirt(o, res.Steps)
+	v, err := viewSubstrate(o, res.Steps)
 	if err != nil {
 		return "", nil, err
 	}
-	a, notAdopted := guard.Adopt(o.st.Name(), v.declared, v.inState, v.live)
+	a, notAdopted := guard.Adopt(o.st.Name(), v.declared, v.state, v.live)
 	if err := refuseList(notAdopted, "", "%d live objects cannot be adopted (see above); %s is unchanged", len(notAdopted), o.st.File()); err != nil {
 		return "", nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
-	"github.com/milner/milner/internal/pve"
 	"github.com/milner/milner/internal/upgrade"
 	"github.com/milner/milner/stacks/config"
 )
@@ -77,8 +76,7 @@ func previewGated(o *op, f *gatedFlags) (*gated, *engine.Plan, error) {
 		}
 	}
 	// The token's privileges are checked before the preview asks the API anything.
-	px, err := preflightProxmox(o)
-	if err != nil {
+	if err := preflightProxmox(o); err != nil {
 		return nil, nil, err
 	}
 	opts, err := planOptions(o, f)
@@ -89,7 +87,7 @@ func previewGated(o *op, f *gatedFlags) (*gated, *engine.Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := guardSubstrate(o, px, res.Steps); err != nil {
+	if err := guardSubstrate(o, res.Steps); err != nil {
 		return nil, nil, err
 	}
 	g := &gated{Stack: o.st.Name(), Backend: o.st.Backend(), Report: gate.NewReport(res.Steps, cfg.Cluster.Name),
@@ -201,46 +199,46 @@ func (g *gated) verdict(f *gatedFlags) error {
 
 // guardSubstrate refuses an up that would recreate or duplicate live
 // substrate objects the preview's steps declare: empty state while the
-// machines live, or orphans (a create whose name is already live). It reads
-// the libvirt host, or the Proxmox API through px, named by the config.
-func guardSubstrate(o *op, px *pve.Client, steps []gate.Step) error {
-	switch {
-	case !o.cfg.Declares(config.LayerSubstrate):
+// machines live, or orphans (a create whose name, or Proxmox VM id, is
+// already live), and a state older than the substrate by identity. It
+// reads the libvirt host, or the Proxmox API, named by the config, and
+// prints the exact adopt commands.
+func guardSubstrate(o *op, steps []gate.Step) error {
+	if !o.cfg.Declares(config.LayerSubstrate) {
 		return nil // an existing cluster (startAt: apps) declares no machines
-	case o.cfg.Substrate.Kind == config.KindProxmox:
-		return guardProxmox(o, px, steps)
 	}
-	v, err := viewLibvirt(o, steps)
+	v, err := viewSubstrate(o, steps)
 	if err != nil {
 		return err
 	}
-	return refuseGuard("live substrate objects", guard.Check(o.st.Name(), v.declared, v.inState, v.live),
-		guard.Stale(o.st.Name(), v.declared, v.stateID, v.live))
-}
-
-// refuseGuard prints the substrate guard's findings and refuses: first
-// the live objects (what) missing from the stack's state, then a state
-// older than the host by identity; nil when there are none.
-func refuseGuard(what string, missing, stale []guard.Finding) error {
+	// It prints the findings and refuses: first the live objects missing
+	// from the stack's state, then a state older than the host by identity.
+	what := "live substrate objects"
+	if o.cfg.Substrate.Kind == config.KindProxmox {
+		what = "live Proxmox VMs"
+	}
+	missing := guard.Check(o.st.Name(), v.declared, v.state, v.live, v.configOf)
 	if err := refuseList(missing, what+" are not in the stack's state; refused before touching anything (%d problems)",
 		"%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what); err != nil {
 		return err
 	}
+	stale := guard.Stale(o.st.Name(), v.declared, v.state, v.live)
 	return refuseList(stale, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
 		"the state is older than the host (see above); nothing was changed")
 }
 
-// libvirtView is what the libvirt guard and `milner adopt --all` compare:
-// what the stack declares, what its state holds, what lives on the host.
-type libvirtView struct {
+// substrateView is what the substrate guard and `milner adopt --all`
+// compare: what the stack declares, what its state holds, what lives on
+// the substrate (and, on Proxmox, a live VM's config).
+type substrateView struct {
 	declared []guard.Declared
-	inState  func(typ, logical string) bool
-	stateID  func(typ, logical string) string
+	state    guard.State
 	live     []guard.Object
+	configOf func(host string, vmid int) map[string]any
 }
 
-func viewLibvirt(o *op, steps []gate.Step) (*libvirtView, error) {
-	declared, err := guard.DeclaredLibvirt(steps, o.cfg.Cluster.Name)
+func viewSubstrate(o *op, steps []gate.Step) (*substrateView, error) {
+	declared, err := guard.DeclaredBy(steps, o.cfg.Cluster.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -248,16 +246,13 @@ func viewLibvirt(o *op, steps []gate.Step) (*libvirtView, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := map[string]string{}
+	v := &substrateView{declared: declared, state: guard.State{}}
 	for _, r := range resources {
-		ids[r.Type+"::"+r.Name()] = r.ID
+		host, _ := r.Inputs["nodeName"].(string) // a Proxmox VM's host
+		v.state[guard.Ref{Type: r.Type, Logical: r.Name()}] = guard.Object{ID: r.ID, Host: host}
 	}
-	live, err := guard.ListLibvirt(o.cfg.Substrate.Libvirt.URI)
-	if err != nil {
-		return nil, err
-	}
-	return &libvirtView{declared, func(typ, logical string) bool { _, ok := ids[typ+"::"+logical]; return ok },
-		func(typ, logical string) string { return ids[typ+"::"+logical] }, live}, nil
+	v.live, v.configOf, err = listLive(o)
+	return v, err
 }
 
 // verifyBootImage checks the boot image when the preview creates the boot

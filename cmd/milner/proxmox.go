@@ -25,52 +25,38 @@ func proxmoxClient(o *op) (*pve.Client, error) {
 	return pve.New(px.Endpoint, token, px.Insecure, nil)
 }
 
-// guardProxmox refuses an up, before anything is touched, when live VMs
-// carry the VM ids or names of VMs the preview creates but are absent from
-// the stack's state (empty state, orphans). It prints the exact adopt
-// commands.
-func guardProxmox(o *op, c *pve.Client, steps []gate.Step) error {
-	declared, err := guard.DeclaredProxmox(steps, o.cfg.Cluster.Name)
-	if err != nil {
-		return err
+// listLive lists every object on the stack's substrate, read-only: the
+// libvirt host's domains, networks, pools and volumes, or the Proxmox
+// cluster's guests with configOf, which reads a live VM's config (nil
+// when unreadable).
+func listLive(o *op) (live []guard.Object, configOf func(string, int) map[string]any, err error) {
+	c, err := proxmoxClient(o)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case c == nil:
+		live, err = guard.ListLibvirt(o.cfg.Substrate.Libvirt.URI)
+		return live, nil, err
 	}
-	resources, err := o.resources()
-	if err != nil {
-		return err
-	}
-	vms := map[string]guard.StateVM{}
-	for _, r := range resources {
-		if r.Type == gate.TypeProxmoxVM {
-			host, _ := r.Inputs["nodeName"].(string)
-			vms[r.Name()] = guard.StateVM{ID: r.ID, Host: host}
-		}
-	}
-	live, err := c.VMs(o.ctx)
-	if err != nil {
-		return err
-	}
-	configOf := func(host string, vmid int) map[string]any {
+	configOf = func(host string, vmid int) map[string]any {
 		cfg, err := c.VMConfig(o.ctx, host, vmid)
 		if err != nil {
 			return nil
 		}
 		return cfg
 	}
-	inState := func(l string) bool { _, ok := vms[l]; return ok }
-	stateVM := func(l string) (guard.StateVM, bool) { v, ok := vms[l]; return v, ok }
-	return refuseGuard("live Proxmox VMs", guard.CheckProxmox(o.st.Name(), declared, inState, live, configOf),
-		guard.StaleProxmox(o.st.Name(), declared, stateVM, live))
+	live, err = guard.ListProxmox(o.ctx, c)
+	return live, configOf, err
 }
 
 // preflightProxmox reads the token's effective privileges and names every
 // one the program needs but lacks, before the preview asks the API
 // anything, and refuses a first config over SSH to a host known_hosts
-// does not know. It returns the stack's PVE client (nil for another
-// substrate).
-func preflightProxmox(o *op) (*pve.Client, error) {
+// does not know.
+func preflightProxmox(o *op) error {
 	c, err := proxmoxClient(o)
 	if err != nil || c == nil {
-		return nil, err
+		return err
 	}
 	px := o.cfg.Substrate.Proxmox
 	plan := pve.Plan{DiskDatastores: []string{px.OSDatastore, px.DataDatastore}, ImageDatastore: px.ImageDatastore, Bridge: px.Bridge}
@@ -79,7 +65,7 @@ func preflightProxmox(o *op) (*pve.Client, error) {
 	}
 	perms, err := c.Permissions(o.ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var missing []string
 	for _, m := range pve.Missing(perms, pve.Needs(plan)) {
@@ -87,9 +73,9 @@ func preflightProxmox(o *op) (*pve.Client, error) {
 	}
 	if err := refuseList(missing, "refused before touching anything: the API token lacks %d privileges",
 		"grant the missing privileges to the token (docs/proxmox.md \"Token privileges\"); nothing was changed"); err != nil {
-		return nil, err
+		return err
 	}
-	return c, refuseUnknownHosts(o, c)
+	return refuseUnknownHosts(o, c)
 }
 
 // refuseUnknownHosts refuses, before anything is touched, a Proxmox stack

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -254,27 +253,24 @@ func vmStopped(o *op) upgrade.StoppedFunc {
 		if vm == nil {
 			return true, nil
 		}
+		var live []guard.Object
 		switch sub.Kind {
 		case config.KindLibvirt:
-			live, err := guard.ListLibvirt(sub.Libvirt.URI)
-			if err != nil {
-				return false, err
-			}
-			i := slices.IndexFunc(live, func(l guard.Object) bool { return l.Type == gate.TypeLibvirtDomain && l.ID == vm.ID })
-			return i < 0 || live[i].Stopped, nil
+			live, err = guard.ListLibvirt(sub.Libvirt.URI)
 		case config.KindProxmox:
 			if pc == nil {
 				if pc, err = proxmoxClient(o); err != nil || pc == nil {
 					return false, err
 				}
 			}
-			vms, err := pc.VMs(ctx)
-			if err != nil {
-				return false, err
-			}
-			i := slices.IndexFunc(vms, func(v pve.VM) bool { return strconv.Itoa(v.VMID) == vm.ID })
-			return i < 0 || vms[i].Status == "stopped", nil
+			live, err = guard.ListProxmox(ctx, pc)
+		default:
+			return false, fmt.Errorf("substrate %q: cannot tell whether a VM stopped", sub.Kind)
 		}
-		return false, fmt.Errorf("substrate %q: cannot tell whether a VM stopped", sub.Kind)
+		if err != nil {
+			return false, err
+		}
+		i := slices.IndexFunc(live, func(l guard.Object) bool { return gate.IsNodeVM(l.Type) && l.ID == vm.ID })
+		return i < 0 || live[i].Stopped, nil
 	}
 }

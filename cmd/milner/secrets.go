@@ -178,7 +178,7 @@ func liveNodeVMs(o *op, steps []gate.Step) ([]string, error) {
 	if o.cfg.Substrate.Kind != config.KindLibvirt || !o.cfg.Declares(config.LayerSubstrate) {
 		return nil, nil
 	}
-	v, err := viewLibvirt(o, steps)
+	v, err := viewSubstrate(o, steps)
 	if err != nil {
 		return nil, err
 	}

@@ -46,13 +46,14 @@ func input(s gate.Step, key string) (string, error) {
 	return v, nil
 }
 
-// DeclaredLibvirt returns the libvirt objects the preview's steps declare,
-// with their names: the names come from the program as the engine ran it,
-// never from a copy of its naming. Domains are named "<cluster>-<node>".
-func DeclaredLibvirt(steps []gate.Step, cluster string) ([]Declared, error) {
+// DeclaredBy returns the substrate objects the preview's steps declare,
+// with their names: the names (and Proxmox VM ids) come from the program
+// as the engine ran it, never from a copy of its naming. Domains and node
+// VMs are named "<cluster>-<node>", disk holders "<cluster>-<node>-disks".
+func DeclaredBy(steps []gate.Step, cluster string) ([]Declared, error) {
 	var out []Declared
 	pool := ""
-	for _, s := range goals(steps, gate.TypeLibvirtDomain, gate.TypeLibvirtVolume, gate.TypeLibvirtNetwork, gate.TypeLibvirtPool) {
+	for _, s := range goals(steps, gate.TypeLibvirtDomain, gate.TypeLibvirtVolume, gate.TypeLibvirtNetwork, gate.TypeLibvirtPool, gate.TypeProxmoxVM) {
 		name, err := input(s, "name")
 		if err != nil {
 			return nil, err
@@ -77,6 +78,10 @@ func DeclaredLibvirt(steps []gate.Step, cluster string) ([]Declared, error) {
 					return nil, fmt.Errorf("guard: preview step %s: input target.path is not a string", s.URN)
 				}
 				d.Path = path
+			}
+		case gate.TypeProxmoxVM:
+			if err := declareVM(&d, s, cluster); err != nil {
+				return nil, err
 			}
 		}
 		out = append(out, d)

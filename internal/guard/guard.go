@@ -11,6 +11,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -20,16 +21,20 @@ import (
 	"github.com/milner/milner/internal/gate"
 )
 
-// Object is one named object on a libvirt host.
+// Object is one object live on the substrate (a libvirt domain, network,
+// pool or volume; a Proxmox guest), or what the stack's state records of
+// one (ID, and Host for a Proxmox VM).
 type Object struct {
 	// Type is the Pulumi type token of the resource that manages such an object.
 	Type string
-	// Name is the libvirt name.
+	// Name is the libvirt or PVE name.
 	Name string
 	// ID is what the provider uses as the resource id: the UUID of a
-	// domain, network or pool, the key (path) of a volume.
+	// domain, network or pool, the key (path) of a volume, the VM id of a
+	// Proxmox guest (bpg's id).
 	ID string
-	// Stopped is set for a defined domain that is not running.
+	// Stopped is set for a defined domain that is not running, a Proxmox
+	// guest "stopped".
 	Stopped bool
 	// Owner is the "<project>/<stack>" of a domain's owner tag
 	// (substrate.OwnerTag); "" when the domain carries none.
@@ -38,20 +43,24 @@ type Object struct {
 	Pool string
 	// Path is a pool's target directory.
 	Path string
+	// Host is the PVE node a Proxmox guest is on (in state: the nodeName input).
+	Host string
 }
 
-// Declared is one libvirt object the stack declares.
+// Declared is one substrate object the stack declares.
 type Declared struct {
 	// Type is the resource's type token.
 	Type string
 	// Logical is the resource's logical name (a state contract).
 	Logical string
-	// Name is the libvirt name the program gives it.
+	// Name is the libvirt or PVE name the program gives it.
 	Name string
-	// Node is the node a domain belongs to; "" for other objects.
+	// Node is the cluster node a domain or VM belongs to (cp-1); "" for
+	// other objects.
 	Node string
-	// ImportID is the id the program imports this object under (a node's
-	// adoptId): the live object with that id is being adopted, not orphaned.
+	// ImportID is the id the preview's import step read the object under
+	// (a node's adoptId, holderAdoptId; bpg's id is the VM id): the live
+	// object with that id is being adopted, not orphaned.
 	ImportID string
 	// Owner is the owner tag's "<project>/<stack>" a domain is created with.
 	Owner string
@@ -59,6 +68,31 @@ type Declared struct {
 	Pool string
 	// Path is a pool's target directory.
 	Path string
+	// VMID is a Proxmox VM's fixed PVE VM id.
+	VMID int
+	// Host is the PVE node a Proxmox VM runs on.
+	Host string
+	// Holder is set for a Proxmox disk holder VM.
+	Holder bool
+	// DiskSlots are the config keys a Proxmox node VM attaches its disks on (virtio0, virtio1).
+	DiskSlots []string
+}
+
+// Ref names a resource in the stack's state.
+type Ref struct{ Type, Logical string }
+
+// State is what the stack's state records of its resources, by type and
+// logical name: each one's ID (and Host).
+type State map[Ref]Object
+
+// index keys live objects by liveKey and by type and id ("<type>#<id>").
+func index(live []Object) map[string]Object {
+	byKey := map[string]Object{}
+	for _, o := range live {
+		byKey[liveKey(o.Type, o.Pool, o.Name)] = o
+		byKey[o.Type+"#"+o.ID] = o
+	}
+	return byKey
 }
 
 // liveKey keys live and declared objects alike: volumes by pool and name
@@ -80,43 +114,74 @@ type Finding struct {
 
 func (f Finding) String() string { return f.Problem + "\n    fix: " + f.Fix }
 
-// Check compares what the stack declares with what its state holds
-// (inState reports a type and logical name present in state) and what lives
-// on the host. It returns nothing when an up can neither recreate nor
-// duplicate a live object.
-func Check(stack string, declared []Declared, inState func(typ, logical string) bool, live []Object) []Finding {
-	missing, stateHasSubstrate := lost(declared, inState, live)
+// Check compares what the stack declares with what its state holds and
+// what lives on the substrate. It returns nothing when an up can neither
+// recreate nor duplicate a live object. configOf returns a live Proxmox
+// VM's config (nil when unreadable; the func may be nil on libvirt).
+// When the state holds no substrate at all, the findings are led by the
+// empty-state one: the seeds' danger, an up from lost state recreating
+// live machines.
+func Check(stack string, declared []Declared, state State, live []Object, configOf func(host string, vmid int) map[string]any) []Finding {
+	missing, stateHasSubstrate := lost(declared, state, live)
 	var orphans []Finding
-	var starts []string // stopped domains to start before adopting them
-	all := fmt.Sprintf("milner adopt --stack %s --all", stack)
+	var adopt []string // the steps that adopt them all, in order
 	for _, m := range missing {
-		d, o := m.d, m.o
-		if f, foreign := foreignObject(stack, d, o); foreign {
-			orphans = append(orphans, f)
-			continue
-		}
-		f := Finding{Problem: fmt.Sprintf("%s %q (%s) exists on the host but not in the state of stack %q: an up would fail on it or create a duplicate", kind(d.Type), d.Name, d.Logical, stack)}
-		if d.Type == gate.TypeLibvirtDomain && o.Owner == "" {
-			f.Problem += "; it carries no Milner owner tag (made before tags, or not by Milner): check `virsh dumpxml " + d.Name + "` is this cluster's machine before adopting it"
-		}
-		if d.Type == gate.TypeLibvirtDomain && d.Node != "" {
-			cmd := fmt.Sprintf("milner adopt --stack %s --node %s --id %s", stack, d.Node, o.ID)
-			if o.Stopped {
-				// A crash between define and start leaves the domain shut
-				// off; the config says running, so adoption needs it started.
-				start := "virsh start " + d.Name
-				starts = append(starts, start)
-				cmd = start + " && " + cmd
-			}
-			f.Fix = cmd
+		var f Finding
+		var step string
+		if m.d.Type == gate.TypeProxmoxVM {
+			f, step = orphanVM(stack, m.d, m.o, declared, live, configOf)
 		} else {
-			// Pools, networks and volumes are adopted by their logical name
-			// (milner:substrate.libvirt.adopt), all at once.
-			f.Fix = all
+			f, step = orphan(stack, m.d, m.o)
 		}
 		orphans = append(orphans, f)
+		if step != "" {
+			adopt = append(adopt, step)
+		}
 	}
-	return withEmptyState(stack, stateHasSubstrate, orphans, append(starts, all), "objects live on the host", "live objects")
+	if len(orphans) == 0 || stateHasSubstrate {
+		return orphans
+	}
+	where, what := "VMs live on the Proxmox cluster", "VMs"
+	if missing[0].d.Type != gate.TypeProxmoxVM {
+		where, what = "objects live on the host", "live objects"
+		adopt = append(adopt, fmt.Sprintf("milner adopt --stack %s --all", stack))
+	}
+	fix := "restore the stack's state from a backup of its backend (docs/runbooks/recover.md), then run the up again"
+	if len(adopt) > 0 {
+		fix += "; or adopt the " + what + ": " + strings.Join(adopt, " && ")
+	}
+	empty := Finding{
+		Problem: fmt.Sprintf("the state of stack %q holds no substrate resource, but %d of its %s: an up from empty state would try to recreate live machines and disks", stack, len(orphans), where),
+		Fix:     fix,
+	}
+	return append([]Finding{empty}, orphans...)
+}
+
+// orphan is the finding of a libvirt object live on the host but absent
+// from state, and the start a stopped domain needs before `adopt --all`.
+func orphan(stack string, d Declared, o Object) (Finding, string) {
+	if f, foreign := foreignObject(stack, d, o); foreign {
+		return f, ""
+	}
+	f := Finding{Problem: fmt.Sprintf("%s %q (%s) exists on the host but not in the state of stack %q: an up would fail on it or create a duplicate", kind(d.Type), d.Name, d.Logical, stack)}
+	if d.Type == gate.TypeLibvirtDomain && o.Owner == "" {
+		f.Problem += "; it carries no Milner owner tag (made before tags, or not by Milner): check `virsh dumpxml " + d.Name + "` is this cluster's machine before adopting it"
+	}
+	if d.Type != gate.TypeLibvirtDomain || d.Node == "" {
+		// Pools, networks and volumes are adopted by their logical name
+		// (milner:substrate.libvirt.adopt), all at once.
+		f.Fix = fmt.Sprintf("milner adopt --stack %s --all", stack)
+		return f, ""
+	}
+	f.Fix = fmt.Sprintf("milner adopt --stack %s --node %s --id %s", stack, d.Node, o.ID)
+	if !o.Stopped {
+		return f, ""
+	}
+	// A crash between define and start leaves the domain shut off; the
+	// config says running, so adoption needs it started.
+	start := "virsh start " + d.Name
+	f.Fix = start + " && " + f.Fix
+	return f, start
 }
 
 // pair is a declared object and the live object of its name.
@@ -126,22 +191,23 @@ type pair struct {
 }
 
 // lost returns the declared objects that are absent from state but live on
-// the host and not already being imported under their live id, and whether
+// the substrate (a Proxmox VM matched by its VM id, else by name; the rest
+// by name) and not already being imported under their live id, and whether
 // the state holds any declared object at all.
-func lost(declared []Declared, inState func(typ, logical string) bool, live []Object) ([]pair, bool) {
-	byName := map[string]Object{}
-	for _, o := range live {
-		byName[liveKey(o.Type, o.Pool, o.Name)] = o
-	}
+func lost(declared []Declared, state State, live []Object) ([]pair, bool) {
+	byKey := index(live)
 	var out []pair
 	stateHasSubstrate := false
 	for _, d := range declared {
-		if inState(d.Type, d.Logical) {
+		if _, ok := state[Ref{d.Type, d.Logical}]; ok {
 			stateHasSubstrate = true
 			continue
 		}
-		o, ok := byName[liveKey(d.Type, d.Pool, d.Name)]
-		if !ok || (d.ImportID != "" && strings.EqualFold(d.ImportID, o.ID)) {
+		o, ok := byKey[d.Type+"#"+strconv.Itoa(d.VMID)]
+		if !ok || d.VMID == 0 {
+			o, ok = byKey[liveKey(d.Type, d.Pool, d.Name)]
+		}
+		if !ok || (d.ImportID != "" && (strings.EqualFold(d.ImportID, o.ID) || d.ImportID == o.Host+"/"+o.ID)) {
 			continue
 		}
 		out = append(out, pair{d, o})
@@ -158,11 +224,11 @@ type Adoption struct {
 	Objects map[string]string
 }
 
-// Adopt returns the adoption of every live object of the stack that its
-// state lacks. An object provably another stack's, or a domain that is shut
-// off, is not adopted: it comes back as a finding with its fix.
-func Adopt(stack string, declared []Declared, inState func(typ, logical string) bool, live []Object) (Adoption, []Finding) {
-	missing, _ := lost(declared, inState, live)
+// Adopt returns the adoption of every live libvirt object of the stack that
+// its state lacks. An object provably another stack's, or a domain that is
+// shut off, is not adopted: it comes back as a finding with its fix.
+func Adopt(stack string, declared []Declared, state State, live []Object) (Adoption, []Finding) {
+	missing, _ := lost(declared, state, live)
 	a := Adoption{Nodes: map[string]string{}, Objects: map[string]string{}}
 	var refused []Finding
 	for _, m := range missing {
@@ -186,25 +252,6 @@ func Adopt(stack string, declared []Declared, inState func(typ, logical string) 
 	return a, refused
 }
 
-// withEmptyState returns the orphans, led by the empty-state finding when
-// the stack's state holds no substrate at all: the seeds' danger, an up
-// from lost state recreating live machines. where says where they live,
-// what names the adopted things in the fix.
-func withEmptyState(stack string, stateHasSubstrate bool, orphans []Finding, adopt []string, where, what string) []Finding {
-	if len(orphans) == 0 || stateHasSubstrate {
-		return orphans
-	}
-	fix := "restore the stack's state from a backup of its backend (docs/runbooks/recover.md), then run the up again"
-	if len(adopt) > 0 {
-		fix += "; or adopt the " + what + ": " + strings.Join(adopt, " && ")
-	}
-	empty := Finding{
-		Problem: fmt.Sprintf("the state of stack %q holds no substrate resource, but %d of its %s: an up from empty state would try to recreate live machines and disks", stack, len(orphans), where),
-		Fix:     fix,
-	}
-	return append([]Finding{empty}, orphans...)
-}
-
 // foreignObject reports a live object that has this stack's name but is
 // provably someone else's: a domain tagged for another stack, or a pool of
 // this name at another directory. Such an object is never offered for
@@ -226,9 +273,14 @@ func foreignObject(stack string, d Declared, o Object) (Finding, bool) {
 	return Finding{}, false
 }
 
-// kind names a type token for messages: its type's name in lower case
-// (domain, volume, network, pool).
-func kind(typ string) string { return strings.ToLower(tokens.Type(typ).Name().String()) }
+// kind names a type token for messages: "Proxmox VM", or its type's name
+// in lower case (domain, volume, network, pool).
+func kind(typ string) string {
+	if typ == gate.TypeProxmoxVM {
+		return "Proxmox VM"
+	}
+	return strings.ToLower(tokens.Type(typ).Name().String())
+}
 
 // ListLibvirt lists every domain, network, pool and volume on the libvirt
 // host at uri (e.g. qemu:///system), read-only.
@@ -251,13 +303,10 @@ func ListLibvirt(uri string) ([]Object, error) {
 	for _, d := range domains {
 		// libvirt gives an inactive domain the id -1.
 		o := Object{Type: gate.TypeLibvirtDomain, Name: d.Name, ID: uuid(d.UUID), Stopped: d.ID < 0}
-		if desc, err := l.DomainGetXMLDesc(d, 0); err == nil {
-			var x struct {
-				Description string `xml:"description"`
-			}
-			if xml.Unmarshal([]byte(desc), &x) == nil {
-				o.Owner = substrate.OwnerOf(x.Description)
-			}
+		// virDomainGetMetadata(VIR_DOMAIN_METADATA_DESCRIPTION) is the
+		// domain's <description>; it fails when there is none.
+		if desc, err := l.DomainGetMetadata(d, int32(golibvirt.DomainMetadataDescription), nil, golibvirt.DomainAffectCurrent); err == nil {
+			o.Owner = substrate.OwnerOf(desc)
 		}
 		out = append(out, o)
 	}

@@ -25,7 +25,7 @@ func declaredBy(t *testing.T, cfg map[string]string) []Declared {
 	cfg["milner:stopAfter"] = "substrate"
 	rec, err := offline.Run(stacks.Program, "dev", cfg)
 	require.NoError(t, err)
-	d, err := DeclaredLibvirt(offlinetest.Steps(rec), "milner-dev")
+	d, err := DeclaredBy(offlinetest.Steps(rec), "milner-dev")
 	require.NoError(t, err)
 	return d
 }
@@ -50,9 +50,14 @@ func TestDeclaredLibvirtNamesComeFromTheProgram(t *testing.T) {
 	assert.Equal(t, "/var/lib/libvirt/images/milner-dev", d[i].Path)
 }
 
-// state builds an inState function over "type::logical" entries.
-func state(entries ...string) func(string, string) bool {
-	return func(typ, logical string) bool { return slices.Contains(entries, typ+"::"+logical) }
+// state builds a State holding "type::logical" entries.
+func state(entries ...string) State {
+	s := State{}
+	for _, e := range entries {
+		typ, logical, _ := strings.Cut(e, "::")
+		s[Ref{typ, logical}] = Object{ID: "id-of-" + logical}
+	}
+	return s
 }
 
 func TestCheck(t *testing.T) {
@@ -68,7 +73,7 @@ func TestCheck(t *testing.T) {
 
 	for _, tc := range []struct {
 		name    string
-		inState func(string, string) bool
+		inState State
 		live    []Object
 		want    []string // substrings, one per finding, in order
 	}{
@@ -84,7 +89,7 @@ func TestCheck(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Check("dev", declared, tc.inState, tc.live)
+			got := Check("dev", declared, tc.inState, tc.live, nil)
 			if tc.want == nil {
 				assert.Empty(t, got)
 				return
@@ -100,7 +105,7 @@ func TestCheck(t *testing.T) {
 func TestOrphanDomainFixIsTheExactAdoptCommand(t *testing.T) {
 	declared := devDeclared(t)
 	live := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-2", ID: "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69"}}
-	got := Check("dev", declared, state(gate.TypeLibvirtPool+"::milner-dev-pool"), live)
+	got := Check("dev", declared, state(gate.TypeLibvirtPool+"::milner-dev-pool"), live, nil)
 	require.Len(t, got, 1)
 	assert.Equal(t, "milner adopt --stack dev --node cp-2 --id 0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69", got[0].Fix)
 }
@@ -113,16 +118,16 @@ func TestAdoptedDomainIsNotAnOrphan(t *testing.T) {
 	inState := state(gate.TypeLibvirtPool + "::milner-dev-pool")
 
 	adopted := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-2", ID: "0F4A6C1E-8D2B-4A57-9A0E-2F1D3C4B5A69"}}
-	assert.Empty(t, Check("dev", declared, inState, adopted), "the domain adoptId names is the one the up imports")
+	assert.Empty(t, Check("dev", declared, inState, adopted, nil), "the domain adoptId names is the one the up imports")
 
 	other := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-2", ID: "11111111-2222-3333-4444-555555555555"}}
-	assert.Len(t, Check("dev", declared, inState, other), 1, "a domain of that name with another UUID is still an orphan")
+	assert.Len(t, Check("dev", declared, inState, other, nil), 1, "a domain of that name with another UUID is still an orphan")
 }
 
 func TestStoppedOrphanIsStartedBeforeAdoption(t *testing.T) {
 	declared := devDeclared(t)
 	live := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-3", ID: "u3", Stopped: true}}
-	got := Check("dev", declared, state(gate.TypeLibvirtPool+"::milner-dev-pool"), live)
+	got := Check("dev", declared, state(gate.TypeLibvirtPool+"::milner-dev-pool"), live, nil)
 	require.Len(t, got, 1)
 	assert.Equal(t, "virsh start milner-dev-cp-3 && milner adopt --stack dev --node cp-3 --id u3", got[0].Fix)
 }
@@ -133,7 +138,7 @@ func TestEmptyStateFixNamesRestoreAndAdopt(t *testing.T) {
 		{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-1", ID: "u1"},
 		{Type: gate.TypeLibvirtVolume, Name: "milner-dev-cp-1-data.qcow2", ID: "/pool/milner-dev-cp-1-data.qcow2", Pool: "milner-dev"},
 	}
-	got := Check("dev", declared, state(), live)
+	got := Check("dev", declared, state(), live, nil)
 	require.Len(t, got, 3)
 	assert.True(t, strings.HasPrefix(got[0].Fix, "restore the stack's state from a backup"))
 	assert.True(t, strings.HasSuffix(got[0].Fix, "; or adopt the live objects: milner adopt --stack dev --all"), got[0].Fix)
@@ -141,7 +146,7 @@ func TestEmptyStateFixNamesRestoreAndAdopt(t *testing.T) {
 	assert.Equal(t, "milner adopt --stack dev --all", got[2].Fix, "a volume is adopted with the rest, by its logical name")
 
 	live[0].Stopped = true
-	got = Check("dev", declared, state(), live)
+	got = Check("dev", declared, state(), live, nil)
 	assert.True(t, strings.HasSuffix(got[0].Fix, ": virsh start milner-dev-cp-1 && milner adopt --stack dev --all"), got[0].Fix)
 }
 
@@ -162,7 +167,7 @@ func TestAnotherStacksObjectsAreNeverOfferedForAdoption(t *testing.T) {
 		{Type: gate.TypeLibvirtPool, Name: "milner-dev", ID: "p1", Path: "/srv/other"},
 		{Type: gate.TypeLibvirtVolume, Name: "milner-dev-cp-1-os.qcow2", ID: "/srv/x/milner-dev-cp-1-os.qcow2", Pool: "default"},
 	}
-	got := Check("dev", declared, inState, live)
+	got := Check("dev", declared, inState, live, nil)
 	require.Len(t, got, 2, "%v", got)
 	problems := got[0].Problem + "\n" + got[1].Problem
 	assert.Contains(t, problems, `pool "milner-dev" exists on the host at /srv/other`)
@@ -174,13 +179,13 @@ func TestAnotherStacksObjectsAreNeverOfferedForAdoption(t *testing.T) {
 	}
 
 	own := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-1", ID: "u1", Owner: "milner/dev"}}
-	got = Check("dev", declared, inState, own)
+	got = Check("dev", declared, inState, own, nil)
 	require.Len(t, got, 1)
 	assert.Equal(t, "milner adopt --stack dev --node cp-1 --id u1", got[0].Fix, "a domain tagged for this stack is offered for adoption")
 	assert.NotContains(t, got[0].Problem, "no Milner owner tag")
 
 	untagged := []Object{{Type: gate.TypeLibvirtDomain, Name: "milner-dev-cp-1", ID: "u1"}}
-	got = Check("dev", declared, inState, untagged)
+	got = Check("dev", declared, inState, untagged, nil)
 	require.Len(t, got, 1)
 	assert.Contains(t, got[0].Problem, "carries no Milner owner tag")
 }
@@ -219,10 +224,10 @@ func TestStaleIdentityIsRefused(t *testing.T) {
 		{Type: gate.TypeLibvirtVolume, Logical: "c-cp-1-data", Name: "c-cp-1-data.qcow2", Pool: "c"},
 		{Type: gate.TypeLibvirtDomain, Logical: "c-w-2", Name: "c-w-2", Node: "w-2"},
 	}
-	state := map[string]string{
-		gate.TypeLibvirtDomain + "c-cp-1":      "11111111-1111-1111-1111-111111111111",
-		gate.TypeLibvirtDomain + "c-w-1":       "22222222-2222-2222-2222-222222222222",
-		gate.TypeLibvirtVolume + "c-cp-1-data": "/p/c-cp-1-data.qcow2",
+	state := State{
+		{gate.TypeLibvirtDomain, "c-cp-1"}:      {ID: "11111111-1111-1111-1111-111111111111"},
+		{gate.TypeLibvirtDomain, "c-w-1"}:       {ID: "22222222-2222-2222-2222-222222222222"},
+		{gate.TypeLibvirtVolume, "c-cp-1-data"}: {ID: "/p/c-cp-1-data.qcow2"},
 	}
 	live := []Object{
 		{Type: gate.TypeLibvirtDomain, Name: "c-cp-1", ID: "99999999-9999-9999-9999-999999999999"},
@@ -230,7 +235,7 @@ func TestStaleIdentityIsRefused(t *testing.T) {
 		{Type: gate.TypeLibvirtVolume, Name: "c-cp-1-data.qcow2", Pool: "c", ID: "/p/c-cp-1-data.qcow2.new"},
 		{Type: gate.TypeLibvirtDomain, Name: "c-w-2", ID: "33333333-3333-3333-3333-333333333333"},
 	}
-	got := Stale("dev", declared, func(typ, logical string) string { return state[typ+logical] }, live)
+	got := Stale("dev", declared, state, live)
 	if len(got) != 2 {
 		t.Fatalf("want 2 findings (cp-1's domain, its data volume), got %d: %v", len(got), got)
 	}
@@ -245,10 +250,10 @@ func TestStaleIdentityIsRefused(t *testing.T) {
 // error, never a skipped guard.
 func TestUnreadableStepIsAnError(t *testing.T) {
 	urn := "urn:pulumi:dev::milner::" + gate.TypeLibvirtDomain + "::milner-dev-cp-1"
-	_, err := DeclaredLibvirt([]gate.Step{{Op: apitype.OpCreate, URN: urn, Type: gate.TypeLibvirtDomain, Inputs: map[string]any{"name": 3.0}}}, "milner-dev")
+	_, err := DeclaredBy([]gate.Step{{Op: apitype.OpCreate, URN: urn, Type: gate.TypeLibvirtDomain, Inputs: map[string]any{"name": 3.0}}}, "milner-dev")
 	assert.ErrorContains(t, err, `input "name" is float64`)
 	vm := "urn:pulumi:prod::milner::" + gate.TypeProxmoxVM + "::milner-prod-cp-1"
-	_, err = DeclaredProxmox([]gate.Step{{Op: apitype.OpCreate, URN: vm, Type: gate.TypeProxmoxVM, Inputs: map[string]any{"name": "x", "nodeName": "pve-1", "vmId": "150"}}}, "milner-prod")
+	_, err = DeclaredBy([]gate.Step{{Op: apitype.OpCreate, URN: vm, Type: gate.TypeProxmoxVM, Inputs: map[string]any{"name": "x", "nodeName": "pve-1", "vmId": "150"}}}, "milner-prod")
 	assert.ErrorContains(t, err, `input "vmId" is string`)
 }
 
@@ -263,7 +268,7 @@ func TestDeclaredFromARealPreview(t *testing.T) {
 		evs, err := gate.ReadEvents(f)
 		_ = f.Close()
 		require.NoError(t, err)
-		d, err := DeclaredLibvirt(gate.StepsFromEvents(evs), "milner-gate")
+		d, err := DeclaredBy(gate.StepsFromEvents(evs), "milner-gate")
 		require.NoError(t, err, capture)
 		require.Len(t, d, 6, capture) // pool, network, boot, os, data, domain
 		i := slices.IndexFunc(d, func(x Declared) bool { return x.Type == gate.TypeLibvirtDomain })

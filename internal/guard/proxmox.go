@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"regexp"
@@ -13,60 +14,38 @@ import (
 	"github.com/milner/milner/stacks/config"
 )
 
-// DeclaredVM is one Proxmox VM the stack declares.
-type DeclaredVM struct {
-	// Logical is the resource's logical name (a state contract).
-	Logical string
-	// Name is the PVE name of the VM.
-	Name string
-	// VMID is its fixed PVE VM id.
-	VMID int
-	// Host is the PVE node it runs on.
-	Host string
-	// Node is the cluster node it belongs to (cp-1).
-	Node string
-	// Holder is set for a disk holder VM.
-	Holder bool
-	// ImportID is the id the preview's import step read the VM under (the
-	// bpg provider's id is the VM id; adoptId, holderAdoptId): the live VM
-	// is being adopted, not orphaned.
-	ImportID string
-	// DiskSlots are the config keys a node VM attaches its disks on (virtio0, virtio1).
-	DiskSlots []string
+// declareVM reads a Proxmox VM's host, VM id and disk slots from its step.
+func declareVM(d *Declared, s gate.Step, cluster string) error {
+	host, err := input(s, "nodeName")
+	if err != nil {
+		return err
+	}
+	vmid, ok := s.Inputs["vmId"].(float64)
+	if !ok {
+		return fmt.Errorf("guard: preview step %s: input \"vmId\" is %T, not a number", s.URN, s.Inputs["vmId"])
+	}
+	d.Host, d.VMID, d.Holder = host, int(vmid), strings.HasSuffix(d.Logical, config.HolderSuffix)
+	d.Node = strings.TrimSuffix(strings.TrimPrefix(d.Logical, cluster+"-"), config.HolderSuffix)
+	disks, _ := s.Inputs["disks"].([]any)
+	for i, disk := range disks {
+		slot, ok := disk.(map[string]any)["interface"].(string)
+		if !ok {
+			return fmt.Errorf("guard: preview step %s: input disks[%d].interface is not a string", s.URN, i)
+		}
+		d.DiskSlots = append(d.DiskSlots, slot)
+	}
+	return nil
 }
 
-// DeclaredProxmox returns the Proxmox VMs the preview's steps declare,
-// node VMs ("<cluster>-<node>") and disk holders ("<cluster>-<node>-disks").
-// Names and ids come from the program as the engine ran it.
-func DeclaredProxmox(steps []gate.Step, cluster string) ([]DeclaredVM, error) {
-	var out []DeclaredVM
-	for _, s := range goals(steps, gate.TypeProxmoxVM) {
-		name, err := input(s, "name")
-		if err != nil {
-			return nil, err
-		}
-		host, err := input(s, "nodeName")
-		if err != nil {
-			return nil, err
-		}
-		vmid, ok := s.Inputs["vmId"].(float64)
-		if !ok {
-			return nil, fmt.Errorf("guard: preview step %s: input \"vmId\" is %T, not a number", s.URN, s.Inputs["vmId"])
-		}
-		d := DeclaredVM{Logical: s.Name(), Name: name, VMID: int(vmid), Host: host,
-			Holder: strings.HasSuffix(s.Name(), config.HolderSuffix), ImportID: importID(s)}
-		d.Node = strings.TrimSuffix(strings.TrimPrefix(d.Logical, cluster+"-"), config.HolderSuffix)
-		disks, _ := s.Inputs["disks"].([]any)
-		for i, disk := range disks {
-			slot, ok := disk.(map[string]any)["interface"].(string)
-			if !ok {
-				return nil, fmt.Errorf("guard: preview step %s: input disks[%d].interface is not a string", s.URN, i)
-			}
-			d.DiskSlots = append(d.DiskSlots, slot)
-		}
-		out = append(out, d)
+// ListProxmox lists every guest of the Proxmox cluster, on every host, as
+// live objects of the VM type (PVE VM ids are unique across QEMU and LXC).
+func ListProxmox(ctx context.Context, c *pve.Client) ([]Object, error) {
+	vms, err := c.VMs(ctx)
+	var out []Object
+	for _, v := range vms {
+		out = append(out, Object{Type: gate.TypeProxmoxVM, Name: v.Name, ID: strconv.Itoa(v.VMID), Host: v.Node, Stopped: v.Status == "stopped"})
 	}
-	return out, nil
+	return out, err
 }
 
 // ownedDisk matches a PVE volume a VM owns: "<storage>:vm-<vmid>-disk-<n>"
@@ -81,66 +60,34 @@ func diskKeys(cfg map[string]any) []string {
 	return slices.DeleteFunc(slices.Sorted(maps.Keys(cfg)), func(k string) bool { return !diskKey.MatchString(k) })
 }
 
-// CheckProxmox compares the VMs the stack declares with its state (inState
-// reports a logical name of a Proxmox VM in state) and the cluster's live
-// guests, matched by VM id and by name. configOf returns a live VM's config
-// (nil when unreadable): a node VM that owns its disks, as the OpenTofu
-// code made them, gets the reassignment commands before its adoption.
-func CheckProxmox(stack string, declared []DeclaredVM, inState func(logical string) bool, live []pve.VM,
-	configOf func(host string, vmid int) map[string]any,
-) []Finding {
-	byID, byName := map[int]pve.VM{}, map[string]pve.VM{}
-	for _, v := range live {
-		byID[v.VMID] = v
-		byName[v.Name] = v
+// orphanVM is the finding of a live Proxmox VM that carries the VM id or
+// name of a declared VM absent from state, and its adoption command. A
+// node VM that owns its disks, as the OpenTofu code made them, gets the
+// reassignment commands before its adoption (configOf reads its config).
+func orphanVM(stack string, d Declared, v Object, declared []Declared, live []Object, configOf func(string, int) map[string]any) (Finding, string) {
+	f := Finding{Problem: fmt.Sprintf("Proxmox VM %s %q on %s matches %s (%d %q on %s) but is not in the state of stack %q: an up would fail on it or create a duplicate",
+		v.ID, v.Name, v.Host, d.Logical, d.VMID, d.Name, d.Host, stack)}
+	vmid, _ := strconv.Atoi(v.ID)
+	switch {
+	case vmid != d.VMID:
+		f.Fix = fmt.Sprintf("the stack wants VM id %d for %q; give nodes[%s].vmId the live id %d (its holder is then %d), or rename or remove the live VM by hand", d.VMID, d.Name, d.Node, vmid, vmid+1000)
+		return f, ""
+	case v.Host != d.Host:
+		f.Fix = fmt.Sprintf("the VM runs on %s: set nodes[%s].proxmoxNode to %s (moving it is the planned procedure of docs/proxmox.md \"Move a node to another host\"), then run the up again", v.Host, d.Node, v.Host)
+		return f, ""
+	case d.Holder:
+		f.Fix = fmt.Sprintf("milner adopt --stack %s --node %s --holder --id %d", stack, d.Node, d.VMID)
+		return f, f.Fix
 	}
-	holders := map[string]DeclaredVM{}
-	for _, d := range declared {
-		if d.Holder {
-			holders[d.Node] = d
+	f.Fix = fmt.Sprintf("milner adopt --stack %s --node %s --id %d", stack, d.Node, d.VMID)
+	if h := slices.IndexFunc(declared, func(h Declared) bool { return h.Holder && h.Node == d.Node }); h >= 0 && configOf != nil {
+		if steps := reassignSteps(stack, d, declared[h], configOf(d.Host, d.VMID), live); steps != nil {
+			// The VM owns its disks (the OpenTofu shape): hand them to
+			// the holder first, then adopt both.
+			f.Fix = strings.Join(append(steps, f.Fix), " && ")
 		}
 	}
-	stateHasSubstrate := false
-	var orphans []Finding
-	var adopt []string
-	for _, d := range declared {
-		if inState(d.Logical) {
-			stateHasSubstrate = true
-			continue
-		}
-		v, ok := byID[d.VMID]
-		if !ok {
-			if v, ok = byName[d.Name]; !ok {
-				continue
-			}
-		}
-		if d.ImportID != "" && (d.ImportID == strconv.Itoa(v.VMID) || d.ImportID == fmt.Sprintf("%s/%d", v.Node, v.VMID)) {
-			continue
-		}
-		f := Finding{Problem: fmt.Sprintf("Proxmox VM %d %q on %s matches %s (%d %q on %s) but is not in the state of stack %q: an up would fail on it or create a duplicate",
-			v.VMID, v.Name, v.Node, d.Logical, d.VMID, d.Name, d.Host, stack)}
-		switch {
-		case v.VMID != d.VMID:
-			f.Fix = fmt.Sprintf("the stack wants VM id %d for %q; give nodes[%s].vmId the live id %d (its holder is then %d), or rename or remove the live VM by hand", d.VMID, d.Name, d.Node, v.VMID, v.VMID+1000)
-		case v.Node != d.Host:
-			f.Fix = fmt.Sprintf("the VM runs on %s: set nodes[%s].proxmoxNode to %s (moving it is the planned procedure of docs/proxmox.md \"Move a node to another host\"), then run the up again", v.Node, d.Node, v.Node)
-		case d.Holder:
-			cmd := fmt.Sprintf("milner adopt --stack %s --node %s --holder --id %d", stack, d.Node, d.VMID)
-			adopt = append(adopt, cmd)
-			f.Fix = cmd
-		default:
-			cmd := fmt.Sprintf("milner adopt --stack %s --node %s --id %d", stack, d.Node, d.VMID)
-			if steps := reassignSteps(stack, d, holders[d.Node], configOf, byID); steps != nil {
-				// The VM owns its disks (the OpenTofu shape): hand them to
-				// the holder first, then adopt both.
-				cmd = strings.Join(append(steps, cmd), " && ")
-			}
-			adopt = append(adopt, cmd)
-			f.Fix = cmd
-		}
-		orphans = append(orphans, f)
-	}
-	return withEmptyState(stack, stateHasSubstrate, orphans, adopt, "VMs live on the Proxmox cluster", "VMs")
+	return f, f.Fix
 }
 
 // reassignSteps returns the commands that turn a live node VM owning its
@@ -152,8 +99,7 @@ func CheckProxmox(stack string, declared []DeclaredVM, inState func(logical stri
 // snapshot using it). The holder's slots are scsi0 (OS) and scsi1 (data),
 // as the program creates them; the node VM then attaches the renamed
 // volumes on the stack's bus, as the program does.
-func reassignSteps(stack string, d, holder DeclaredVM, configOf func(string, int) map[string]any, byID map[int]pve.VM) []string {
-	cfg := configOf(d.Host, d.VMID)
+func reassignSteps(stack string, d, holder Declared, cfg map[string]any, live []Object) []string {
 	if cfg == nil || holder.VMID == 0 {
 		return nil
 	}
@@ -171,7 +117,7 @@ func reassignSteps(stack string, d, holder DeclaredVM, configOf func(string, int
 	}
 	ssh := "ssh root@" + d.Host + " "
 	var steps []string
-	if _, exists := byID[holder.VMID]; !exists {
+	if !slices.ContainsFunc(live, func(o Object) bool { return o.ID == strconv.Itoa(holder.VMID) }) {
 		steps = append(steps, fmt.Sprintf("%sqm create %d --name %s --onboot 0 --protection 1", ssh, holder.VMID, holder.Name))
 	}
 	steps = append(steps, fmt.Sprintf("%sqm shutdown %d", ssh, d.VMID))

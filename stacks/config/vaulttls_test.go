@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/offline"
-	"github.com/milner/milner/tests/testpki"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/tests/testpki"
 )
 
 // vaultStack is the base config with its app made Milner's Vault (release

@@ -21,10 +21,10 @@ import (
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
-	"github.com/milner/milner/tests/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tests/harness"
+	"github.com/milner/milner/tests/testpki"
 )
 
 const (

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/milner/milner/tests/testpki"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/testpki"
 )
 
 // Apps of the scenario that carry Milner's hardened profiles, on the test

@@ -25,8 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"gopkg.in/yaml.v3"
 
-	"github.com/milner/milner/tests/testpki"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/testpki"
 )
 
 // chartsDir is the static Helm repository of the unmodified upstream charts:
