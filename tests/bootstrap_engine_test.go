@@ -41,9 +41,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 
-	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 // talosBootstrapProvider imitates terraform-provider-talos v0.10.1's

@@ -24,10 +24,10 @@ import (
 
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/offline"
-	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/internal/pve"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 // pxcSource serves raw config to config.Load, with the prod secrets secret.

@@ -18,9 +18,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/milner/milner/internal/offline"
-	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 // obj is a config object as a stack file holds it.

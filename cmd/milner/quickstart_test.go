@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/offline"
-	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 // quickStartHeading is the README section TestQuickStart follows.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/offline"
-	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 // declaredBy reads what the preview of a clean install of the stack would

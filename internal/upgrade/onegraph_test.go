@@ -23,9 +23,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/offline"
-	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/stacks"
 	stackconfig "github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 // The one-graph proof, under Pulumi mocks (no Talos provider plugin can be

@@ -29,9 +29,9 @@ import (
 
 	"github.com/milner/milner/components/helmapp"
 	"github.com/milner/milner/internal/offline"
-	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/offlinetest"
 	"github.com/milner/milner/tests/testpki"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/offline/offlinetest"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 // Obj is a config object as a stack file holds it.
