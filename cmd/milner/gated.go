@@ -251,7 +251,7 @@ func viewSubstrate(o *op, steps []gate.Step) (*substrateView, error) {
 		host, _ := r.Inputs["nodeName"].(string) // a Proxmox VM's host
 		v.state[guard.Ref{Type: r.Type, Logical: r.Name()}] = guard.Object{ID: r.ID, Host: host}
 	}
-	v.live, v.configOf, err = listLive(o)
+	v.live, v.configOf, err = listLive(o.ctx, o)
 	return v, err
 }
 

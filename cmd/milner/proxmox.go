@@ -29,23 +29,26 @@ func proxmoxClient(o *op) (*pve.Client, error) {
 // libvirt host's domains, networks, pools and volumes, or the Proxmox
 // cluster's guests with configOf, which reads a live VM's config (nil
 // when unreadable).
-func listLive(o *op) (live []guard.Object, configOf func(string, int) map[string]any, err error) {
+func listLive(ctx context.Context, o *op) (live []guard.Object, configOf func(string, int) map[string]any, err error) {
+	if o.cfg.Substrate.Kind == config.KindLibvirt {
+		live, err = guard.ListLibvirt(o.cfg.Substrate.Libvirt.URI)
+		return live, nil, err
+	}
 	c, err := proxmoxClient(o)
 	switch {
 	case err != nil:
 		return nil, nil, err
 	case c == nil:
-		live, err = guard.ListLibvirt(o.cfg.Substrate.Libvirt.URI)
-		return live, nil, err
+		return nil, nil, fmt.Errorf("stack %q declares no Proxmox substrate to list", o.st.Name())
 	}
 	configOf = func(host string, vmid int) map[string]any {
-		cfg, err := c.VMConfig(o.ctx, host, vmid)
+		cfg, err := c.VMConfig(ctx, host, vmid)
 		if err != nil {
 			return nil
 		}
 		return cfg
 	}
-	live, err = guard.ListProxmox(o.ctx, c)
+	live, err = guard.ListProxmox(ctx, c)
 	return live, configOf, err
 }
 

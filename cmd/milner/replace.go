@@ -14,7 +14,6 @@ import (
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
-	"github.com/milner/milner/internal/pve"
 	"github.com/milner/milner/internal/upgrade"
 	"github.com/milner/milner/stacks/config"
 )
@@ -243,30 +242,15 @@ func osDiskTargets(o *op, f *gatedFlags) ([]string, error) {
 // vmStopped reports whether a node's VM (its id in state) has stopped: a
 // libvirt domain shut off, a Proxmox VM "stopped", or gone.
 func vmStopped(o *op) upgrade.StoppedFunc {
-	sub := o.cfg.Substrate
-	var pc *pve.Client // dialled on first use
 	return func(ctx context.Context, node string) (bool, error) {
 		vm, err := o.nodeVM(node)
 		if err != nil {
 			return false, err
 		}
 		if vm == nil {
-			return true, nil
+			return true, nil // no VM in state: nothing to wait for
 		}
-		var live []guard.Object
-		switch sub.Kind {
-		case config.KindLibvirt:
-			live, err = guard.ListLibvirt(sub.Libvirt.URI)
-		case config.KindProxmox:
-			if pc == nil {
-				if pc, err = proxmoxClient(o); err != nil || pc == nil {
-					return false, err
-				}
-			}
-			live, err = guard.ListProxmox(ctx, pc)
-		default:
-			return false, fmt.Errorf("substrate %q: cannot tell whether a VM stopped", sub.Kind)
-		}
+		live, _, err := listLive(ctx, o)
 		if err != nil {
 			return false, err
 		}
