@@ -179,9 +179,6 @@ func (r *replaceRun) after(o *op) error {
 // it may be dead. An API that cannot be asked (the recovery of a cluster
 // already down) is reported and the replace goes on.
 func (r *replaceRun) appsBefore(o *op) error {
-	if r.apps == nil {
-		return nil
-	}
 	err := r.apps.ReadyBesides(o.ctx, r.nodes)
 	var notReady *upgrade.NotReadyError
 	switch {
