@@ -104,9 +104,14 @@ records only that (e.g. after the gate refused a second bootstrap).`,
 				return restore(err)
 			}
 			gate.NewReport(res.Steps, cfg.Cluster.Name).Write(os.Stdout)
-			refusals, err := secretsBundleRefusals(o, res.Steps)
+			// The bundle rule weighs the libvirt host's live node VMs too.
+			var view *substrateView
+			if cfg.Substrate.Kind == config.KindLibvirt && cfg.Declares(config.LayerSubstrate) {
+				view, err = viewSubstrate(o, res.Steps)
+			}
 			if err == nil {
-				err = refuseList(refusals, "", "adopting %s would create a new cluster secrets bundle beside the cluster's nodes (see above); %s is unchanged", what, file)
+				err = refuseList(gate.CheckSecretsBundle(res.Steps, liveNodeVMs(view), o.st.Name()), "",
+					"adopting %s would create a new cluster secrets bundle beside the cluster's nodes (see above); %s is unchanged", what, file)
 			}
 			if err != nil {
 				return restore(err)

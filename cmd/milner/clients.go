@@ -192,7 +192,7 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.ou
 		Example: fmt.Sprintf("  milner %s --stack dev\n  milner %s --stack dev --stdout > /tmp/%s", c.output, c.output, c.output),
 		RunE: f.run(false, func(o *op) error {
 			st := o.st
-			outs, err := st.Outputs(o.ctx, true)
+			outs, err := o.outputs()
 			if err != nil {
 				return err
 			}

@@ -107,6 +107,7 @@ type op struct {
 	file *stackfile.Stack // the loaded stack file cfg is from
 	res  []engine.Resource
 	read bool // res was read
+	outs map[string]any // the stack's outputs in the clear, read once
 }
 
 // config is the stack's config.
@@ -131,6 +132,18 @@ func (o *op) resources() ([]engine.Resource, error) {
 		o.res, o.read = res, true
 	}
 	return o.res, nil
+}
+
+// outputs are the stack's outputs, secrets in the clear, read once.
+func (o *op) outputs() (map[string]any, error) {
+	if o.outs == nil {
+		outs, err := o.st.Outputs(o.ctx, true)
+		if err != nil {
+			return nil, err
+		}
+		o.outs = outs
+	}
+	return o.outs, nil
 }
 
 // find is the resource in state of type typ named name, or nil.

@@ -87,20 +87,29 @@ func previewGated(o *op, f *gatedFlags) (*gated, *engine.Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := guardSubstrate(o, res.Steps); err != nil {
+	view, err := guardSubstrate(o, res.Steps)
+	if err != nil {
 		return nil, nil, err
 	}
 	g := &gated{Stack: o.st.Name(), Backend: o.st.Backend(), Report: gate.NewReport(res.Steps, cfg.Cluster.Name),
 		Mirrored: config.Mirrored(o.file)}
-	if g.Refusals, err = layerRefusals(o, f, res.Steps, g.Report, opts.Replace); err != nil {
+	if g.Refusals, err = layerRefusals(o, f, res.Steps, view, g.Report, opts.Replace); err != nil {
 		return nil, nil, err
 	}
 	if err := verifyBootImage(cfg, g.Report); err != nil {
 		return nil, nil, err
 	}
-	versions := g.askVersions(o, f)
+	// The nodes' running versions against the declared: drift is never
+	// silent, and a Talos config change while nodes lag is refused
+	// (upgrade.CheckUp).
+	g.Versions = askVersions(o, f.talosconfig)
+	g.Lagging, g.VersionsNote = upgrade.Lagging(g.Versions.Declared, g.Versions.Rows), g.Versions.Note
+	if err := upgrade.CheckUp(g.Versions.Declared, g.Versions.Rows, configUpdated(g.Report, f.replace)); err != nil {
+		g.Refusals = append(g.Refusals, gate.Refusal{Resource: "Talos machine configs", Reason: err.Error(),
+			Instead: fmt.Sprintf("milner upgrade --stack %s", o.st.Name())})
+	}
 	if !f.json {
-		g.write(o.out, versions)
+		g.write(o.out)
 	}
 	return g, plan, nil
 }
@@ -139,36 +148,20 @@ func (o *op) nodeVM(node string) (*engine.Resource, error) {
 }
 
 // layerRefusals are every rule the preview's steps break: the layer
-// rules, a second secrets bundle, a second bootstrap.
-func layerRefusals(o *op, f *gatedFlags, steps []gate.Step, report gate.Report, targets []string) ([]gate.Refusal, error) {
+// rules, a second secrets bundle (against the live node VMs of the
+// guard's view, nil without a substrate layer), a second bootstrap.
+func layerRefusals(o *op, f *gatedFlags, steps []gate.Step, view *substrateView, report gate.Report, targets []string) ([]gate.Refusal, error) {
 	refusals := gate.Check(report, f.replace, targets)
-	bundle, err := secretsBundleRefusals(o, steps)
-	if err != nil {
-		return nil, err
-	}
+	bundle := gate.CheckSecretsBundle(steps, liveNodeVMs(view), o.st.Name())
 	second, err := bootstrapRefusals(o, steps)
 	if err != nil {
 		return nil, err
 	}
-	return append(append(refusals, bundle...), second...), nil
-}
-
-// askVersions asks the nodes their versions and sets the declared against
-// running view. Drift is never silent, and a Talos config change while
-// nodes lag is refused (upgrade.CheckUp).
-func (g *gated) askVersions(o *op, f *gatedFlags) upgrade.Versions {
-	versions := askVersions(o, f.talosconfig)
-	g.Lagging, g.VersionsNote = upgrade.Lagging(versions.Declared, versions.Rows), versions.Note
-	g.Versions = versions
-	if err := upgrade.CheckUp(versions.Declared, versions.Rows, configUpdated(g.Report, f.replace)); err != nil {
-		g.Refusals = append(g.Refusals, gate.Refusal{Resource: "Talos machine configs", Reason: err.Error(),
-			Instead: fmt.Sprintf("milner upgrade --stack %s", o.st.Name())})
-	}
-	return versions
+	return slices.Concat(refusals, bundle, second), nil
 }
 
 // write prints the report, the mirrored charts, the versions and the refusals.
-func (g *gated) write(out io.Writer, versions upgrade.Versions) {
+func (g *gated) write(out io.Writer) {
 	g.Report.Write(out)
 	if len(g.Mirrored) > 0 {
 		_, _ = fmt.Fprintf(out, "\ncharts fetched through milner:chartMirrors (the stack pins the published source):\n")
@@ -176,7 +169,7 @@ func (g *gated) write(out io.Writer, versions upgrade.Versions) {
 			_, _ = fmt.Fprintf(out, "  %s: %s -> %s\n", m.App, m.Published, m.Fetch)
 		}
 	}
-	versions.Write(out)
+	g.Versions.Write(out)
 	if len(g.Refusals) > 0 {
 		_, _ = fmt.Fprintf(out, "\nrefused by the layer rules (%d):\n", len(g.Refusals))
 		for _, r := range g.Refusals {
@@ -202,14 +195,15 @@ func (g *gated) verdict(f *gatedFlags) error {
 // machines live, or orphans (a create whose name, or Proxmox VM id, is
 // already live), and a state older than the substrate by identity. It
 // reads the libvirt host, or the Proxmox API, named by the config, and
-// prints the exact adopt commands.
-func guardSubstrate(o *op, steps []gate.Step) error {
+// prints the exact adopt commands. It returns the view it judged (nil
+// without a substrate layer).
+func guardSubstrate(o *op, steps []gate.Step) (*substrateView, error) {
 	if !o.cfg.Declares(config.LayerSubstrate) {
-		return nil // an existing cluster (startAt: apps) declares no machines
+		return nil, nil // an existing cluster (startAt: apps) declares no machines
 	}
 	v, err := viewSubstrate(o, steps)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// It prints the findings and refuses: first the live objects missing
 	// from the stack's state, then a state older than the host by identity.
@@ -220,10 +214,10 @@ func guardSubstrate(o *op, steps []gate.Step) error {
 	missing := guard.Check(o.st.Name(), v.declared, v.state, v.live, v.configOf)
 	if err := refuseList(missing, what+" are not in the stack's state; refused before touching anything (%d problems)",
 		"%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what); err != nil {
-		return err
+		return nil, err
 	}
 	stale := guard.Stale(o.st.Name(), v.declared, v.state, v.live)
-	return refuseList(stale, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
+	return v, refuseList(stale, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
 		"the state is older than the host (see above); nothing was changed")
 }
 

@@ -121,7 +121,7 @@ func osVolume(cfg *config.Config, node string) string {
 // connect dials the nodes' Talos API with the talosconfig askVersions uses;
 // a stack whose state holds no Talos config yet has nothing to ask.
 func (r *replaceRun) connect(o *op, file string) error {
-	tc, err := nodesTalosconfig(o, file)
+	tc, err := nodesTalosconfig(o, file, true)
 	if errors.Is(err, errNoTalosConfig) {
 		fmt.Fprintf(os.Stderr, "milner up: %v: nothing to shut down before the replace\n", err)
 		return nil

@@ -157,30 +157,13 @@ func bundleToImport(o *op) (string, error) {
 	return cfg.Cluster.Name + "-secrets", nil
 }
 
-// secretsBundleRefusals applies gate.CheckSecretsBundle. It lists the host's
-// live node VMs only when the preview creates a bundle at all, so a normal
-// preview pays nothing for it.
-func secretsBundleRefusals(o *op, steps []gate.Step) ([]gate.Refusal, error) {
-	if !slices.ContainsFunc(steps, func(s gate.Step) bool { return s.Type == gate.TypeTalosSecrets && s.Op == apitype.OpCreate }) {
-		return nil, nil
-	}
-	live, err := liveNodeVMs(o, steps)
-	if err != nil {
-		return nil, err
-	}
-	return gate.CheckSecretsBundle(steps, live, o.st.Name()), nil
-}
-
-// liveNodeVMs lists the libvirt domains named like the node VMs the
-// preview declares. The Proxmox inventory needs its API; there the rule
-// sees state and imports only.
-func liveNodeVMs(o *op, steps []gate.Step) ([]string, error) {
-	if o.cfg.Substrate.Kind != config.KindLibvirt || !o.cfg.Declares(config.LayerSubstrate) {
-		return nil, nil
-	}
-	v, err := viewSubstrate(o, steps)
-	if err != nil {
-		return nil, err
+// liveNodeVMs are the libvirt domains of the substrate view (nil: none)
+// named like the node VMs the preview declares: what
+// gate.CheckSecretsBundle weighs a created bundle against. The Proxmox
+// inventory declares no domain; there the rule sees state and imports only.
+func liveNodeVMs(v *substrateView) []string {
+	if v == nil {
+		return nil
 	}
 	var out []string
 	for _, d := range v.declared {
@@ -188,7 +171,7 @@ func liveNodeVMs(o *op, steps []gate.Step) ([]string, error) {
 			out = append(out, d.Name)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // generated is one file `milner secrets generate` writes, and where its

@@ -53,7 +53,7 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 			if err != nil {
 				return err
 			}
-			outs, err := o.st.Outputs(o.ctx, false)
+			outs, err := o.outputs()
 			if err != nil {
 				return err
 			}
@@ -113,7 +113,7 @@ func (s *status) write() {
 // certLifetimes are the stack's client certificates and CAs, as `milner
 // status` shows them; what cannot be read says why.
 func certLifetimes(o *op) []certs.Cert {
-	outs, err := o.st.Outputs(o.ctx, true)
+	outs, err := o.outputs()
 	if err != nil {
 		return []certs.Cert{{Name: "certificates", Err: err.Error()}}
 	}

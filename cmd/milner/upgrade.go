@@ -63,7 +63,7 @@ func runUpgrade(o *op, talosconfigFile string, dryRun bool) error {
 	if err != nil {
 		return err
 	}
-	tc, err := versionsTalosconfig(o, talosconfigFile)
+	tc, err := nodesTalosconfig(o, talosconfigFile, false)
 	if err != nil {
 		return fmt.Errorf("%w (`milner up` writes it to the state; or pass --talosconfig)", err)
 	}
@@ -109,7 +109,7 @@ func appsOf(o *op, required bool) (*upgrade.Apps, error) {
 	if len(cfg.Apps) == 0 && !cfg.Storage.On() {
 		return nil, nil
 	}
-	outs, err := o.st.Outputs(o.ctx, true)
+	outs, err := o.outputs()
 	if err != nil {
 		return nil, err
 	}

@@ -18,15 +18,15 @@ import (
 const versionsTimeout = 15 * time.Second
 
 // askVersions asks every declared node what it runs (upgrade.AskVersions)
-// with nodesTalosconfig(file). It never fails: why nothing could be asked
-// is the Note.
+// with nodesTalosconfig(file, true). It never fails: why nothing could be
+// asked is the Note.
 func askVersions(o *op, file string) upgrade.Versions {
 	cfg, err := o.config()
 	if err != nil {
 		return upgrade.Versions{Note: err.Error()}
 	}
 	v := upgrade.Versions{Declared: upgrade.FromConfig(cfg)}
-	tc, err := nodesTalosconfig(o, file)
+	tc, err := nodesTalosconfig(o, file, true)
 	if err != nil {
 		v.Note = err.Error()
 		return v
@@ -37,27 +37,26 @@ func askVersions(o *op, file string) upgrade.Versions {
 // errNoTalosConfig: there is nothing to ask the nodes yet.
 var errNoTalosConfig = errors.New("no node holds a Talos config in the state yet")
 
-// nodesTalosconfig is versionsTalosconfig(file) for a stack whose nodes
-// hold a Talos config, else (without file) errNoTalosConfig.
-func nodesTalosconfig(o *op, file string) (*clientconfig.Config, error) {
-	applied, err := o.find(gate.TypeConfigApply, "")
-	if err != nil {
-		return nil, err
+// nodesTalosconfig is the talosconfig the nodes are asked with: file, else
+// the state's talosconfig output, else the user's ($TALOSCONFIG or
+// ~/.talos/config). With applied, a stack none of whose nodes holds a Talos
+// config yet is errNoTalosConfig unless file is given.
+func nodesTalosconfig(o *op, file string, applied bool) (*clientconfig.Config, error) {
+	if applied && file == "" {
+		held, err := o.find(gate.TypeConfigApply, "")
+		if err != nil {
+			return nil, err
+		}
+		if held == nil {
+			return nil, errNoTalosConfig
+		}
 	}
-	if applied == nil && file == "" {
-		return nil, errNoTalosConfig
-	}
-	return versionsTalosconfig(o, file)
-}
-
-// versionsTalosconfig is the talosconfig the nodes are asked with.
-func versionsTalosconfig(o *op, file string) (*clientconfig.Config, error) {
 	if file == "" {
-		outs, err := o.st.Outputs(o.ctx, true)
+		outs, err := o.outputs()
 		if err != nil {
 			return nil, fmt.Errorf("talosconfig from the state: %w", err)
 		}
-		if s, ok := outs["talosconfig"].(string); ok && s != "" {
+		if s, ok := outs[talosconfig.output].(string); ok && s != "" {
 			return clientconfig.FromString(s)
 		}
 		if file, err = talosconfig.path(""); err != nil {
