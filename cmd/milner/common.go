@@ -106,7 +106,7 @@ type op struct {
 	cfg  *config.Config
 	file *stackfile.Stack // the loaded stack file cfg is from
 	res  []engine.Resource
-	read bool // res was read
+	read bool           // res was read
 	outs map[string]any // the stack's outputs in the clear, read once
 }
 

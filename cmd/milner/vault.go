@@ -22,12 +22,19 @@ const DefaultAuditPath = "/vault/audit/vault_audit.log"
 // ("-") or the terminal without echo, used once, and never written anywhere.
 func vaultCmd() *cobra.Command {
 	var addr, caFile, shares, tokenFile, auditPath string
-	client := func() (*vault.Client, error) {
-		ca, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, err
+	// withClient is a subcommand's RunE on a client of --addr with --ca-file.
+	withClient := func(do func(cmd *cobra.Command, c *vault.Client) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error {
+			ca, err := os.ReadFile(caFile)
+			if err != nil {
+				return err
+			}
+			c, err := vault.NewClient(addr, ca)
+			if err != nil {
+				return err
+			}
+			return do(cmd, c)
 		}
-		return vault.NewClient(addr, ca)
 	}
 	cmd := &cobra.Command{
 		Use:   "vault",
@@ -47,11 +54,7 @@ used once and never written anywhere.`,
 	_ = cmd.MarkPersistentFlagRequired("ca-file")
 	status := &cobra.Command{
 		Use: "status", Short: "Print the seal status (exit 1 when sealed)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
+		RunE: withClient(func(cmd *cobra.Command, c *vault.Client) error {
 			s, err := c.SealStatus(cmd.Context())
 			if err != nil {
 				return err
@@ -61,15 +64,11 @@ used once and never written anywhere.`,
 				return fmt.Errorf("vault at %s is sealed; unseal it: milner vault unseal --addr %s --ca-file %s", addr, addr, caFile)
 			}
 			return nil
-		},
+		}),
 	}
 	unseal := &cobra.Command{
 		Use: "unseal", Short: "Unseal from key shares the operator supplies (never stored)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
+		RunE: withClient(func(cmd *cobra.Command, c *vault.Client) error {
 			next, closeFn, err := secretSource(shares, "shares-file")
 			if err != nil {
 				return err
@@ -83,16 +82,12 @@ used once and never written anywhere.`,
 			}
 			fmt.Println(s)
 			return nil
-		},
+		}),
 	}
 	unseal.Flags().StringVar(&shares, "shares-file", "", "a file of key shares, one per line, or - for stdin (default: ask on the terminal)")
 	audit := &cobra.Command{
 		Use: "audit", Short: "Enable the file audit device (idempotent)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
+		RunE: withClient(func(cmd *cobra.Command, c *vault.Client) error {
 			next, closeFn, err := secretSource(tokenFile, "token-file")
 			if err != nil {
 				return err
@@ -115,7 +110,7 @@ used once and never written anywhere.`,
 				fmt.Printf("milner vault: a file audit device already writes to %s\n", auditPath)
 			}
 			return nil
-		},
+		}),
 	}
 	audit.Flags().StringVar(&tokenFile, "token-file", "", "a file holding a token allowed to enable audit devices, or - for stdin (default: ask on the terminal)")
 	audit.Flags().StringVar(&auditPath, "path", DefaultAuditPath, "the audit log file")
