@@ -162,11 +162,11 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("stack %q: %s not started: %w", s.name, name, err)
 	}
-	st, err := s.ensureStack(ctx)
+	ps, err := s.stackFile()
 	if err != nil {
 		return nil, nil, err
 	}
-	ps, err := s.stackFile()
+	st, err := s.ensureStack(ctx, ps)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -297,14 +297,10 @@ func (s *Stack) pluginPath() error {
 // ensureStack returns the stack in the backend, creating it on first use
 // as `pulumi stack init` does: a passphrase salt in the stack file (added
 // as one line, keeping the file's comments) and an empty stack.
-func (s *Stack) ensureStack(ctx context.Context) (backend.Stack, error) {
-	st, err := s.existing(ctx)
+func (s *Stack) ensureStack(ctx context.Context, ps *workspace.ProjectStack) (backend.Stack, error) {
+	st, err := s.backend.GetStack(ctx, s.ref)
 	if err != nil || st != nil {
 		return st, err
-	}
-	ps, err := s.stackFile()
-	if err != nil {
-		return nil, err
 	}
 	if ps.EncryptionSalt == "" {
 		salt, _, err := pkgpassphrase.NewPassphraseSecretsManager(s.pass)
@@ -314,6 +310,7 @@ func (s *Stack) ensureStack(ctx context.Context) (backend.Stack, error) {
 		if err := prependLine(s.file, "encryptionsalt: "+salt); err != nil {
 			return nil, fmt.Errorf("stack %q: %w", s.name, err)
 		}
+		ps.EncryptionSalt = salt
 	}
 	if st, err = s.backend.CreateStack(ctx, s.ref, s.dir, nil, nil); err != nil {
 		return nil, fmt.Errorf("stack %q: create: %w", s.name, err)
@@ -467,7 +464,8 @@ func (s *Stack) OutputsInClear(ctx context.Context, typ string) (string, map[str
 	return "", nil, fmt.Errorf("stack %q: the state holds no %s", s.name, typ)
 }
 
-// revealSecret maps a secret to its plain value (for Outputs).
+// revealSecret maps a secret to its plain value (for Outputs); maskSecret
+// to "[secret]".
 func revealSecret(v resource.PropertyValue) (any, bool) {
 	if !v.IsSecret() {
 		return nil, false
@@ -475,13 +473,7 @@ func revealSecret(v resource.PropertyValue) (any, bool) {
 	return v.SecretValue().Element.MapRepl(nil, revealSecret), true
 }
 
-// maskSecret maps a secret to "[secret]".
-func maskSecret(v resource.PropertyValue) (any, bool) {
-	if !v.IsSecret() {
-		return nil, false
-	}
-	return "[secret]", true
-}
+func maskSecret(v resource.PropertyValue) (any, bool) { return "[secret]", v.IsSecret() }
 
 // UnprotectAll clears the protect flag of every resource in state (`pulumi
 // state unprotect --all`): the deliberate step before a destroy that is
