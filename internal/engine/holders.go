@@ -15,7 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
 )
 
 // Holder is one lock held on the stack, and who holds it.

@@ -349,10 +349,6 @@ type Resource struct {
 	// Inputs are the resource's inputs as state records them (secrets as
 	// the engine's secret envelopes, never in the clear).
 	Inputs map[string]any
-	// PendingReplacement marks a delete-before-replace resource whose old
-	// object is deleted and whose replacement is not created yet (an
-	// interrupted replace): the next up creates it.
-	PendingReplacement bool
 }
 
 // Name is the resource's logical name.
@@ -392,23 +388,7 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	}
 	out := make([]Resource, 0, len(state.Resources))
 	for _, r := range state.Resources {
-		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs, PendingReplacement: r.PendingReplacement})
-	}
-	return out, nil
-}
-
-// Pending returns the operations the stack's latest checkpoint records as
-// started and never finished (pending_operations: a create or delete the
-// engine began and was stopped in, e.g. by a terminate or a crash), as
-// "<type> <urn>". A graceful cancel leaves none.
-func (s *Stack) Pending(ctx context.Context) ([]string, error) {
-	state, err := s.deployment(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, op := range state.PendingOperations {
-		out = append(out, string(op.Type)+" "+string(op.Resource.URN))
+		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs})
 	}
 	return out, nil
 }
