@@ -131,7 +131,7 @@ func TestDevCountsPerType(t *testing.T) {
 		tQuota:                1,
 		tLimitRange:           1,
 		tPriorityClass:        1,
-	}, rec.Counts())
+	}, offlinetest.Counts(rec))
 }
 
 func TestDevLogicalNames(t *testing.T) {
@@ -311,7 +311,7 @@ func TestDevSecretsAreSecret(t *testing.T) {
 
 func TestDevHealthGateOrdersApps(t *testing.T) {
 	rec := runStack(t, "dev", stackConfig(t, "dev", devSecrets))
-	health := rec.InvokesOf("talos:cluster/getHealth:getHealth")
+	health := offlinetest.InvokesOf(rec, "talos:cluster/getHealth:getHealth")
 	require.Len(t, health, 1, "one health check between the Talos layer and the apps")
 	var cps []string
 	for _, v := range health[0].Args["controlPlaneNodes"].ArrayValue() {

@@ -22,6 +22,7 @@ import (
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 // pncTRender is the machine-configuration data source's token.
@@ -41,7 +42,7 @@ func pncPlain(t testing.TB, v resource.PropertyValue) (string, bool) {
 func pncRenderOf(t testing.TB, rec *offline.Recorder, config string) offline.Invoke {
 	t.Helper()
 	var found []offline.Invoke
-	for _, inv := range rec.InvokesOf(pncTRender) {
+	for _, inv := range offlinetest.InvokesOf(rec, pncTRender) {
 		if got, _ := pncPlain(t, inv.Result["machineConfiguration"]); got == config {
 			found = append(found, inv)
 		}

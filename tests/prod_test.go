@@ -21,6 +21,7 @@ import (
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 // Type tokens of the prod substrate.
@@ -101,7 +102,7 @@ func TestProdCountsPerType(t *testing.T) {
 		tQuota:                                                1,
 		tLimitRange:                                           1,
 		tPriorityClass:                                        1,
-	}, rec.Counts())
+	}, offlinetest.Counts(rec))
 }
 
 func TestProdLogicalNames(t *testing.T) {

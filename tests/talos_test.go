@@ -26,6 +26,7 @@ import (
 	"github.com/milner/milner/internal/talosconfig"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/offlinetest"
 )
 
 const (
@@ -43,7 +44,7 @@ type nodeConfig struct {
 // in its patch.
 func nodeConfigInvoke(t testing.TB, rec *offline.Recorder, node string) nodeConfig {
 	t.Helper()
-	for _, inv := range rec.InvokesOf(tGetConfig) {
+	for _, inv := range offlinetest.InvokesOf(rec, tGetConfig) {
 		var patches []string
 		for _, p := range inv.Args["configPatches"].ArrayValue() {
 			patches = append(patches, p.StringValue())
@@ -178,14 +179,14 @@ func TestCommittedStacksDeclareTheirContract(t *testing.T) {
 func TestHealthGateDoesNotBlockRecovery(t *testing.T) {
 	cfg := stackConfig(t, "dev", devSecrets)
 	preview := runMode(t, "dev", cfg, true, stacks.RunOptions{})
-	assert.Empty(t, preview.InvokesOf(tGetHealth), "a preview never runs the health check")
+	assert.Empty(t, offlinetest.InvokesOf(preview, tGetHealth), "a preview never runs the health check")
 	assert.NotEmpty(t, preview.ByType(tRelease), "the apps are still previewed")
 
 	recovery := runMode(t, "dev", cfg, false, stacks.RunOptions{SkipHealthCheck: true})
-	assert.Empty(t, recovery.InvokesOf(tGetHealth), "an update that changes no Talos config does not run it")
+	assert.Empty(t, offlinetest.InvokesOf(recovery, tGetHealth), "an update that changes no Talos config does not run it")
 
 	change := runMode(t, "dev", cfg, false, stacks.RunOptions{})
-	health := change.InvokesOf(tGetHealth)
+	health := offlinetest.InvokesOf(change, tGetHealth)
 	require.Len(t, health, 1, "an update that changes the Talos layer waits for a healthy cluster")
 	assert.Equal(t, stacks.HealthTimeout, health[0].Args["timeouts"].ObjectValue()["read"].StringValue(), "bounded: a dead node fails the up, never holds it")
 }

@@ -85,14 +85,6 @@ func plain(v resource.PropertyValue) resource.PropertyValue {
 	return v
 }
 
-func stringInput(r offline.Registration, key resource.PropertyKey) (string, bool) {
-	v := plain(r.Inputs[key])
-	if !v.IsString() {
-		return "", false
-	}
-	return v.StringValue(), true
-}
-
 func boolInput(r offline.Registration, path string) (bool, bool) {
 	p, err := resource.ParsePropertyPath(path)
 	if err != nil {
@@ -295,7 +287,7 @@ func applyModeStaged(ev *Evidence) []string {
 		out = append(out, fmt.Sprintf("%d configuration applies for %d nodes", len(applies), len(ev.Config.Nodes)))
 	}
 	for _, r := range applies {
-		if mode, _ := stringInput(r, "applyMode"); mode != talosnode.ApplyMode {
+		if mode := str(r.Inputs["applyMode"]); mode != talosnode.ApplyMode {
 			out = append(out, fmt.Sprintf("%s applies with mode %q, want %s", r.Name, mode, talosnode.ApplyMode))
 		}
 	}
@@ -357,7 +349,7 @@ func releasesNamedAtomic(ev *Evidence) []string {
 		out = append(out, fmt.Sprintf("%d releases for %d apps and the storage layer", len(rs), want))
 	}
 	for _, r := range rs {
-		if name, _ := stringInput(r, "name"); name == "" {
+		if str(r.Inputs["name"]) == "" {
 			out = append(out, r.Name+" has no fixed release name (Helm would generate one per install)")
 		}
 		// milner:waitForApps false (test-only) skips waiting, which Helm's
@@ -372,9 +364,8 @@ func releasesNamedAtomic(ev *Evidence) []string {
 func chartsPinned(ev *Evidence) []string {
 	var out []string
 	for _, r := range offline.OfType(ev.Regs, gate.TypeHelmRelease) {
-		v, versioned := stringInput(r, "version")
-		chart, _ := stringInput(r, "chart")
-		if !versioned && !r.Inputs.HasValue("repositoryOpts") && !strings.HasPrefix(chart, "oci://") {
+		v := str(r.Inputs["version"])
+		if !r.Inputs.HasValue("version") && !r.Inputs.HasValue("repositoryOpts") && !strings.HasPrefix(str(r.Inputs["chart"]), "oci://") {
 			continue // a local chart (chart.path): the repository's commit pins it
 		}
 		if !strings.HasPrefix(v, "v") {

@@ -40,36 +40,31 @@ func (r Refusal) String() string {
 func Check(r Report, replaceNodes, targets []string) []Refusal {
 	var out []Refusal
 	teardown := fmt.Sprintf("this would destroy data; for a full teardown use `milner teardown --stack %s`", r.Stack)
-	persistent := r.Delta(Persistent)
-	for _, c := range persistent.Replaces {
-		if slices.Contains(targets, c.URN) {
-			continue
-		}
-		out = append(out, Refusal{c.Name,
-			fmt.Sprintf("%s is persistent substrate and would be replaced (forced by %s)", c.Type, keys(c)),
-			"revert the change to " + keys(c) + "; " + teardown})
-	}
-	for _, c := range persistent.Deletes {
-		if c.Retained {
-			continue // e.g. an old boot image: it leaves state and stays.
-		}
-		out = append(out, Refusal{c.Name,
-			fmt.Sprintf("%s is persistent substrate and would be deleted", c.Type),
-			"restore it in the stack config; " + teardown})
-	}
-
+	// Nothing but a node VM is replaced; persistent substrate least of all.
 	for _, l := range Layers {
-		if l == Persistent || l == Disposable {
+		if l == Disposable {
 			continue
 		}
 		for _, c := range r.Delta(l).Replaces {
 			if slices.Contains(targets, c.URN) {
 				continue
 			}
-			out = append(out, Refusal{c.Name,
-				fmt.Sprintf("%s would be replaced (forced by %s); only node VMs are ever replaced", c.Type, keys(c)),
-				"revert the change to " + keys(c) + " or make it an in-place update"})
+			reason := fmt.Sprintf("%s would be replaced (forced by %s); only node VMs are ever replaced", c.Type, keys(c))
+			instead := "revert the change to " + keys(c) + " or make it an in-place update"
+			if l == Persistent {
+				reason = fmt.Sprintf("%s is persistent substrate and would be replaced (forced by %s)", c.Type, keys(c))
+				instead = "revert the change to " + keys(c) + "; " + teardown
+			}
+			out = append(out, Refusal{c.Name, reason, instead})
 		}
+	}
+	for _, c := range r.Delta(Persistent).Deletes {
+		if c.Retained {
+			continue // e.g. an old boot image: it leaves state and stays.
+		}
+		out = append(out, Refusal{c.Name,
+			fmt.Sprintf("%s is persistent substrate and would be deleted", c.Type),
+			"restore it in the stack config; " + teardown})
 	}
 
 	for _, c := range r.Delta(Apps).Deletes {

@@ -165,26 +165,6 @@ func Find(regs []Registration, token, name string) (Registration, bool) {
 	return regs[i], true
 }
 
-// Counts returns the number of registrations per type token.
-func (r *Recorder) Counts() map[string]int {
-	counts := map[string]int{}
-	for _, reg := range r.Registrations() {
-		counts[reg.Type]++
-	}
-	return counts
-}
-
-// InvokesOf returns the invokes of one token.
-func (r *Recorder) InvokesOf(token string) []Invoke {
-	var out []Invoke
-	for _, inv := range r.Invokes() {
-		if inv.Token == token {
-			out = append(out, inv)
-		}
-	}
-	return out
-}
-
 // Run runs program for stack with the given raw config (full keys, e.g.
 // milner:nodes) under a fresh Recorder. secretKeys marks keys as secret.
 func Run(program pulumi.RunFunc, stack string, raw map[string]string, secretKeys ...string) (*Recorder, error) {

@@ -82,7 +82,7 @@ func runTalos(t *testing.T, cfg map[string]string) map[string]nodeInputs {
 	out := map[string]nodeInputs{}
 	for _, a := range rec.ByType(tApply) {
 		node := strings.TrimSuffix(a.Name, "-apply")
-		for _, inv := range rec.InvokesOf(tGetConfig) {
+		for _, inv := range offlinetest.InvokesOf(rec, tGetConfig) {
 			if strings.Contains(inv.Args["configPatches"].ArrayValue()[0].StringValue(), `"hostname":"`+node+`"`) {
 				out[node] = nodeInputs{Generator: inv.Args, Apply: a.Inputs}
 			}

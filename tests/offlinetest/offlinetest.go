@@ -83,3 +83,23 @@ func Steps(r *offline.Recorder) []gate.Step {
 	}
 	return out
 }
+
+// Counts returns the number of registrations per type token.
+func Counts(r *offline.Recorder) map[string]int {
+	counts := map[string]int{}
+	for _, reg := range r.Registrations() {
+		counts[reg.Type]++
+	}
+	return counts
+}
+
+// InvokesOf returns the invokes of one token, in call order.
+func InvokesOf(r *offline.Recorder, token string) []offline.Invoke {
+	var out []offline.Invoke
+	for _, inv := range r.Invokes() {
+		if inv.Token == token {
+			out = append(out, inv)
+		}
+	}
+	return out
+}
