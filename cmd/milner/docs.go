@@ -42,7 +42,7 @@ func docsCmd() *cobra.Command {
 				fmt.Print(docs.RenderStack(s))
 				return nil
 			case check:
-				drifted, err := docs.Drift(dir)
+				drifted, err := docs.Sync(dir, false)
 				if err != nil {
 					return err
 				}
@@ -55,7 +55,7 @@ func docsCmd() *cobra.Command {
 				fmt.Println("docs: up to date")
 				return nil
 			default:
-				files, err := docs.Write(dir)
+				files, err := docs.Sync(dir, true)
 				if err != nil {
 					return err
 				}

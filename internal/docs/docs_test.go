@@ -17,7 +17,7 @@ const root = "../.."
 // TestCommittedDocsMatchTheStacks is the drift gate: the committed docs
 // must be exactly what the committed stack configs render to.
 func TestCommittedDocsMatchTheStacks(t *testing.T) {
-	drifted, err := Drift(root)
+	drifted, err := Sync(root, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,15 +86,15 @@ func TestDriftIsCaught(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	written, err := Write(dir)
+	written, err := Sync(dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"README.md", File}; !slices.Equal(written, want) {
 		t.Fatalf("wrote %q, want %q", written, want)
 	}
-	if drifted, err := Drift(dir); err != nil || len(drifted) != 0 {
-		t.Fatalf("right after Write: drifted %q, %v", drifted, err)
+	if drifted, err := Sync(dir, false); err != nil || len(drifted) != 0 {
+		t.Fatalf("right after Sync: drifted %q, %v", drifted, err)
 	}
 
 	// A hand edit of the docs, then a config change the docs do not follow.
@@ -105,7 +105,7 @@ func TestDriftIsCaught(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "Pulumi.dev.yaml"), []byte(changed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	drifted, err := Drift(dir)
+	drifted, err := Sync(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}

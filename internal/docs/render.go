@@ -85,10 +85,10 @@ func diagram(c *config.Config) string {
 	var b strings.Builder
 	b.WriteString("```mermaid\nflowchart LR\n")
 	fmt.Fprintf(&b, "  subgraph substrate[\"substrate: %s\"]\n    direction TB\n", c.Substrate.Kind)
-	fmt.Fprintf(&b, "    shared[\"%s\"]\n", sharedSubstrate[c.Substrate.Kind])
+	fmt.Fprintf(&b, "    shared[\"%s\"]\n", kindLabels[c.Substrate.Kind].shared)
 	for _, n := range c.Nodes {
 		fmt.Fprintf(&b, "    vm_%s[\"%s VM (replaceable)\"] --- disks_%s[(\"%s %s (protected)\")]\n",
-			id(n.Name), n.Name, id(n.Name), n.Name, nodeDisks[c.Substrate.Kind])
+			id(n.Name), n.Name, id(n.Name), n.Name, kindLabels[c.Substrate.Kind].disks)
 	}
 	b.WriteString("  end\n")
 	if c.StopAfter.Includes(config.LayerTalos) {
@@ -119,18 +119,11 @@ func diagram(c *config.Config) string {
 	return b.String()
 }
 
-// sharedSubstrate names, per substrate kind, the objects every node shares,
-// with how they are kept.
-var sharedSubstrate = map[config.Kind]string{
-	config.KindLibvirt: "storage pool, network, boot volume (protected)",
-	config.KindProxmox: "Talos boot image per host and version (retained on delete)",
-}
-
-// nodeDisks names, per substrate kind, what keeps a node's disks outside
-// its replaceable VM.
-var nodeDisks = map[config.Kind]string{
-	config.KindLibvirt: "OS and data volumes",
-	config.KindProxmox: "disk holder VM (OS and data disks)",
+// kindLabels names, per substrate kind, the objects every node shares (with
+// how they are kept) and what keeps a node's disks outside its replaceable VM.
+var kindLabels = map[config.Kind]struct{ shared, disks string }{
+	config.KindLibvirt: {"storage pool, network, boot volume (protected)", "OS and data volumes"},
+	config.KindProxmox: {"Talos boot image per host and version (retained on delete)", "disk holder VM (OS and data disks)"},
 }
 
 // id turns a DNS label into a Mermaid node id.
@@ -199,35 +192,27 @@ func ReplaceSection(text, body string) (string, bool) {
 	return text[:begin] + BeginMarker + "\n" + header + body + text[end:], true
 }
 
-// Drift compares every generated file with the one committed under root and
-// returns the files that differ, sorted.
-func Drift(root string) ([]string, error) {
+// Sync compares every generated file with the one committed under root and
+// returns the files that differ, sorted; with write, it writes them.
+func Sync(root string, write bool) ([]string, error) {
 	want, err := Generated(root)
 	if err != nil {
 		return nil, err
 	}
 	var drifted []string
 	for _, f := range slices.Sorted(maps.Keys(want)) {
-		got, err := os.ReadFile(filepath.Join(root, f))
+		path := filepath.Join(root, f)
+		got, err := os.ReadFile(path)
 		if err != nil && !os.IsNotExist(err) {
 			return nil, err
 		}
-		if string(got) != want[f] {
-			drifted = append(drifted, f)
+		if string(got) == want[f] {
+			continue
 		}
-	}
-	return drifted, nil
-}
-
-// Write writes every generated file under root and returns their names.
-func Write(root string) ([]string, error) {
-	want, err := Generated(root)
-	if err != nil {
-		return nil, err
-	}
-	files := slices.Sorted(maps.Keys(want))
-	for _, f := range files {
-		path := filepath.Join(root, f)
+		drifted = append(drifted, f)
+		if !write {
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("write %s: %w", f, err)
 		}
@@ -235,7 +220,7 @@ func Write(root string) ([]string, error) {
 			return nil, fmt.Errorf("write %s: %w", f, err)
 		}
 	}
-	return files, nil
+	return drifted, nil
 }
 
 // chartSource is where an app's chart comes from: its repository, or its

@@ -142,23 +142,18 @@ func (s *Stack) listBackups(ctx context.Context) (*blob.Bucket, backend.Stack, [
 	}
 	dir := path.Clean(strings.ReplaceAll(ref.BackupDir(), "\\", "/"))
 	var out []Backup
-	it := b.List(&blob.ListOptions{Prefix: dir + "/"})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			_ = b.Close()
-			return nil, nil, nil, fmt.Errorf("stack %q: list backups: %w", s.name, err)
-		}
+	err = eachKey(ctx, b, dir+"/", func(key string) {
 		// <stack>.<unix-nanos>.json[.gz|.zst], as backupStack names them.
-		rest, ok := strings.CutPrefix(path.Base(obj.Key), s.name+".")
+		rest, ok := strings.CutPrefix(path.Base(key), s.name+".")
 		id, ext, _ := strings.Cut(rest, ".")
 		nanos, err := strconv.ParseInt(id, 10, 64)
 		if ok && err == nil && strings.HasPrefix(ext, "json") {
-			out = append(out, Backup{ID: id, Time: time.Unix(0, nanos).UTC(), key: obj.Key})
+			out = append(out, Backup{ID: id, Time: time.Unix(0, nanos).UTC(), key: key})
 		}
+	})
+	if err != nil {
+		_ = b.Close()
+		return nil, nil, nil, fmt.Errorf("stack %q: list backups: %w", s.name, err)
 	}
 	slices.SortFunc(out, func(a, b Backup) int { return strings.Compare(b.ID, a.ID) })
 	return b, st, out, nil
@@ -222,4 +217,19 @@ func readBackup(ctx context.Context, b *blob.Bucket, key string) (*apitype.Deplo
 		return &apitype.DeploymentV3{}, nil
 	}
 	return chk.Latest, nil
+}
+
+// eachKey calls f with the key of every object under prefix in b.
+func eachKey(ctx context.Context, b *blob.Bucket, prefix string, f func(key string)) error {
+	it := b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		f(obj.Key)
+	}
 }

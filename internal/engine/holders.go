@@ -15,8 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"gocloud.dev/blob"
 )
 
 // Holder is one lock held on the stack, and who holds it.
@@ -77,20 +75,12 @@ func (s *Stack) backendLocks(ctx context.Context) ([]Holder, error) {
 	defer func() { _ = b.Close() }()
 	suffix := "/" + s.project.Name.String() + "/" + s.name + "/"
 	var out []Holder
-	it := b.List(&blob.ListOptions{Prefix: ".pulumi/locks/"})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
+	err = eachKey(ctx, b, ".pulumi/locks/", func(key string) {
+		if !strings.HasSuffix(path.Dir(key)+"/", suffix) || path.Ext(key) != ".json" {
+			return
 		}
-		if err != nil {
-			return nil, fmt.Errorf("stack %q: locks: %w", s.name, err)
-		}
-		if !strings.HasSuffix(path.Dir(obj.Key)+"/", suffix) || path.Ext(obj.Key) != ".json" {
-			continue
-		}
-		h := Holder{Lock: "backend", Where: obj.Key}
-		if raw, err := b.ReadAll(ctx, obj.Key); err == nil {
+		h := Holder{Lock: "backend", Where: key}
+		if raw, err := b.ReadAll(ctx, key); err == nil {
 			var c struct {
 				Pid       int       `json:"pid"`
 				Username  string    `json:"username"`
@@ -102,6 +92,9 @@ func (s *Stack) backendLocks(ctx context.Context) ([]Holder, error) {
 			}
 		}
 		out = append(out, h)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stack %q: locks: %w", s.name, err)
 	}
 	return out, nil
 }

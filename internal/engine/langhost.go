@@ -2,11 +2,8 @@ package engine
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/pulumi/pulumi/pkg/v3/secrets"
@@ -78,30 +75,6 @@ func (h *languageHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pul
 	return &pulumirpc.RunResponse{}, nil
 }
 
-// errWrongPassphrase is the error of a passphrase that does not open a
-// stack's encryption salt.
-var errWrongPassphrase = errors.New("wrong passphrase")
-
-// crypter returns the crypter of Pulumi's passphrase secrets provider for
-// an encryption salt ("v1:<base64 salt>:<the word pulumi, encrypted>"),
-// checking the passphrase against the salt's encrypted word. It costs one
-// key derivation (PBKDF2, about 0.2 s of CPU).
-func crypter(pass, encryptionSalt string) (config.Crypter, error) {
-	parts := strings.SplitN(encryptionSalt, ":", 3)
-	if len(parts) != 3 || parts[0] != "v1" {
-		return nil, fmt.Errorf("unknown encryption salt %q", encryptionSalt)
-	}
-	salt, err := base64.StdEncoding.DecodeString(parts[1])
-	if err != nil {
-		return nil, fmt.Errorf("encryption salt: %w", err)
-	}
-	c := config.NewSymmetricCrypterFromPassphrase(pass, salt)
-	if word, err := c.DecryptValue(context.Background(), parts[2]); err != nil || word != "pulumi" {
-		return nil, fmt.Errorf("%w (%s / %s)", errWrongPassphrase, PassphraseEnv, PassphraseFileEnv)
-	}
-	return c, nil
-}
-
 // lazyProvider opens the passphrase secrets managers the state names, each
 // deriving its key on first use.
 type lazyProvider struct{ pass string }
@@ -121,11 +94,22 @@ func (p lazyProvider) OfType(_ context.Context, ty string, state json.RawMessage
 // secrets never pays the derivation.
 type lazyManager struct {
 	salt string
-	open func() (config.Crypter, error)
+	open func() (secrets.Manager, error)
 }
 
+// lazyPassphrase opens the manager with Pulumi's own passphrase secrets
+// manager (pkg/v3 secrets/passphrase GetPassphraseSecretsManager: it checks
+// the passphrase against the salt's encrypted word, ErrIncorrectPassphrase
+// otherwise), at the cost of one key derivation (PBKDF2, about 0.2 s of
+// CPU). Its cache is keyed by salt alone: one passphrase per process.
 func lazyPassphrase(pass, salt string) *lazyManager {
-	return &lazyManager{salt: salt, open: sync.OnceValues(func() (config.Crypter, error) { return crypter(pass, salt) })}
+	return &lazyManager{salt: salt, open: sync.OnceValues(func() (secrets.Manager, error) {
+		sm, err := pkgpassphrase.GetPassphraseSecretsManager(pass, salt)
+		if err != nil {
+			return nil, fmt.Errorf("stack secrets: %w (%s / %s)", err, PassphraseEnv, PassphraseFileEnv)
+		}
+		return sm, nil
+	})}
 }
 
 func (m *lazyManager) Type() string { return pkgpassphrase.Type }
@@ -136,8 +120,8 @@ func (m *lazyManager) State() json.RawMessage {
 func (m *lazyManager) Encrypter() config.Encrypter { return m }
 func (m *lazyManager) Decrypter() config.Decrypter { return m }
 
-// lazily runs f on the manager's crypter, deriving its key first if needed.
-func lazily[T any](m *lazyManager, f func(config.Crypter) (T, error)) (T, error) {
+// lazily runs f on Pulumi's manager, deriving its key first if needed.
+func lazily[T any](m *lazyManager, f func(secrets.Manager) (T, error)) (T, error) {
 	c, err := m.open()
 	if err != nil {
 		var zero T
@@ -147,17 +131,17 @@ func lazily[T any](m *lazyManager, f func(config.Crypter) (T, error)) (T, error)
 }
 
 func (m *lazyManager) EncryptValue(ctx context.Context, v string) (string, error) {
-	return lazily(m, func(c config.Crypter) (string, error) { return c.EncryptValue(ctx, v) })
+	return lazily(m, func(c secrets.Manager) (string, error) { return c.Encrypter().EncryptValue(ctx, v) })
 }
 
 func (m *lazyManager) DecryptValue(ctx context.Context, v string) (string, error) {
-	return lazily(m, func(c config.Crypter) (string, error) { return c.DecryptValue(ctx, v) })
+	return lazily(m, func(c secrets.Manager) (string, error) { return c.Decrypter().DecryptValue(ctx, v) })
 }
 
 func (m *lazyManager) BatchEncrypt(ctx context.Context, vs []string) ([]string, error) {
-	return lazily(m, func(c config.Crypter) ([]string, error) { return c.BatchEncrypt(ctx, vs) })
+	return lazily(m, func(c secrets.Manager) ([]string, error) { return c.Encrypter().BatchEncrypt(ctx, vs) })
 }
 
 func (m *lazyManager) BatchDecrypt(ctx context.Context, vs []string) ([]string, error) {
-	return lazily(m, func(c config.Crypter) ([]string, error) { return c.BatchDecrypt(ctx, vs) })
+	return lazily(m, func(c secrets.Manager) ([]string, error) { return c.Decrypter().BatchDecrypt(ctx, vs) })
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"testing"
 
+	pkgpassphrase "github.com/pulumi/pulumi/pkg/v3/secrets/passphrase"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,21 +21,24 @@ func salt(t *testing.T, pass string) string {
 	return "v1:" + base64.StdEncoding.EncodeToString(raw) + ":" + check
 }
 
-func TestCrypter(t *testing.T) {
+// TestPassphraseManager: the lazy manager is Pulumi's passphrase manager
+// for the salt: what it encrypts it decrypts, a wrong passphrase and a
+// malformed salt are errors naming the passphrase variables.
+func TestPassphraseManager(t *testing.T) {
+	ctx := context.Background()
 	s := salt(t, "right")
-	c, err := crypter("right", s)
+	c := lazyPassphrase("right", s)
+	ct, err := c.Encrypter().EncryptValue(ctx, "value")
 	require.NoError(t, err)
-	ct, err := c.EncryptValue(context.Background(), "value")
-	require.NoError(t, err)
-	plain, err := c.DecryptValue(context.Background(), ct)
+	plain, err := c.Decrypter().DecryptValue(ctx, ct)
 	require.NoError(t, err)
 	assert.Equal(t, "value", plain)
 
-	_, err = crypter("wrong", s)
-	assert.ErrorIs(t, err, errWrongPassphrase)
+	_, err = lazyPassphrase("wrong", salt(t, "other")).Decrypter().DecryptValue(ctx, ct)
+	assert.ErrorIs(t, err, pkgpassphrase.ErrIncorrectPassphrase)
 	for _, bad := range []string{"", "v2:AAAA:x", "v1:not base64!:x", "v1:" + base64.StdEncoding.EncodeToString([]byte("salt")) + ":garbage"} {
-		_, err := crypter("right", bad)
-		assert.Error(t, err, bad)
+		_, err := lazyPassphrase("right", bad).Decrypter().DecryptValue(ctx, ct)
+		assert.ErrorContains(t, err, PassphraseEnv, bad)
 	}
 }
 
@@ -47,7 +51,7 @@ func TestLazyPassphrase(t *testing.T) {
 
 	wrong := lazyPassphrase("wrong", s) // nothing derived yet: no error
 	_, err := wrong.Decrypter().DecryptValue(ctx, "anything")
-	assert.ErrorIs(t, err, errWrongPassphrase)
+	assert.ErrorIs(t, err, pkgpassphrase.ErrIncorrectPassphrase)
 
 	m, err := lazyProvider{pass: "right"}.OfType(ctx, "passphrase", lazyPassphrase("right", s).State())
 	require.NoError(t, err)

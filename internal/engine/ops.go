@@ -162,11 +162,11 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("stack %q: %s not started: %w", s.name, name, err)
 	}
-	st, err := s.ensureStack(ctx)
+	ps, err := s.stackFile()
 	if err != nil {
 		return nil, nil, err
 	}
-	ps, err := s.stackFile()
+	st, err := s.ensureStack(ctx, ps)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -297,14 +297,10 @@ func (s *Stack) pluginPath() error {
 // ensureStack returns the stack in the backend, creating it on first use
 // as `pulumi stack init` does: a passphrase salt in the stack file (added
 // as one line, keeping the file's comments) and an empty stack.
-func (s *Stack) ensureStack(ctx context.Context) (backend.Stack, error) {
-	st, err := s.existing(ctx)
+func (s *Stack) ensureStack(ctx context.Context, ps *workspace.ProjectStack) (backend.Stack, error) {
+	st, err := s.backend.GetStack(ctx, s.ref)
 	if err != nil || st != nil {
 		return st, err
-	}
-	ps, err := s.stackFile()
-	if err != nil {
-		return nil, err
 	}
 	if ps.EncryptionSalt == "" {
 		salt, _, err := pkgpassphrase.NewPassphraseSecretsManager(s.pass)
@@ -314,6 +310,7 @@ func (s *Stack) ensureStack(ctx context.Context) (backend.Stack, error) {
 		if err := prependLine(s.file, "encryptionsalt: "+salt); err != nil {
 			return nil, fmt.Errorf("stack %q: %w", s.name, err)
 		}
+		ps.EncryptionSalt = salt
 	}
 	if st, err = s.backend.CreateStack(ctx, s.ref, s.dir, nil, nil); err != nil {
 		return nil, fmt.Errorf("stack %q: create: %w", s.name, err)
@@ -352,10 +349,6 @@ type Resource struct {
 	// Inputs are the resource's inputs as state records them (secrets as
 	// the engine's secret envelopes, never in the clear).
 	Inputs map[string]any
-	// PendingReplacement marks a delete-before-replace resource whose old
-	// object is deleted and whose replacement is not created yet (an
-	// interrupted replace): the next up creates it.
-	PendingReplacement bool
 }
 
 // Name is the resource's logical name.
@@ -395,23 +388,7 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	}
 	out := make([]Resource, 0, len(state.Resources))
 	for _, r := range state.Resources {
-		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs, PendingReplacement: r.PendingReplacement})
-	}
-	return out, nil
-}
-
-// Pending returns the operations the stack's latest checkpoint records as
-// started and never finished (pending_operations: a create or delete the
-// engine began and was stopped in, e.g. by a terminate or a crash), as
-// "<type> <urn>". A graceful cancel leaves none.
-func (s *Stack) Pending(ctx context.Context) ([]string, error) {
-	state, err := s.deployment(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, op := range state.PendingOperations {
-		out = append(out, string(op.Type)+" "+string(op.Resource.URN))
+		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs})
 	}
 	return out, nil
 }
@@ -467,7 +444,8 @@ func (s *Stack) OutputsInClear(ctx context.Context, typ string) (string, map[str
 	return "", nil, fmt.Errorf("stack %q: the state holds no %s", s.name, typ)
 }
 
-// revealSecret maps a secret to its plain value (for Outputs).
+// revealSecret maps a secret to its plain value (for Outputs); maskSecret
+// to "[secret]".
 func revealSecret(v resource.PropertyValue) (any, bool) {
 	if !v.IsSecret() {
 		return nil, false
@@ -475,13 +453,7 @@ func revealSecret(v resource.PropertyValue) (any, bool) {
 	return v.SecretValue().Element.MapRepl(nil, revealSecret), true
 }
 
-// maskSecret maps a secret to "[secret]".
-func maskSecret(v resource.PropertyValue) (any, bool) {
-	if !v.IsSecret() {
-		return nil, false
-	}
-	return "[secret]", true
-}
+func maskSecret(v resource.PropertyValue) (any, bool) { return "[secret]", v.IsSecret() }
 
 // UnprotectAll clears the protect flag of every resource in state (`pulumi
 // state unprotect --all`): the deliberate step before a destroy that is

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/internal/engine"
@@ -287,17 +288,35 @@ func (s *scenario) requireNoChanges(what string, r *engine.Result) {
 // deleted it; the next up creates it) is not live.
 func (s *scenario) stateIDs(typ string) map[string]string {
 	s.t.Helper()
-	res, err := s.stack.Resources(context.Background())
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	ids := map[string]string{}
-	for _, r := range res {
-		if r.Type == typ && !r.PendingReplacement {
-			ids[r.Name()] = r.ID
+	for _, r := range s.exported().Resources {
+		if string(r.Type) == typ && !r.PendingReplacement {
+			ids[r.URN.Name()] = string(r.ID)
 		}
 	}
 	return ids
+}
+
+// exported is the stack's state as `pulumi stack export` (the pinned CLI,
+// not milner) reads it, pending operations and replacements included.
+func (s *scenario) exported() apitype.DeploymentV3 {
+	s.t.Helper()
+	cmd := exec.Command(filepath.Join(repo, ".tools", "bin", "pulumi"), "--non-interactive", "stack", "export", "--stack", itStack)
+	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), engine.BackendEnv+"="+s.backend(), engine.PassphraseEnv+"="+itPassphrase, "PULUMI_SKIP_UPDATE_CHECK=true")
+	out, err := cmd.Output()
+	if err != nil {
+		s.t.Fatalf("pulumi stack export: %v: %s", err, out)
+	}
+	var dep apitype.UntypedDeployment
+	var state apitype.DeploymentV3
+	if err := json.Unmarshal(out, &dep); err != nil {
+		s.t.Fatalf("pulumi stack export: %v", err)
+	}
+	if err := json.Unmarshal(dep.Deployment, &state); len(dep.Deployment) > 0 && err != nil {
+		s.t.Fatalf("pulumi stack export: %v", err)
+	}
+	return state
 }
 
 // cleanup removes everything the scenario made: through the engine first

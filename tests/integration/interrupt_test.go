@@ -158,9 +158,9 @@ poll:
 // pending operation.
 func (s *milnerScenario) requireConsistent(when string) {
 	s.t.Helper()
-	pending, err := s.stack.Pending(context.Background())
-	if err != nil {
-		s.t.Fatal(err)
+	var pending []string
+	for _, op := range s.exported().PendingOperations {
+		pending = append(pending, string(op.Type)+" "+string(op.Resource.URN))
 	}
 	if len(pending) > 0 {
 		s.t.Errorf("%s: the state records pending operations %v", when, pending)
