@@ -3,6 +3,7 @@ package stacks
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
@@ -54,7 +55,7 @@ func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Prov
 		// The provisioner's helper pods mount host paths, which only the
 		// privileged level admits (Talos' local storage guide labels the
 		// namespace so).
-		PodSecurity: config.Privileged,
+		PodSecurity: vocab.Privileged,
 		Values:      toInput(values).(pulumi.Map),
 		Provider:    k8s,
 		SkipAwait:   !cfg.WaitForApps,

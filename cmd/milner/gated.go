@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"io"
 	"net/http"
 	"os"
@@ -262,7 +263,7 @@ func verifyBootImage(cfg *config.Config, report gate.Report) error {
 		return nil
 	}
 	if !slices.ContainsFunc(report.Delta(gate.Persistent).Creates, func(c gate.Change) bool {
-		return c.Type == gate.TypeLibvirtVolume && strings.HasSuffix(c.Name, config.BootSuffix)
+		return c.Type == gate.TypeLibvirtVolume && strings.HasSuffix(c.Name, vocab.BootSuffix)
 	}) {
 		return nil
 	}

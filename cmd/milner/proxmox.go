@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,7 +65,7 @@ func preflightProxmox(o *op) error {
 	px := o.cfg.Substrate.Proxmox
 	plan := pve.Plan{DiskDatastores: []string{px.OSDatastore, px.DataDatastore}, ImageDatastore: px.ImageDatastore, Bridge: px.Bridge}
 	for _, n := range o.cfg.Nodes {
-		plan.VMIDs = append(plan.VMIDs, n.VMID, config.HolderVMID(n.VMID))
+		plan.VMIDs = append(plan.VMIDs, n.VMID, vocab.HolderVMID(n.VMID))
 	}
 	perms, err := c.Permissions(o.ctx)
 	if err != nil {
@@ -127,7 +128,7 @@ func unprotectProxmoxHolders(o *op) (func(context.Context) error, error) {
 	var ids []int
 	for _, r := range resources {
 		// The bpg provider's VM id is the PVE VM id.
-		if r.Type == gate.TypeProxmoxVM && strings.HasSuffix(r.Name(), config.HolderSuffix) {
+		if r.Type == gate.TypeProxmoxVM && strings.HasSuffix(r.Name(), vocab.HolderSuffix) {
 			if id, err := strconv.Atoi(r.ID); err == nil {
 				ids = append(ids, id)
 			}

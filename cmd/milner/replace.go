@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"os"
 	"slices"
 	"strings"
@@ -115,7 +116,7 @@ func prepareReplace(o *op, f *gatedFlags) (_ *replaceRun, err error) {
 
 // osVolume is the logical name of a libvirt node's OS volume.
 func osVolume(cfg *config.Config, node string) string {
-	return cfg.Cluster.Name + "-" + node + config.OSSuffix
+	return cfg.Cluster.Name + "-" + node + vocab.OSSuffix
 }
 
 // connect dials the nodes' Talos API with the talosconfig askVersions uses;

@@ -11,6 +11,7 @@ package helmapp
 
 import (
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"strings"
 
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
@@ -19,7 +20,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/podsecurity"
-	"github.com/milner/milner/stacks/config"
 )
 
 // Type is the type token of the HelmApp component. It is part of every
@@ -74,7 +74,7 @@ type Args struct {
 	// Namespace is the namespace the app owns and its release lives in.
 	Namespace string
 	// PodSecurity is the Pod Security Standard the namespace enforces.
-	PodSecurity config.PodSecurityLevel
+	PodSecurity vocab.PodSecurityLevel
 	// Secrets are the Secrets the chart reads by name.
 	Secrets []Secret
 	// Values are the chart values, secret ones included as secret outputs.

@@ -7,9 +7,8 @@
 package podsecurity
 
 import (
+	"github.com/milner/milner/components/vocab"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/milner/milner/stacks/config"
 )
 
 // Modes are the admission modes a namespace label sets: the level is
@@ -17,7 +16,7 @@ import (
 var Modes = []string{"enforce", "audit", "warn"}
 
 // Labels returns the namespace labels that apply level l in every mode.
-func Labels(l config.PodSecurityLevel) pulumi.StringMap {
+func Labels(l vocab.PodSecurityLevel) pulumi.StringMap {
 	labels := pulumi.StringMap{}
 	for _, m := range Modes {
 		labels["pod-security.kubernetes.io/"+m] = pulumi.String(string(l))

@@ -4,14 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi-libvirt/sdk/go/libvirt"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/milner/milner/stacks/config"
 )
 
 // LibvirtType is the type token of the libvirt substrate component. It is part
@@ -44,8 +43,8 @@ var LibvirtDomainNeverReadBack = []string{"networkInterfaces[0].addresses", "net
 var LibvirtDomainKeptAsCreated = []string{"description"}
 
 // providerMode maps a network mode to terraform-provider-libvirt's name for it.
-func providerMode(m config.NetworkMode) string {
-	if m == config.NetworkIsolated {
+func providerMode(m vocab.NetworkMode) string {
+	if m == vocab.NetworkIsolated {
 		return "none"
 	}
 	return string(m)
@@ -57,14 +56,14 @@ type LibvirtArgs struct {
 	URI string
 	// DomainType is the libvirt domain type: "kvm", or "qemu" where there is no KVM.
 	DomainType string
-	// CPUMode is every domain's libvirt CPU mode (see config.CPUModes).
+	// CPUMode is every domain's libvirt CPU mode; the stack config accepts only modes that guarantee x86-64-v2.
 	CPUMode string
 	// PoolPath is the host directory of the storage pool.
 	PoolPath string
 	// BootImage is the path or URL of the Talos disk image that seeds new OS disks.
 	BootImage string
 	// NetworkMode is NAT for a workstation, isolated for tests.
-	NetworkMode config.NetworkMode
+	NetworkMode vocab.NetworkMode
 	// CIDR is the node network; libvirt takes its first host address.
 	CIDR netip.Prefix
 	// DHCPStart and DHCPEnd bound the addresses handed to MACs without a
@@ -73,7 +72,7 @@ type LibvirtArgs struct {
 	// Nodes are the nodes to create, in config order.
 	Nodes []NodeSpec
 	// Adopt maps the logical name of an object other than a domain (see
-	// config.LibvirtAdoptable) to the id of the live object it takes over: a pool's
+	// vocab.LibvirtAdoptable) to the id of the live object it takes over: a pool's
 	// or network's UUID, a volume's key (its path). Domains are adopted by
 	// NodeSpec.AdoptID.
 	Adopt map[string]string
@@ -131,13 +130,13 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 
 	// Pool and network have no real in-place delta and carry every node:
 	// protected, so no plan can delete or replace them.
-	pool, err := libvirt.NewPool(ctx, name+config.PoolSuffix, &libvirt.PoolArgs{
+	pool, err := libvirt.NewPool(ctx, name+vocab.PoolSuffix, &libvirt.PoolArgs{
 		Name: pulumi.String(name),
 		Type: pulumi.String("dir"),
 		Target: &libvirt.PoolTargetArgs{
 			Path: pulumi.String(args.PoolPath),
 		},
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+config.PoolSuffix))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+vocab.PoolSuffix))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: pool: %w", name, err)
 	}
@@ -150,7 +149,7 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 		Dhcp:      &libvirt.NetworkDhcpArgs{Enabled: pulumi.Bool(true)},
 		// An isolated network answers only its own names; a NAT network
 		// forwards the rest upstream so nodes can pull images.
-		Dns: &libvirt.NetworkDnsArgs{Enabled: pulumi.Bool(true), LocalOnly: pulumi.Bool(args.NetworkMode == config.NetworkIsolated)},
+		Dns: &libvirt.NetworkDnsArgs{Enabled: pulumi.Bool(true), LocalOnly: pulumi.Bool(args.NetworkMode == vocab.NetworkIsolated)},
 	}
 	if args.DHCPStart.IsValid() && args.DHCPEnd.IsValid() {
 		netArgs.Xml = &libvirt.NetworkXmlArgs{Xslt: pulumi.String(dhcpRangeXSLT(args.DHCPStart, args.DHCPEnd))}
@@ -159,20 +158,20 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 	// only from a <forward> element (an isolated network has none), and
 	// dns.enabled only when the XML says so explicitly
 	// (resource_libvirt_network.go resourceLibvirtNetworkRead).
-	network, err := libvirt.NewNetwork(ctx, name+config.NetSuffix, netArgs,
-		slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+config.NetSuffix, "xml", "mode", "dns"))...)
+	network, err := libvirt.NewNetwork(ctx, name+vocab.NetSuffix, netArgs,
+		slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+vocab.NetSuffix, "xml", "mode", "dns"))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: network: %w", name, err)
 	}
 	// The boot media only seeds new OS disks. Its source is ignored after
 	// creation so that a Talos version or image bump never replaces it (and
 	// through it every OS disk): running nodes upgrade in place through Talos.
-	boot, err := libvirt.NewVolume(ctx, name+config.BootSuffix, &libvirt.VolumeArgs{
+	boot, err := libvirt.NewVolume(ctx, name+vocab.BootSuffix, &libvirt.VolumeArgs{
 		Name:   pulumi.String(name + "-boot.qcow2"),
 		Pool:   pool.Name,
 		Source: pulumi.String(args.BootImage),
 		Format: pulumi.String("qcow2"),
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), pulumi.IgnoreChanges([]string{"source"})}, args.adopt(name+config.BootSuffix))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), pulumi.IgnoreChanges([]string{"source"})}, args.adopt(name+vocab.BootSuffix))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: boot media: %w", name, err)
 	}
@@ -203,7 +202,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 ) (Node, error) {
 	base := cluster + "-" + spec.Name
 	// Disks outlive the disposable domain: separate resources, protected.
-	os, err := libvirt.NewVolume(ctx, base+config.OSSuffix, &libvirt.VolumeArgs{
+	os, err := libvirt.NewVolume(ctx, base+vocab.OSSuffix, &libvirt.VolumeArgs{
 		Name:         pulumi.String(base + "-os.qcow2"),
 		Pool:         pool.Name,
 		BaseVolumeId: boot.ID(),
@@ -216,16 +215,16 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		// so a create-before-delete would delete the new file with the old
 		// volume (seen on the real engine: tests/integration
 		// TestMilnerOSDiskReplace).
-		pulumi.DeleteBeforeReplace(true)}, args.adopt(base+config.OSSuffix, "baseVolumeId"))...)
+		pulumi.DeleteBeforeReplace(true)}, args.adopt(base+vocab.OSSuffix, "baseVolumeId"))...)
 	if err != nil {
 		return Node{}, fmt.Errorf("os volume: %w", err)
 	}
-	data, err := libvirt.NewVolume(ctx, base+config.DataSuffix, &libvirt.VolumeArgs{
+	data, err := libvirt.NewVolume(ctx, base+vocab.DataSuffix, &libvirt.VolumeArgs{
 		Name:   pulumi.String(base + "-data.qcow2"),
 		Pool:   pool.Name,
 		Size:   pulumi.Int(spec.DataDiskGiB * gib),
 		Format: pulumi.String("qcow2"),
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+config.DataSuffix))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+vocab.DataSuffix))...)
 	if err != nil {
 		return Node{}, fmt.Errorf("data volume: %w", err)
 	}
@@ -251,7 +250,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		Name:        pulumi.String(base),
 		Description: pulumi.String(OwnerTag(ctx.Project(), ctx.Stack())),
 		Type:        pulumi.String(args.DomainType),
-		// A CPU Talos boots on: x86-64-v2 at least (see config.CPUModes).
+		// A CPU Talos boots on: x86-64-v2 at least (CPUMode above).
 		Cpu:       &libvirt.DomainCpuArgs{Mode: pulumi.String(args.CPUMode)},
 		Vcpu:      pulumi.Int(spec.VCPU),
 		Memory:    pulumi.Int(spec.MemoryMiB),

@@ -13,13 +13,14 @@ package substrate
 //     "<cluster>-image-<talosVersion>": the default host's image carries that
 //     name as an alias). A new name downloads a new image; the old one is
 //     retained on the datastore.
-// The Proxmox VM ids (nodes[i].vmId for node VMs, vmId+config.HolderVMIDOffset for
+// The Proxmox VM ids (nodes[i].vmId for node VMs, vmId+vocab.HolderVMIDOffset for
 // holders) and VM names are the same kind of contract with the Proxmox host.
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"net/netip"
 	"path"
 	"slices"
@@ -31,8 +32,6 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/storage"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/milner/milner/stacks/config"
 )
 
 // ProxmoxType is the type token of the Proxmox substrate component. It is
@@ -74,7 +73,7 @@ type ProxmoxArgs struct {
 	// Bridge is the Linux bridge the node NICs attach to.
 	Bridge string
 	// DiskInterface is the bus of both disks of a node VM.
-	DiskInterface config.DiskInterface
+	DiskInterface vocab.DiskInterface
 	// ImageURL is the uncompressed Talos nocloud disk image to download.
 	ImageURL string
 	// ImageSHA256 is the image's SHA-256 digest; "" downloads it unchecked.
@@ -217,13 +216,13 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	// refuse, so a move happens only as the planned procedure (docs/proxmox.md).
 	holderOpts := append(child, pulumi.Protect(true), pulumi.IgnoreChanges(ProxmoxHolderIgnoredChanges))
 	if spec.HolderAdoptID != "" {
-		// Config validation holds holderAdoptId to vmId + config.HolderVMIDOffset.
-		holderOpts = append(holderOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, config.HolderVMID(spec.VMID)))))
+		// Config validation holds holderAdoptId to vmId + vocab.HolderVMIDOffset.
+		holderOpts = append(holderOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, vocab.HolderVMID(spec.VMID)))))
 	}
-	holder, err := vm.NewVirtualMachine(ctx, base+config.HolderSuffix, &vm.VirtualMachineArgs{
+	holder, err := vm.NewVirtualMachine(ctx, base+vocab.HolderSuffix, &vm.VirtualMachineArgs{
 		NodeName:    pulumi.String(spec.Host),
-		VmId:        pulumi.Int(config.HolderVMID(spec.VMID)),
-		Name:        pulumi.String(base + config.HolderSuffix),
+		VmId:        pulumi.Int(vocab.HolderVMID(spec.VMID)),
+		Name:        pulumi.String(base + vocab.HolderSuffix),
 		Description: pulumi.String("Milner: holds the disks of " + base + ", which attaches them. Never start it."),
 		Started:     pulumi.Bool(false),
 		OnBoot:      pulumi.Bool(false),

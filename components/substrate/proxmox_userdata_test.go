@@ -1,6 +1,7 @@
 package substrate
 
 import (
+	"github.com/milner/milner/components/vocab"
 	"net/netip"
 	"testing"
 
@@ -9,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/offline"
-	"github.com/milner/milner/stacks/config"
 )
 
 // TestProxmoxUserDataGoesThroughTheNocloudDrive: a node given user data
@@ -18,14 +18,14 @@ import (
 // user data gets neither.
 func TestProxmoxUserDataGoesThroughTheNocloudDrive(t *testing.T) {
 	node := func(name, host string, vmid int) NodeSpec {
-		return NodeSpec{Name: name, Role: config.RoleControlPlane, VCPU: 2, MemoryMiB: 2048, OSDiskGiB: 20, DataDiskGiB: 20,
+		return NodeSpec{Name: name, Role: vocab.RoleControlPlane, VCPU: 2, MemoryMiB: 2048, OSDiskGiB: 20, DataDiskGiB: 20,
 			Address: netip.MustParseAddr("192.168.1.50"), MAC: "bc:24:11:00:00:01", VMID: vmid, Host: host}
 	}
 	rec, err := offline.Run(func(ctx *pulumi.Context) error {
 		_, err := NewProxmox(ctx, "c", &ProxmoxArgs{
 			Endpoint: "https://pve-1:8006/", APIToken: pulumi.String("a@pve!b=c"), NodeName: "pve-1",
 			OSDatastore: "local-lvm", DataDatastore: "local-lvm", ImageDatastore: "local", Bridge: "vmbr0",
-			DiskInterface: config.DiskVirtio, ImageURL: "https://factory.talos.dev/x/nocloud-amd64.qcow2", TalosVersion: "v1.9.5",
+			DiskInterface: vocab.DiskVirtio, ImageURL: "https://factory.talos.dev/x/nocloud-amd64.qcow2", TalosVersion: "v1.9.5",
 			Prefix: netip.MustParsePrefix("192.168.1.0/24"), Gateway: netip.MustParseAddr("192.168.1.1"),
 			Nodes:             []NodeSpec{node("cp-1", "pve-1", 150), node("cp-2", "pve-2", 151)},
 			UserData:          map[string]pulumi.StringInput{"cp-2": pulumi.String("version: v1alpha1\n")},

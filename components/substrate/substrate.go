@@ -7,11 +7,10 @@
 package substrate
 
 import (
+	"github.com/milner/milner/components/vocab"
 	"net/netip"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/milner/milner/stacks/config"
 )
 
 // Substrate is what the rest of the program needs of a machine layer: the
@@ -27,7 +26,7 @@ type Node struct {
 	// Name is the node's logical name from config; also its hostname.
 	Name string
 	// Role is the node's cluster role.
-	Role config.Role
+	Role vocab.Role
 	// Address is the node's static IPv4 address.
 	Address netip.Addr
 	// InstallDisk is the device Talos installs to, as the guest sees it.
@@ -52,7 +51,7 @@ type NodeSpec struct {
 	// Name is the node's logical name, used in every child resource name.
 	Name string
 	// Role is the node's cluster role.
-	Role config.Role
+	Role vocab.Role
 	// VCPU is the number of virtual CPUs.
 	VCPU int
 	// MemoryMiB is the VM's memory in MiB.

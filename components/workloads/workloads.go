@@ -9,6 +9,7 @@ package workloads
 
 import (
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
@@ -16,7 +17,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/podsecurity"
-	"github.com/milner/milner/stacks/config"
 )
 
 // Type is the type token of the Workloads component. It is part of every
@@ -29,7 +29,7 @@ type Args struct {
 	// Namespace is the namespace the workloads run in; the PriorityClass has the same name.
 	Namespace string
 	// PodSecurity is the Pod Security Standard the namespace enforces.
-	PodSecurity config.PodSecurityLevel
+	PodSecurity vocab.PodSecurityLevel
 	// Quota is the ResourceQuota's spec.hard (e.g. requests.cpu, limits.memory, pods).
 	Quota map[string]string
 	// DefaultRequest is the LimitRange's per-container default request.

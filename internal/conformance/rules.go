@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"slices"
 	"strings"
 
@@ -132,7 +133,7 @@ func replaceOnlyNodeVMs(ev *Evidence) []string {
 		}
 		// A libvirt OS volume deletes before replace: its one replace
 		// (`--os-disk`) reuses its libvirt name (components/substrate).
-		osVolume := r.Type == gate.TypeLibvirtVolume && strings.HasSuffix(r.Name, config.OSSuffix)
+		osVolume := r.Type == gate.TypeLibvirtVolume && strings.HasSuffix(r.Name, vocab.OSSuffix)
 		if replaces || (dbr && !osVolume) {
 			out = append(out, fmt.Sprintf("%s (%s) is not a node VM but sets replaceOnChanges %v / deleteBeforeReplace %v", r.Name, r.Type, r.Options.ReplaceOnChanges, dbr))
 		}
@@ -146,8 +147,8 @@ func replaceOnlyNodeVMs(ev *Evidence) []string {
 // diskResource is the suffix of the logical name of the resource that owns a
 // node's data disk, "<cluster>-<node><suffix>", per substrate kind.
 var diskResource = map[config.Kind]string{
-	config.KindLibvirt: config.DataSuffix,   // the data volume (the OS volume is "-os")
-	config.KindProxmox: config.HolderSuffix, // the holder VM owning OS and data disks
+	config.KindLibvirt: vocab.DataSuffix,   // the data volume (the OS volume is "-os")
+	config.KindProxmox: vocab.HolderSuffix, // the holder VM owning OS and data disks
 }
 
 // dataOutsideVM checks that every node's data disk lives in its own

@@ -5,6 +5,7 @@ package docs
 
 import (
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"maps"
 	"os"
 	"path/filepath"
@@ -97,7 +98,7 @@ func diagram(c *config.Config) string {
 		bootstrapped := false
 		for _, n := range c.Nodes {
 			label := fmt.Sprintf("%s %s config", n.Name, n.Role)
-			if !bootstrapped && n.Role == config.RoleControlPlane {
+			if !bootstrapped && n.Role == vocab.RoleControlPlane {
 				label += ", bootstraps etcd"
 				bootstrapped = true
 			}

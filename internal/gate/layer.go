@@ -5,9 +5,8 @@
 package gate
 
 import (
+	"github.com/milner/milner/components/vocab"
 	"strings"
-
-	"github.com/milner/milner/stacks/config"
 )
 
 // Layer is the layer of the cluster a resource belongs to. The order of
@@ -66,7 +65,7 @@ var layerRules = []layerRule{
 	{TypeLibvirtVolume, "", Persistent},
 	{TypeProxmoxImage, "", Persistent},
 	{TypeProxmoxFile, "", Persistent},
-	{TypeProxmoxVM, config.HolderSuffix, Persistent},
+	{TypeProxmoxVM, vocab.HolderSuffix, Persistent},
 	{TypeLibvirtDomain, "", Disposable},
 	{TypeProxmoxVM, "", Disposable},
 	{"talos:*", "", Talos},

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"maps"
 	"regexp"
 	"slices"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/pve"
-	"github.com/milner/milner/stacks/config"
 )
 
 // declareVM reads a Proxmox VM's host, VM id and disk slots from its step.
@@ -24,8 +24,8 @@ func declareVM(d *Declared, s gate.Step, cluster string) error {
 	if !ok {
 		return fmt.Errorf("guard: preview step %s: input \"vmId\" is %T, not a number", s.URN, s.Inputs["vmId"])
 	}
-	d.Host, d.VMID, d.Holder = host, int(vmid), strings.HasSuffix(d.Logical, config.HolderSuffix)
-	d.Node = strings.TrimSuffix(strings.TrimPrefix(d.Logical, cluster+"-"), config.HolderSuffix)
+	d.Host, d.VMID, d.Holder = host, int(vmid), strings.HasSuffix(d.Logical, vocab.HolderSuffix)
+	d.Node = strings.TrimSuffix(strings.TrimPrefix(d.Logical, cluster+"-"), vocab.HolderSuffix)
 	disks, _ := s.Inputs["disks"].([]any)
 	for i, disk := range disks {
 		slot, ok := disk.(map[string]any)["interface"].(string)

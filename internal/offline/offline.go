@@ -18,8 +18,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/milner/milner/components/vocab"
 	"github.com/milner/milner/internal/gate"
-	"github.com/milner/milner/stacks/config"
 )
 
 // Registration is one resource the program registered.
@@ -79,7 +79,7 @@ func (r *Recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	reg := Registration{
 		Type:     args.TypeToken,
 		Name:     args.Name,
-		URN:      fmt.Sprintf("urn:pulumi:mock::%s::%s::%s", config.Namespace, args.TypeToken, args.Name),
+		URN:      fmt.Sprintf("urn:pulumi:mock::%s::%s::%s", vocab.Project, args.TypeToken, args.Name),
 		Custom:   args.Custom,
 		Provider: args.Provider,
 		Inputs:   args.Inputs,
@@ -170,7 +170,7 @@ func Find(regs []Registration, token, name string) (Registration, bool) {
 func Run(program pulumi.RunFunc, stack string, raw map[string]string, secretKeys ...string) (*Recorder, error) {
 	rec := &Recorder{}
 	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
-		Project:          config.Namespace,
+		Project:          vocab.Project,
 		Stack:            stack,
 		Config:           raw,
 		ConfigSecretKeys: secretKeys,

@@ -2,13 +2,12 @@ package upgrade
 
 import (
 	"context"
+	"github.com/milner/milner/components/vocab"
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/milner/milner/stacks/config"
 )
 
 // The fake's day-2 calls, with machined's semantics (talos v1.11.5
@@ -30,7 +29,7 @@ func (n *fakeNode) EtcdRemoveMemberByID(_ context.Context, req *machine.EtcdRemo
 	n.fc.mu.Lock()
 	defer n.fc.mu.Unlock()
 	n.fc.log("%s EtcdRemoveMemberByID %x", n.name, req.GetMemberId())
-	if n.role != config.RoleControlPlane {
+	if n.role != vocab.RoleControlPlane {
 		return nil, status.Error(codes.Unimplemented, "etcd remove member is only available on control plane nodes")
 	}
 	for _, o := range n.fc.nodes {

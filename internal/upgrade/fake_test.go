@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"math/big"
 	"net"
 	"path/filepath"
@@ -36,8 +37,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
-
-	"github.com/milner/milner/stacks/config"
 )
 
 // The fake cluster: one gRPC server per node on a loopback TLS listener,
@@ -52,7 +51,7 @@ type fakeNode struct {
 	machine.UnimplementedMachineServiceServer
 	fc    *fakeCluster
 	name  string
-	role  config.Role
+	role  vocab.Role
 	state state.State
 
 	// Guarded by fc.mu.
@@ -181,7 +180,7 @@ func (n *fakeNode) EtcdMemberList(context.Context, *machine.EtcdMemberListReques
 	}
 	var members []*machine.EtcdMember
 	for _, o := range n.fc.nodes {
-		if o.role == config.RoleControlPlane && o.memberID != 0 {
+		if o.role == vocab.RoleControlPlane && o.memberID != 0 {
 			members = append(members, &machine.EtcdMember{Id: o.memberID, Hostname: o.name})
 		}
 	}
@@ -248,9 +247,9 @@ func newFake(t *testing.T, specs ...fakeSpec) (*fakeCluster, Declared, string) {
 	fc := &fakeCluster{}
 	d := Declared{TalosVersion: toTalos, KubernetesVersion: k8sVer, InstallImage: installer, KubernetesEndpoint: "https://10.0.0.10:6443"}
 	for i, s := range specs {
-		n := &fakeNode{fc: fc, name: s.name, role: config.Role(s.role), version: s.talos, readyAfter: true,
+		n := &fakeNode{fc: fc, name: s.name, role: vocab.Role(s.role), version: s.talos, readyAfter: true,
 			state: state.WrapCore(namespaced.NewState(inmem.Build))}
-		if n.role == config.RoleControlPlane {
+		if n.role == vocab.RoleControlPlane {
 			n.memberID = uint64(0x100 + i)
 		}
 		n.setStatus(runtime.MachineStageRunning, true)
@@ -258,7 +257,7 @@ func newFake(t *testing.T, specs ...fakeSpec) (*fakeCluster, Declared, string) {
 		kubelet := k8s.NewKubeletSpec(k8s.NamespaceName, k8s.KubeletID)
 		kubelet.TypedSpec().Image = "ghcr.io/siderolabs/kubelet:" + s.k8s
 		require.NoError(t, n.state.Create(ctx, kubelet))
-		if n.role == config.RoleControlPlane {
+		if n.role == vocab.RoleControlPlane {
 			api := k8s.NewAPIServerConfig()
 			api.TypedSpec().Image = "registry.k8s.io/kube-apiserver:" + s.k8s
 			require.NoError(t, n.state.Create(ctx, api))

@@ -3,6 +3,7 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"io"
 	"slices"
 	"strings"
@@ -14,8 +15,6 @@ import (
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/compatibility"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
-
-	"github.com/milner/milner/stacks/config"
 )
 
 // Row is one node's declared and running versions.
@@ -58,7 +57,7 @@ func (c *Cluster) row(ctx context.Context, n Node) Row {
 		return r
 	}
 	r.Kubelet = imageTag(kubelet.TypedSpec().Image)
-	if n.Role == config.RoleControlPlane {
+	if n.Role == vocab.RoleControlPlane {
 		api, err := safe.StateGetByID[*k8s.APIServerConfig](ctx, cosi, k8s.APIServerConfigID)
 		if err != nil {
 			r.Err = fmt.Sprintf("kube-apiserver config: %v", err)

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"io"
 	"slices"
 	"strings"
@@ -38,7 +39,7 @@ type Node struct {
 	// node its JSON shows (MarshalJSON).
 	Name string
 	// Role is controlplane or worker.
-	Role config.Role
+	Role vocab.Role
 	// Endpoint is where the node's Talos API is dialled: its address (the
 	// client adds Talos' apid port, 50000) or host:port.
 	Endpoint string
@@ -80,7 +81,7 @@ func FromConfig(cfg *config.Config) Declared {
 
 // controlPlanes returns the declared control planes, in config order.
 func (d Declared) controlPlanes() []Node {
-	return slices.DeleteFunc(slices.Clone(d.Nodes), func(n Node) bool { return n.Role != config.RoleControlPlane })
+	return slices.DeleteFunc(slices.Clone(d.Nodes), func(n Node) bool { return n.Role != vocab.RoleControlPlane })
 }
 
 // upgradeOrder is the order nodes are upgraded in: every control plane,
@@ -89,7 +90,7 @@ func (d Declared) controlPlanes() []Node {
 // policy lets a kubelet lag the API server but never lead it; etcd quorum
 // is kept by upgrading one node at a time behind the health gate.
 func (d Declared) upgradeOrder() []Node {
-	workers := slices.DeleteFunc(slices.Clone(d.Nodes), func(n Node) bool { return n.Role == config.RoleControlPlane })
+	workers := slices.DeleteFunc(slices.Clone(d.Nodes), func(n Node) bool { return n.Role == vocab.RoleControlPlane })
 	return append(d.controlPlanes(), workers...)
 }
 

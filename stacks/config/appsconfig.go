@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"regexp"
 	"slices"
 	"strings"
@@ -132,7 +133,7 @@ type WorkloadsConfig struct {
 	// Namespace is the workloads' namespace (default Name).
 	Namespace string `json:"namespace,omitempty"`
 	// PodSecurity is the level the namespace enforces (default baseline).
-	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
+	PodSecurity vocab.PodSecurityLevel `json:"podSecurity,omitempty"`
 	// Quota is the ResourceQuota's hard limits by resource name
 	// (requests.cpu and requests.memory required).
 	Quota map[string]string `json:"quota"`
@@ -193,7 +194,7 @@ func (c *Config) applyAppsDefaults() {
 	for i := range c.Apps {
 		a := &c.Apps[i]
 		if a.PodSecurity == "" {
-			a.PodSecurity = Baseline
+			a.PodSecurity = vocab.Baseline
 		}
 		if v := a.Vault; v != nil {
 			if v.Replicas == 0 {
@@ -223,7 +224,7 @@ func (c *Config) applyAppsDefaults() {
 			w.Namespace = w.Name
 		}
 		if w.PodSecurity == "" {
-			w.PodSecurity = Baseline
+			w.PodSecurity = vocab.Baseline
 		}
 		if w.DefaultRequest == nil {
 			w.DefaultRequest = map[string]string{"cpu": "100m", "memory": "128Mi"}
@@ -293,7 +294,7 @@ func (c *Config) validateAppsLayer(p *problems) {
 		ap := fmt.Sprintf("%s[%d]", Key("apps"), i)
 		claim(ap+".namespace", a.Namespace)
 		if !a.PodSecurity.Valid() {
-			p.addf(ap+".podSecurity", "unknown level %q (want one of %v)", a.PodSecurity, PodSecurityLevels)
+			p.addf(ap+".podSecurity", "unknown level %q (want one of %v)", a.PodSecurity, vocab.PodSecurityLevels)
 		}
 		switch {
 		case a.Chart.Name == VaultChart && a.Vault == nil:
@@ -441,7 +442,7 @@ func (c *Config) validateWorkloads(p *problems, claim func(path, ns string)) {
 	}
 	claim(wp+".namespace", w.Namespace)
 	if !w.PodSecurity.Valid() {
-		p.addf(wp+".podSecurity", "unknown level %q (want one of %v)", w.PodSecurity, PodSecurityLevels)
+		p.addf(wp+".podSecurity", "unknown level %q (want one of %v)", w.PodSecurity, vocab.PodSecurityLevels)
 	}
 	for _, r := range []string{"requests.cpu", "requests.memory"} {
 		if _, ok := w.Quota[r]; !ok {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"net"
 	"net/netip"
 	"slices"
@@ -18,8 +19,9 @@ import (
 	"time"
 )
 
-// Namespace is the config namespace of every Milner key (milner:<key>).
-const Namespace = "milner"
+// Namespace is the config namespace of every Milner key (milner:<key>):
+// Pulumi namespaces a project's keys by the project's name.
+const Namespace = vocab.Project
 
 // Keys lists every structured config key the program reads, in the order a
 // stack file shows them. Secrets named by apps and the Proxmox token are
@@ -160,7 +162,7 @@ type ProxmoxConfig struct {
 	// Bridge is the Linux bridge the node NICs attach to.
 	Bridge string `json:"bridge"`
 	// DiskInterface is the bus of both disks of a node VM: virtio (default), scsi or sata.
-	DiskInterface DiskInterface `json:"diskInterface,omitempty"`
+	DiskInterface vocab.DiskInterface `json:"diskInterface,omitempty"`
 	// ImageURL is the uncompressed Talos nocloud disk image to download;
 	// defaults to the image factory's nocloud qcow2 of talosVersion.
 	ImageURL string `json:"imageUrl,omitempty"`
@@ -199,7 +201,7 @@ const ProxmoxTokenKey = "proxmoxApiToken"
 // NetworkConfig is milner:network.
 type NetworkConfig struct {
 	// Mode is nat (default, a workstation) or isolated (tests); libvirt only.
-	Mode NetworkMode `json:"mode,omitempty"`
+	Mode vocab.NetworkMode `json:"mode,omitempty"`
 	// CIDR is the node network, e.g. 10.73.0.0/24.
 	CIDR string `json:"cidr"`
 	// Gateway is the default route; defaults to the first host address.
@@ -243,7 +245,7 @@ type NodeConfig struct {
 	// Name is the node's logical name and hostname; a state contract.
 	Name string `json:"name"`
 	// Role is controlplane or worker.
-	Role Role `json:"role"`
+	Role vocab.Role `json:"role"`
 	// VCPU is the number of virtual CPUs (default 2).
 	VCPU int `json:"vcpu"`
 	// MemoryMiB is the memory in MiB (default 2048, the Talos minimum).
@@ -294,7 +296,7 @@ type AppConfig struct {
 	PreviousNames []string `json:"previousNames,omitempty"`
 	// PodSecurity is the Pod Security Standard the app's namespace enforces
 	// (default baseline, Talos' cluster default).
-	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
+	PodSecurity vocab.PodSecurityLevel `json:"podSecurity,omitempty"`
 	// Vault makes the app Milner's hardened Vault; required for the vault chart.
 	Vault *VaultConfig `json:"vault,omitempty"`
 	// Woodpecker configures Woodpecker CI and its forge; required for the woodpecker chart.
@@ -556,7 +558,7 @@ func (c *Config) applyDefaults() {
 	}
 	if px := c.Substrate.Proxmox; px != nil {
 		if px.DiskInterface == "" {
-			px.DiskInterface = DiskVirtio
+			px.DiskInterface = vocab.DiskVirtio
 		}
 		if px.ImageURL == "" {
 			px.defaultImage = true
@@ -566,11 +568,11 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	if c.Network.Mode == "" {
-		c.Network.Mode = NetworkNAT
+		c.Network.Mode = vocab.NetworkNAT
 	}
 	if c.Cluster.AllowSchedulingOnControlPlanes == nil {
 		// With no worker, control planes are the only place a pod can run.
-		noWorker := !slices.ContainsFunc(c.Nodes, func(n NodeConfig) bool { return n.Role == RoleWorker })
+		noWorker := !slices.ContainsFunc(c.Nodes, func(n NodeConfig) bool { return n.Role == vocab.RoleWorker })
 		c.Cluster.AllowSchedulingOnControlPlanes = &noWorker
 	}
 	for i := range c.Nodes {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"net/netip"
 	pathpkg "path"
 	"regexp"
@@ -163,7 +164,7 @@ func (c *Config) validateSubstrate(p *problems) {
 			}
 		}
 		if !px.DiskInterface.Valid() {
-			p.addf(path+".proxmox.diskInterface", "unknown disk interface %q (want one of %v)", px.DiskInterface, DiskInterfaces)
+			p.addf(path+".proxmox.diskInterface", "unknown disk interface %q (want one of %v)", px.DiskInterface, vocab.DiskInterfaces)
 		}
 		if !strings.HasPrefix(px.ImageURL, "https://") || !slices.Contains([]string{".qcow2", ".raw", ".vmdk"}, pathpkg.Ext(px.ImageURL)) {
 			p.addf(path+".proxmox.imageUrl", "%q is not an https:// URL of an uncompressed disk image (.qcow2, .raw or .vmdk), as PVE's import content type needs", px.ImageURL)
@@ -186,17 +187,17 @@ func (c *Config) validateProxmoxNodes(p *problems) {
 		if n.VMID < MinProxmoxVMID || n.VMID > MaxProxmoxVMID {
 			continue
 		}
-		h := HolderVMID(n.VMID)
+		h := vocab.HolderVMID(n.VMID)
 		if h > MaxProxmoxVMID {
-			p.addf(np+".vmId", "%d leaves no room for its disk holder VM %d (vmId + %d) below %d", n.VMID, h, HolderVMIDOffset, MaxProxmoxVMID)
+			p.addf(np+".vmId", "%d leaves no room for its disk holder VM %d (vmId + %d) below %d", n.VMID, h, vocab.HolderVMIDOffset, MaxProxmoxVMID)
 		} else if j, taken := vmids[h]; taken {
-			p.addf(np+".vmId", "%d's disk holder VM id %d (vmId + %d) is the VM id of nodes[%d]", n.VMID, h, HolderVMIDOffset, j)
+			p.addf(np+".vmId", "%d's disk holder VM id %d (vmId + %d) is the VM id of nodes[%d]", n.VMID, h, vocab.HolderVMIDOffset, j)
 		}
 		if n.AdoptID != "" && n.AdoptID != strconv.Itoa(n.VMID) {
 			p.addf(np+".adoptId", "%q is not this node's vmId %d: a Proxmox VM is adopted under its own id", n.AdoptID, n.VMID)
 		}
 		if n.HolderAdoptID != "" && n.HolderAdoptID != strconv.Itoa(h) {
-			p.addf(np+".holderAdoptId", "%q is not this node's disk holder VM id %d (vmId + %d)", n.HolderAdoptID, h, HolderVMIDOffset)
+			p.addf(np+".holderAdoptId", "%q is not this node's disk holder VM id %d (vmId + %d)", n.HolderAdoptID, h, vocab.HolderVMIDOffset)
 		}
 	}
 	c.validateProxmoxPlacement(p)
@@ -205,8 +206,8 @@ func (c *Config) validateProxmoxNodes(p *problems) {
 func (c *Config) validateNetwork(p *problems) {
 	n := &c.Network
 	path := Key("network")
-	if !slices.Contains(NetworkModes, n.Mode) {
-		p.addf(path+".mode", "unknown network mode %q (want one of %v)", n.Mode, NetworkModes)
+	if !slices.Contains(vocab.NetworkModes, n.Mode) {
+		p.addf(path+".mode", "unknown network mode %q (want one of %v)", n.Mode, vocab.NetworkModes)
 	}
 	prefix, err := netip.ParsePrefix(n.CIDR)
 	if err != nil || !prefix.Addr().Is4() || prefix.Masked() != prefix || prefix.Bits() < 8 || prefix.Bits() > 29 {
@@ -309,12 +310,12 @@ func (c *Config) validateNodes(p *problems) {
 
 		minMem := MinMemoryWorkerMiB
 		switch n.Role {
-		case RoleControlPlane:
+		case vocab.RoleControlPlane:
 			controlPlanes++
 			minMem = MinMemoryControlPlaneMiB
-		case RoleWorker:
+		case vocab.RoleWorker:
 		default:
-			p.addf(np+".role", "unknown role %q (want one of %v)", n.Role, Roles)
+			p.addf(np+".role", "unknown role %q (want one of %v)", n.Role, vocab.Roles)
 		}
 		if n.VCPU < 1 || n.VCPU > MaxVCPU {
 			p.addf(np+".vcpu", "%d is outside 1..%d", n.VCPU, MaxVCPU)
@@ -382,7 +383,7 @@ func (c *Config) validateNodes(p *problems) {
 	}
 	switch {
 	case controlPlanes == 0:
-		p.addf(path, "no node has role %s; a cluster needs at least one", RoleControlPlane)
+		p.addf(path, "no node has role %s; a cluster needs at least one", vocab.RoleControlPlane)
 	case controlPlanes%2 == 0:
 		p.warnf(path, "%d control planes: an even etcd membership tolerates no more failures than %d", controlPlanes, controlPlanes-1)
 	}
@@ -440,7 +441,7 @@ func (c *Config) validateApps(p *problems) {
 // control plane that allows scheduling.
 func (c *Config) schedulable() bool {
 	for _, n := range c.Nodes {
-		if n.Role == RoleWorker {
+		if n.Role == vocab.RoleWorker {
 			return true
 		}
 	}
@@ -467,7 +468,7 @@ func (c *Config) validateLibvirtAdopt(p *problems, path string, adopt map[string
 	for i, n := range c.Nodes {
 		names[i] = n.Name
 	}
-	known := LibvirtAdoptable(c.Cluster.Name, names)
+	known := vocab.LibvirtAdoptable(c.Cluster.Name, names)
 	for _, logical := range sortedKeys(adopt) {
 		id := adopt[logical]
 		switch {

@@ -7,6 +7,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"net/netip"
 	"net/url"
 	"path"
@@ -73,7 +74,7 @@ func (c *Config) validateInput(p *problems) {
 	c.validateHostile(p)
 	cps := 0
 	for _, n := range c.Nodes {
-		if n.Role == RoleControlPlane {
+		if n.Role == vocab.RoleControlPlane {
 			cps++
 		}
 	}

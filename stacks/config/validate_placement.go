@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/milner/milner/components/vocab"
 	"regexp"
 )
 
@@ -39,7 +40,7 @@ func (c *Config) validateProxmoxPlacement(p *problems) {
 	}
 	first := map[string]int{}
 	for i, n := range c.Nodes {
-		if n.Role != RoleControlPlane || !hosts[n.ProxmoxNode] {
+		if n.Role != vocab.RoleControlPlane || !hosts[n.ProxmoxNode] {
 			continue
 		}
 		j, shared := first[n.ProxmoxNode]

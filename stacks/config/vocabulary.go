@@ -1,10 +1,8 @@
 package config
 
-import "slices"
-
-// The words a stack file spells: typed here, where Load decodes and
-// validates them, so that config needs no component (and no resource SDK);
-// the components take them from config or their own Args.
+// The words only the stack config spells. The words it shares with the
+// components (roles, network modes, disk interfaces, logical-name suffixes,
+// Pod Security levels) live in components/vocab, which both import.
 
 // Kind names a substrate implementation in stack config (milner:substrate.kind).
 type Kind string
@@ -17,35 +15,6 @@ const (
 
 // Kinds lists every known Kind, for validation messages.
 var Kinds = []Kind{KindLibvirt, KindProxmox}
-
-// Role is a node's part in the cluster.
-type Role string
-
-// The node roles. Their values are the Talos machine types.
-const (
-	RoleControlPlane Role = "controlplane"
-	RoleWorker       Role = "worker"
-)
-
-// Roles lists every known Role, for validation messages.
-var Roles = []Role{RoleControlPlane, RoleWorker}
-
-// Valid reports whether r is a known role.
-func (r Role) Valid() bool { return slices.Contains(Roles, r) }
-
-// NetworkMode is how a libvirt cluster network reaches the outside.
-type NetworkMode string
-
-// The libvirt network modes.
-const (
-	// NetworkNAT gives nodes outbound access through the host (a workstation).
-	NetworkNAT NetworkMode = "nat"
-	// NetworkIsolated keeps all traffic between the host and the nodes (tests).
-	NetworkIsolated NetworkMode = "isolated"
-)
-
-// NetworkModes lists every known network mode, for validation messages.
-var NetworkModes = []NetworkMode{NetworkNAT, NetworkIsolated}
 
 // The libvirt CPU modes a domain may use. Talos 1.7+ halts on a CPU below
 // x86-64-v2 ("x86_64 microarchitecture level 2 or higher is required"), and
@@ -79,88 +48,6 @@ func DefaultCPUMode(domainType string) string {
 	return CPUHostPassthrough
 }
 
-// DiskInterface is the bus both disks of a Proxmox node VM use.
-type DiskInterface string
-
-// The disk interfaces Proxmox supports for Talos nodes.
-const (
-	DiskVirtio DiskInterface = "virtio"
-	DiskSCSI   DiskInterface = "scsi"
-	DiskSATA   DiskInterface = "sata"
-)
-
-// DiskInterfaces lists every known DiskInterface, for validation messages.
-var DiskInterfaces = []DiskInterface{DiskVirtio, DiskSCSI, DiskSATA}
-
-// Valid reports whether d is a known disk interface.
-func (d DiskInterface) Valid() bool { return slices.Contains(DiskInterfaces, d) }
-
-// Devices returns the guest device names of the first (OS) and second
-// (data) disk of a node VM on the interface: virtio-blk disks are /dev/vdX,
-// SCSI and SATA are /dev/sdX. Known from config alone, so a node's machine
-// config can be rendered before its VM exists.
-func (d DiskInterface) Devices() (first, second string) {
-	if d == DiskVirtio {
-		return "/dev/vda", "/dev/vdb"
-	}
-	return "/dev/sda", "/dev/sdb"
-}
-
-// HolderVMIDOffset is added to a node's VM id to give the VM id of its disk
-// holder (node 150 keeps its disks in VM 1150). Fixed ids make adoption and
-// recovery a lookup, not a search, and avoid Proxmox's next-id race when
-// several VMs are created at once.
-const HolderVMIDOffset = 1000
-
-// HolderVMID returns the VM id of the disk holder of the node with VM id vmID.
-func HolderVMID(vmID int) int { return vmID + HolderVMIDOffset }
-
-// HolderSuffix ends the logical (and PVE) name of a Proxmox node's disk
-// holder VM, "<cluster>-<node>-disks": a VM that is never started and only
-// owns the node's disks, so they survive a replace of the node VM. A state
-// contract.
-const HolderSuffix = "-disks"
-
-// Suffixes of the logical names of a libvirt substrate's objects after the
-// cluster name (the node name comes between for volumes): a state contract.
-const (
-	PoolSuffix = "-pool"
-	NetSuffix  = "-net"
-	BootSuffix = "-boot"
-	OSSuffix   = "-os"
-	DataSuffix = "-data"
-)
-
-// LibvirtAdoptable lists, in creation order, the logical names of the
-// objects besides domains that milner:substrate.libvirt.adopt (the substrate's LibvirtArgs.Adopt)
-// may name: the pool, the
-// network, the boot media, then each node's OS and data volumes.
-func LibvirtAdoptable(cluster string, nodes []string) []string {
-	names := []string{cluster + PoolSuffix, cluster + NetSuffix, cluster + BootSuffix}
-	for _, n := range nodes {
-		names = append(names, cluster+"-"+n+OSSuffix, cluster+"-"+n+DataSuffix)
-	}
-	return names
-}
-
 // DataMountpoint is where a node's persistent data disk is mounted (Talos'
 // only writable tree is /var).
 const DataMountpoint = "/var/mnt/data"
-
-// PodSecurityLevel is a Kubernetes Pod Security Standard a namespace
-// enforces through Pod Security Admission
-// (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
-type PodSecurityLevel string
-
-// The levels, least restricted first.
-const (
-	Privileged PodSecurityLevel = "privileged"
-	Baseline   PodSecurityLevel = "baseline"
-	Restricted PodSecurityLevel = "restricted"
-)
-
-// PodSecurityLevels lists every level.
-var PodSecurityLevels = []PodSecurityLevel{Privileged, Baseline, Restricted}
-
-// Valid reports whether l is a known level.
-func (l PodSecurityLevel) Valid() bool { return slices.Contains(PodSecurityLevels, l) }

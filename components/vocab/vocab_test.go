@@ -1,4 +1,4 @@
-package config
+package vocab
 
 import "testing"
 
