@@ -1,0 +1,94 @@
+// Package talosapi is a test double of the Talos API: one Cluster of Nodes,
+// each listening on its own address (netip.AddrPort) and answering Talos'
+// machine, storage and COSI state APIs as Talos v1.9 serves them, built on
+// machinery's own generated API types and Talos' own authorization code.
+// Only tests import it.
+//
+// # Using it
+//
+//	c := talosapi.NewCluster(talosapi.OnShutdown(func(n *talosapi.Node) { stopVM(n.Name()) }))
+//	defer c.Close()
+//	cp1, err := c.AddNode("cp-1", netip.MustParseAddrPort("127.0.0.2:0")) // port 0: any free port
+//	// cp1 is in maintenance mode: a client with TLS and no client
+//	// certificate applies its first config (talosctl apply-config --insecure),
+//	// or the test configures it as Talos' nocloud platform would:
+//	err = cp1.Configure(machineConfigYAML)
+//	// From then on cp1 serves mutual TLS against the config's machine.ca.
+//	// c.Journal() lists every call each node took; c.Journal().Calls("Reset")
+//	// must stay empty in Milner's scenarios.
+//
+// Unit tests bind loopback addresses (127.0.0.0/8 is all loopback on Linux,
+// so each node gets its own IP without root); the real-engine scenarios bind
+// each node's own address on :50000 inside a network namespace. A client
+// dialling a bare IP appends :50000; "node"/"nodes" metadata name nodes by
+// IP only, so every node of a Cluster needs its own IP.
+//
+// # What is modelled, and where it was read
+//
+// Talos v1.9.5 is the version the stacks run; behaviour was read in its
+// source (tag v1.9.5 of siderolabs/talos) and compared with v1.12.0 (the
+// module cache); where they differ this follows v1.9 and says so.
+//
+//   - Maintenance mode, until a node has a config
+//     (internal/app/maintenance/server.go, Server; the listener in
+//     internal/app/machined/pkg/controllers/runtime/maintenance_service.go,
+//     MaintenanceServiceController.Run): TLS without client authentication
+//     (maintenance.TLSProvider: tls.ServerOnly) and a self-signed
+//     certificate; every caller gets the os:reader role
+//     (authz.ReadOnlyWithAdminOnSiderolink, no SideroLink here), and no
+//     authorizer runs. ApplyConfiguration takes AUTO, REBOOT and TRY only
+//     (anything else: Unimplemented "apply configuration --mode='staged'
+//     is not supported in maintenance mode"), parses the config with
+//     machinery's configloader (a parse error is a plain error, code
+//     Unknown, "failed to parse config: ..."), validates it (InvalidArgument
+//     "configuration validation failed: ..."), and a dry run answers with
+//     no mode set: Mode 0, which is REBOOT. Version, Upgrade and Reset need
+//     the admin role and so answer Unimplemented "API is not implemented in
+//     maintenance mode"; methods the maintenance server does not implement
+//     answer gRPC's own Unimplemented. Disks lists the node's block.Disk
+//     resources (internal/app/storaged/server.go, Server.Disks).
+//   - Configured mode (apid, internal/app/apid/main.go and
+//     pkg/provider/provider.go): mutual TLS (tls.Mutual:
+//     RequireAndVerifyClientCert) against machine.ca and machine.acceptedCAs
+//     of the node's running config; the server certificate is issued from
+//     machine.ca for the node's IP and hostname with ServerAuth
+//     (internal/app/machined/pkg/controllers/secrets/api.go,
+//     generateControlPlane). Roles come from the client certificate's
+//     organizations when machine.features.rbac is on (authz.Enabled), else
+//     every role (authz.Disabled); with
+//     machine.features.apidCheckExtKeyUsage the client certificate must
+//     carry exactly the ClientAuth extended key usage (apid main.go,
+//     verifyExtKeyUsage). machined then authorizes each method by role
+//     with Talos' own authz.Authorizer and the rules of
+//     internal/app/machined/pkg/system/services/machined.go (rules.go here).
+//   - apid's routing (internal/app/apid/pkg/director/director.go,
+//     Router.Director; pkg/backend/apid.go, APID.AppendInfo and
+//     BuildError): no "node"/"nodes" metadata is answered by the node
+//     itself; "node" proxies one to one (the answer unchanged, without
+//     metadata); "nodes" fans out and merges each node's messages, each
+//     with Metadata.Hostname set to the target as given, a node that cannot
+//     be reached becoming a message with Metadata.Error and Status; COSI
+//     methods refuse "nodes" (InvalidArgument). Reaching another node is
+//     modelled in process (front.go): a node that is down or unreachable
+//     answers as a refused connection.
+//   - machined's calls (internal/app/machined/internal/server/v1alpha1/
+//     v1alpha1_server.go): ApplyConfiguration in every mode with the dry
+//     run and the reboot decision of Runtime.CanApplyImmediate
+//     (internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_runtime.go; the
+//     same field list in v1.9.5 and v1.12.0; applymode.go); a STAGED config
+//     is written for the next boot and stays pending, REBOOT (and AUTO that
+//     needs one) reboots the node; Bootstrap, Kubeconfig (kubeconfig.go),
+//     Version, Memory, ServiceList, the etcd calls, Shutdown, Upgrade,
+//     Reset, Reboot, Read of the boot ID, Disks, and the COSI resources
+//     Milner and the health checks read (resources.go).
+//
+// Nothing in the double reboots by itself: a node reboots only when a call
+// makes Talos reboot it (Reboot, Upgrade, an apply in REBOOT mode or AUTO
+// resolved to it, Reset with reboot) or when a test power-cycles it; each
+// reboot is a "reboot" event in the journal, naming its cause.
+//
+// # What is simplified, and why the provider and milner cannot tell
+//
+// See simplified.go for the list: each simplification is of something the
+// terraform provider, the Pulumi plugin and milner never read.
+package talosapi
