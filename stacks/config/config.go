@@ -93,6 +93,9 @@ type ClusterConfig struct {
 	// members; `milner adopt` writes it): <cluster>-bootstrap is imported,
 	// a state-only record, instead of bootstrapping etcd a second time.
 	AdoptBootstrap bool `json:"adoptBootstrap,omitempty"`
+	// OIDC is milner:cluster.oidc: kubectl through the site's OIDC
+	// provider, the admin certificate as break-glass (optional).
+	OIDC *OIDCConfig `json:"oidc,omitempty"`
 
 	// VIPAddr is VIP, parsed.
 	VIPAddr netip.Addr `json:"-"`
@@ -535,6 +538,9 @@ func (c *Config) applyDefaults() {
 		c.StartAt = LayerSubstrate
 	}
 	c.applyAppsDefaults()
+	if c.Cluster.OIDC != nil {
+		c.Cluster.OIDC.applyOIDCDefaults()
+	}
 	if c.Cluster.InstallImage == "" {
 		c.Cluster.InstallImage = DefaultInstallImage(c.Cluster.TalosVersion)
 	}

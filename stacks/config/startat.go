@@ -27,6 +27,9 @@ func decodeExistingCluster(src ConfigSource, cfg *Config, p *problems) {
 				p.addf(Key("cluster."+f.field), "is not used when %s is apps; only cluster.name is read", Key("startAt"))
 			}
 		}
+		if cl.OIDC != nil {
+			p.addf(Key("cluster.oidc"), "is not used when %s is apps: the API server's flags are the Talos layer's; only cluster.name is read", Key("startAt"))
+		}
 	}
 	cfg.Cluster.Name = cl.Name
 	if cfg.Cluster.Name == "" {

@@ -70,6 +70,7 @@ func (c *Config) validate(p *problems) {
 		c.validateSubstrate(p)
 		c.validateNetwork(p)
 		c.validateNodes(p)
+		c.validateOIDC(p)
 	}
 	c.validateStartAt(p)
 	c.validateApps(p)
