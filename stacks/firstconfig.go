@@ -15,6 +15,7 @@ package stacks
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -55,7 +56,7 @@ func firstBootConfigs(ctx *pulumi.Context, cfg *config.Config, tc *talosConfigs)
 			out[rc.Node.Name] = rc.MachineConfiguration
 			continue
 		}
-		out[rc.Node.Name] = renderConfig(ctx, cfg, tc.secrets, rc.Node.Role, append([]string{rc.Patch}, extra...)...)
+		out[rc.Node.Name] = renderConfig(ctx, cfg, tc.secrets, rc.Node.Role, append(slices.Clone(rc.Patches), extra...)...)
 	}
 	return out
 }

@@ -45,6 +45,9 @@ type RenderedConfig struct {
 	Node talosnode.Node
 	// Patch is the node's own patch (talosnode.Patch), already in MachineConfiguration.
 	Patch string
+	// Patches are every patch the generator applied, in order: Patch, then
+	// a control plane's milner:cluster.oidc patches.
+	Patches []string
 	// MachineConfiguration is the rendered config (secret: it holds the cluster's keys).
 	MachineConfiguration pulumi.StringOutput
 }
@@ -134,16 +137,27 @@ func SecretsBundle(importPath string) pulumi.RunFunc {
 // configPatches.
 func RenderNodeConfigs(ctx *pulumi.Context, cfg *config.Config, secrets *machine.Secrets, nodes []talosnode.Node) ([]RenderedConfig, error) {
 	pa := PatchArgs(cfg)
+	// The control planes' API server flags of milner:cluster.oidc (a
+	// cluster.* setting: Talos refuses it on a worker), after the node's own.
+	oidc, err := oidcPatches(cfg.Cluster.OIDC)
+	if err != nil {
+		return nil, fmt.Errorf("talos %q: oidc patch: %w", cfg.Cluster.Name, err)
+	}
 	out := make([]RenderedConfig, 0, len(nodes))
 	for _, n := range nodes {
 		patch, err := talosnode.Patch(n, pa)
 		if err != nil {
 			return nil, fmt.Errorf("talos %q: node %q: patch: %w", cfg.Cluster.Name, n.Name, err)
 		}
+		patches := []string{patch}
+		if n.Role == talosnode.RoleControlPlane {
+			patches = append(patches, oidc...)
+		}
 		out = append(out, RenderedConfig{
 			Node:                 n,
 			Patch:                patch,
-			MachineConfiguration: renderConfig(ctx, cfg, secrets, n.Role, patch),
+			Patches:              patches,
+			MachineConfiguration: renderConfig(ctx, cfg, secrets, n.Role, patches...),
 		})
 	}
 	return out, nil
