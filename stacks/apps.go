@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/helmapp"
@@ -22,6 +23,9 @@ type AppsLayer struct {
 	Apps []*helmapp.HelmApp
 	// Workloads is the reservation of milner:workloads (nil when unset).
 	Workloads *workloads.Workloads
+	// OIDCBindings are the ClusterRoleBindings of
+	// milner:cluster.oidc.groupBindings, by group name order.
+	OIDCBindings []*rbacv1.ClusterRoleBinding
 }
 
 // deployApps creates the cluster's Kubernetes provider, the storage layer,
@@ -40,6 +44,9 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 		return nil, fmt.Errorf("apps %q: kubernetes provider: %w", name, err)
 	}
 	layer := &AppsLayer{}
+	if layer.OIDCBindings, err = deployOIDCBindings(ctx, cfg, k8s); err != nil {
+		return nil, err
+	}
 	storageClass := ""
 	var afterStorage []pulumi.Resource
 	if cfg.Storage.On() {
