@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/milner/milner/internal/certs"
+	"github.com/milner/milner/internal/oidclogin"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/spf13/cobra"
@@ -179,7 +180,7 @@ func (c clientConfig) removeFrom(cluster, file string) error {
 func clientCmd(c clientConfig) *cobra.Command {
 	f := &stackFlags{}
 	var file string
-	var stdout, renew bool
+	var stdout, renew, admin bool
 	cmd := &cobra.Command{
 		Use:   c.output,
 		Short: fmt.Sprintf("Merge the stack's %s into the user's %s config (or print it)", c.output, c.tool),
@@ -188,7 +189,10 @@ user's %s config: --file, else $%s, else ~/%s. Entries of the same name
 are replaced, the cluster's context becomes the current one, the file is
 written 0600, and a symlink is refused. 'milner teardown' takes the
 cluster's entries out again. --renew first issues a new client certificate
-from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.output, c.output, c.tool, c.env, c.home),
+from the stack's secrets bundle (no apply; 'milner status' shows expiry).
+For a stack with milner:cluster.oidc, kubeconfig writes a context that
+logs in through the OIDC provider (kubelogin, 'kubectl oidc-login'), and
+--admin the break-glass admin certificate instead.`, c.output, c.output, c.tool, c.env, c.home),
 		Example: fmt.Sprintf("  milner %s --stack dev\n  milner %s --stack dev --stdout > /tmp/%s", c.output, c.output, c.output),
 		RunE: f.run(false, func(o *op) error {
 			st := o.st
@@ -210,6 +214,11 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.ou
 					return err
 				}
 			}
+			if c.output == kubeconfig.output {
+				if raw, err = peopleOrAdmin(o, raw, admin, renew); err != nil {
+					return err
+				}
+			}
 			if stdout {
 				_, err := fmt.Print(raw)
 				return err
@@ -225,6 +234,31 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.ou
 	f.addStack(cmd, false)
 	cmd.Flags().StringVar(&file, "file", "", fmt.Sprintf("the %s config to merge into (default $%s or ~/%s)", c.tool, c.env, c.home))
 	cmd.Flags().BoolVar(&stdout, "stdout", false, "print the config instead of merging it")
+	if c.output == kubeconfig.output {
+		cmd.Flags().BoolVar(&admin, "admin", false, "write the break-glass admin certificate context (system:masters) even when the stack authenticates people through OIDC ("+oidclogin.Runbook+")")
+	}
 	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new client certificate (one year) from the stack's secrets bundle first; no apply")
 	return cmd
+}
+
+// peopleOrAdmin is the kubeconfig to write: for a stack with
+// milner:cluster.oidc the OIDC context unless --admin; the admin
+// certificate's, said so on stderr, with --admin.
+func peopleOrAdmin(o *op, raw string, admin, renew bool) (string, error) {
+	cfg, err := o.config()
+	if err != nil {
+		return "", err
+	}
+	oidc := cfg.Cluster.OIDC
+	switch {
+	case admin:
+		fmt.Fprintf(os.Stderr, "milner kubeconfig: writing the break-glass admin certificate context (system:masters, no revocation); use it only as %s says\n", oidclogin.Runbook)
+		return raw, nil
+	case oidc == nil:
+		return raw, nil
+	case renew:
+		return "", fmt.Errorf("--renew issues the admin certificate, which the OIDC context does not hold: give --admin too")
+	default:
+		return oidclogin.Kubeconfig(raw, oidc)
+	}
 }
