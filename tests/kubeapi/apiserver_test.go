@@ -86,8 +86,9 @@ type apiServer struct {
 
 // startAPIServer starts etcd and kube-apiserver in a temporary directory with
 // freshly generated certificates and keys, waits until /readyz answers ok and
-// stops both when the test ends.
-func startAPIServer(t *testing.T) *apiServer {
+// stops both when the test ends. extra are further kube-apiserver flags
+// (e.g. the --oidc-* flags of a rendered control-plane config).
+func startAPIServer(t *testing.T, extra ...string) *apiServer {
 	t.Helper()
 	requireTools(t, "etcd", "kube-apiserver")
 	start := time.Now()
@@ -104,15 +105,15 @@ func startAPIServer(t *testing.T) *apiServer {
 		"--initial-cluster=default="+peerURL, "--log-level=warn")
 
 	port := freePort(t)
-	apiExited := daemon(t, dir, "kube-apiserver",
-		"--etcd-servers="+etcdURL,
+	apiExited := daemon(t, dir, "kube-apiserver", append([]string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
-		"--tls-cert-file="+pki.serverCert, "--tls-private-key-file="+pki.serverKey,
-		"--client-ca-file="+pki.caCert,
+		"--tls-cert-file=" + pki.serverCert, "--tls-private-key-file=" + pki.serverKey,
+		"--client-ca-file=" + pki.caCert,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+pki.saKey,
-		"--service-account-signing-key-file="+pki.saKey,
+		"--service-account-key-file=" + pki.saKey,
+		"--service-account-signing-key-file=" + pki.saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--authorization-mode=Node,RBAC",
 		// As on Talos, whose CNI and storage pods are privileged: refusing
@@ -121,8 +122,8 @@ func startAPIServer(t *testing.T) *apiServer {
 		// The "kubernetes" Service's endpoints cannot be a loopback
 		// address; nothing here reaches the API through the Service.
 		"--endpoint-reconciler-type=none",
-		"--enable-admission-plugins="+strings.Join(admissionPlugins, ","),
-		"--profiling=false", "--v=0")
+		"--enable-admission-plugins=" + strings.Join(admissionPlugins, ","),
+		"--profiling=false", "--v=0"}, extra...)...)
 
 	s := &apiServer{t: t, URL: fmt.Sprintf("https://127.0.0.1:%d", port), dir: dir, pki: pki}
 	cert, err := tls.LoadX509KeyPair(pki.adminCert, pki.adminKey)
