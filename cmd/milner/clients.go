@@ -189,10 +189,7 @@ user's %s config: --file, else $%s, else ~/%s. Entries of the same name
 are replaced, the cluster's context becomes the current one, the file is
 written 0600, and a symlink is refused. 'milner teardown' takes the
 cluster's entries out again. --renew first issues a new client certificate
-from the stack's secrets bundle (no apply; 'milner status' shows expiry).
-For a stack with milner:cluster.oidc, kubeconfig writes a context that
-logs in through the OIDC provider (kubelogin, 'kubectl oidc-login'), and
---admin the break-glass admin certificate instead.`, c.output, c.output, c.tool, c.env, c.home),
+from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.output, c.output, c.tool, c.env, c.home),
 		Example: fmt.Sprintf("  milner %s --stack dev\n  milner %s --stack dev --stdout > /tmp/%s", c.output, c.output, c.output),
 		RunE: f.run(false, func(o *op) error {
 			st := o.st
@@ -235,6 +232,10 @@ logs in through the OIDC provider (kubelogin, 'kubectl oidc-login'), and
 	cmd.Flags().StringVar(&file, "file", "", fmt.Sprintf("the %s config to merge into (default $%s or ~/%s)", c.tool, c.env, c.home))
 	cmd.Flags().BoolVar(&stdout, "stdout", false, "print the config instead of merging it")
 	if c.output == kubeconfig.output {
+		cmd.Long += `
+For a stack with milner:cluster.oidc, kubeconfig writes a context that
+logs in through the OIDC provider (kubelogin, 'kubectl oidc-login'), and
+--admin the break-glass admin certificate instead.`
 		cmd.Flags().BoolVar(&admin, "admin", false, "write the break-glass admin certificate context (system:masters) even when the stack authenticates people through OIDC ("+oidclogin.Runbook+")")
 	}
 	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new client certificate (one year) from the stack's secrets bundle first; no apply")
