@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -256,7 +257,8 @@ func completeNodes(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.Sh
 // confirm is Milner's one confirmation: it asks the user to type the stack
 // name on in; anything else declines. It refuses to ask when in is not a
 // terminal (a script passes --yes), never accepts an empty word (a bare
-// Enter would type it), and an interrupt while it waits declines.
+// Enter would type it), compares the whole typed line (trimmed) with the
+// name, and an interrupt while it waits declines.
 func confirm(ctx context.Context, in *os.File, out io.Writer, question, stack string) error {
 	if strings.TrimSpace(stack) == "" {
 		return refused("no stack name to type as the confirmation; pass --yes to go on without the prompt; nothing was changed")
@@ -267,8 +269,9 @@ func confirm(ctx context.Context, in *os.File, out io.Writer, question, stack st
 	_, _ = fmt.Fprintf(out, "%s Type the stack name (%s) to go on: ", question, stack)
 	typed := make(chan string, 1)
 	go func() {
-		var line string
-		_, _ = fmt.Fscanln(in, &line)
+		// The whole line, not its first word: fmt.Fscanln would read
+		// "dev and more" as "dev".
+		line, _ := bufio.NewReader(in).ReadString('\n')
 		typed <- strings.TrimSpace(line)
 	}()
 	select {

@@ -11,7 +11,13 @@ import (
 	"syscall"
 )
 
-// interrupt is the process's handling of SIGINT and SIGTERM, one level per
+// interruptSignals are the signals that interrupt a command: SIGINT and
+// SIGTERM as for the Pulumi CLI, and SIGHUP (the terminal closed, an ssh
+// session dropped), which would otherwise kill milner at once, mid-step,
+// with its locks held and the state unsaved.
+var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// interrupt is the process's handling of SIGINT, SIGTERM and SIGHUP, one level per
 // signal, as the Pulumi CLI's (pkg/v3 backend.CancellationScopes):
 //   - the first cancels the command's context: an engine operation is asked
 //     to cancel gracefully (engine.Stack runs it so that the steps in flight
@@ -31,7 +37,7 @@ func watchInterrupts(parent context.Context, stderr io.Writer) *interrupt {
 	ctx, cancel := context.WithCancel(parent)
 	in := &interrupt{ctx: ctx, terminate: make(chan struct{})}
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, interruptSignals...)
 	done := make(chan struct{})
 	in.stop = sync.OnceFunc(func() {
 		signal.Stop(sigs)

@@ -30,6 +30,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
+	"unicode/utf8"
 
 	"github.com/pulumi/pulumi/pkg/v3/backend"
 	"github.com/pulumi/pulumi/pkg/v3/backend/diy"
@@ -212,16 +214,25 @@ func (s *Stack) manager(salt string) *lazyManager {
 	return m
 }
 
+// MinPassphraseLen is the shortest passphrase a stack that can hold
+// secrets takes, counted in characters after trimming: NIST SP 800-63B
+// §5.1.1.1's minimum for a memorized secret. `milner secrets generate`
+// writes a far longer one.
+const MinPassphraseLen = 8
+
 // passphrase picks the stack's passphrase: Options, PULUMI_CONFIG_PASSPHRASE,
 // PULUMI_CONFIG_PASSPHRASE_FILE, then NoSecretsPassphrase for a stack that
 // can hold no secret. A stack that can hold secrets refuses a passphrase
-// that protects nothing: an empty one, NoSecretsPassphrase (public: it is
-// in this source) and one read from a file others may read.
+// that protects nothing (weakPassphrase) and a file others could read or
+// replace (passphraseFile).
 func passphrase(o Options, ps *workspace.ProjectStack) (string, error) {
 	why := holdsSecrets(ps)
 	weak := func(p, from string) (string, error) {
-		if why != "" && (p == "" || p == NoSecretsPassphrase) {
-			return "", fmt.Errorf("stack %q: %s is empty or the public %q, but %s: set a passphrase of its own", o.Stack, from, NoSecretsPassphrase, why)
+		if why == "" {
+			return p, nil
+		}
+		if problem := weakPassphrase(p); problem != "" {
+			return "", fmt.Errorf("stack %q: %s %s, but %s: set a passphrase of its own", o.Stack, from, problem, why)
 		}
 		return p, nil
 	}
@@ -232,16 +243,9 @@ func passphrase(o Options, ps *workspace.ProjectStack) (string, error) {
 		return weak(p, PassphraseEnv)
 	}
 	if f := os.Getenv(PassphraseFileEnv); f != "" {
-		fi, err := os.Stat(f)
+		b, err := passphraseFile(f, why != "")
 		if err != nil {
-			return "", fmt.Errorf("stack %q: %s: %w", o.Stack, PassphraseFileEnv, err)
-		}
-		if why != "" && fi.Mode().Perm()&0o077 != 0 {
-			return "", fmt.Errorf("stack %q: %s %s is readable by others (mode %04o), but %s: chmod 600 %s", o.Stack, PassphraseFileEnv, f, fi.Mode().Perm(), why, f)
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return "", fmt.Errorf("stack %q: %s: %w", o.Stack, PassphraseFileEnv, err)
+			return "", fmt.Errorf("stack %q: %s %s: %w", o.Stack, PassphraseFileEnv, f, err)
 		}
 		return weak(strings.TrimRight(string(b), "\r\n"), PassphraseFileEnv+" "+f)
 	}
@@ -249,6 +253,74 @@ func passphrase(o Options, ps *workspace.ProjectStack) (string, error) {
 		return "", fmt.Errorf("stack %q: set %s or %s: %s", o.Stack, PassphraseEnv, PassphraseFileEnv, why)
 	}
 	return NoSecretsPassphrase, nil
+}
+
+// weakPassphrase says why p protects nothing, or "": judged on p trimmed
+// of surrounding white space (what a person can tell apart), it is empty,
+// the public NoSecretsPassphrase (it is in this source), or shorter than
+// MinPassphraseLen characters.
+func weakPassphrase(p string) string {
+	t := strings.TrimSpace(p)
+	switch {
+	case t == "":
+		return "is empty or white space"
+	case t == NoSecretsPassphrase:
+		return fmt.Sprintf("is the public %q", NoSecretsPassphrase)
+	case utf8.RuneCountInString(t) < MinPassphraseLen:
+		return fmt.Sprintf("is shorter than %d characters", MinPassphraseLen)
+	}
+	return ""
+}
+
+// passphraseFile reads the passphrase file. It opens the file first and
+// checks what it opened (fstat of the descriptor, not a stat of the path:
+// the path cannot be swapped between the check and the read). With strict
+// (the stack can hold secrets) the file must be a regular file of the
+// current user, readable by no one else, in a directory no one else can
+// write to (who can write the directory can replace the file); a sticky
+// directory (/tmp) lets others create files but not replace this one.
+func passphraseFile(path string, strict bool) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if strict {
+		if err := privateFile(path, fi); err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(io.LimitReader(f, 64<<10))
+}
+
+// privateFile is passphraseFile's strict check of the opened file fi at path.
+func privateFile(path string, fi os.FileInfo) error {
+	uid := os.Getuid()
+	switch st, _ := fi.Sys().(*syscall.Stat_t); {
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("is not a regular file")
+	case st != nil && int(st.Uid) != uid:
+		return fmt.Errorf("is owned by uid %d, not by the user running milner (uid %d): chown it or use a file of your own", st.Uid, uid)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("is readable by others (mode %04o): chmod 600 %s", fi.Mode().Perm(), path)
+	}
+	dir := filepath.Dir(path)
+	di, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	dst, _ := di.Sys().(*syscall.Stat_t)
+	switch {
+	case dst != nil && int(dst.Uid) != uid && dst.Uid != 0:
+		return fmt.Errorf("is in %s, owned by uid %d, who can replace it: keep it in a directory of your own", dir, dst.Uid)
+	case di.Mode().Perm()&0o022 != 0 && di.Mode()&os.ModeSticky == 0:
+		return fmt.Errorf("is in %s, writable by others (mode %04o), who can replace it: chmod go-w %s or move the file", dir, di.Mode().Perm(), dir)
+	}
+	return nil
 }
 
 // holdsSecrets says why a stack may hold secrets, or "" when it cannot.

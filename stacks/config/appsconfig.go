@@ -350,15 +350,14 @@ func validateChart(p *problems, path, root string, ch *ChartConfig) {
 
 func (c *Config) validateVault(p *problems, ap string, a *AppConfig) {
 	v := a.Vault
-	if v.Replicas < 1 || v.Replicas > 7 {
-		p.addf(ap+".vault.replicas", "%d is outside 1..7 raft peers", v.Replicas)
-	} else if v.Replicas%2 == 0 {
-		p.warnf(ap+".vault.replicas", "%d raft peers tolerate no more failures than %d", v.Replicas, v.Replicas-1)
-	}
+	c.checkVaultQuorum(p, ap+".vault.replicas", v.Replicas)
 	sizes := map[string]string{"dataSize": v.DataSize, "auditSize": v.AuditSize}
 	for _, field := range sortedKeys(sizes) {
-		if q := sizes[field]; !quantity.MatchString(q) {
+		switch q := sizes[field]; {
+		case !quantity.MatchString(q):
 			p.addf(ap+".vault."+field, "%q is not a Kubernetes quantity like 10Gi", q)
+		case zeroQuantity(q):
+			p.addf(ap+".vault."+field, "%q is no space: a PVC of size zero holds nothing (and most provisioners refuse it)", q)
 		}
 	}
 	if !c.Storage.On() {

@@ -13,6 +13,7 @@ import (
 	"github.com/milner/milner/components/vocab"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -454,9 +455,7 @@ func decodeKey(src ConfigSource, k string, v any, p *problems) {
 		p.addf(Key(k), "is required")
 		return
 	}
-	if err := strictDecode([]byte(raw), v); err != nil {
-		p.addf(Key(k), "%v", err)
-	}
+	strictDecode(p, Key(k), []byte(raw), v)
 }
 
 // decodeOptional strictly decodes one object-valued key into v when it is
@@ -466,9 +465,7 @@ func decodeOptional(src ConfigSource, k string, v any, p *problems) bool {
 	if !ok {
 		return false
 	}
-	if err := strictDecode([]byte(raw), v); err != nil {
-		p.addf(Key(k), "%v", err)
-	}
+	strictDecode(p, Key(k), []byte(raw), v)
 	return true
 }
 
@@ -486,16 +483,28 @@ func decodeList[T any](src ConfigSource, k string, out *[]T, p *problems) {
 	}
 	for i, item := range items {
 		var v T
-		if err := strictDecode(item, &v); err != nil {
-			p.addf(fmt.Sprintf("%s[%d]", Key(k), i), "%v", err)
-		}
+		strictDecode(p, fmt.Sprintf("%s[%d]", Key(k), i), item, &v)
 		*out = append(*out, v)
 	}
 }
 
 // strictDecode decodes JSON into v, refusing unknown keys (a typo is an
-// error, not a silently ignored setting).
-func strictDecode(b []byte, v any) error {
+// error, not a silently ignored setting) and keys that name a field in
+// another case (exactkeys.go), each reported at its path under at.
+func strictDecode(p *problems, at string, b []byte, v any) {
+	if bad := exactKeys(b, reflect.TypeOf(v)); len(bad) > 0 {
+		for _, k := range bad {
+			p.addf(at+k.at, "%s", k.msg)
+		}
+		return
+	}
+	if err := decodeJSON(b, v); err != nil {
+		p.addf(at, "%v", err)
+	}
+}
+
+// decodeJSON decodes with DisallowUnknownFields, wording its errors.
+func decodeJSON(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

@@ -99,6 +99,8 @@ func (c *Config) validateCluster(p *problems) {
 	}
 	if !strings.HasPrefix(cl.KubernetesVersion, "v") || !exactVersion(cl.KubernetesVersion) {
 		p.addf(path+".kubernetesVersion", "%q is not an exact version like v1.32.3", cl.KubernetesVersion)
+	} else if strings.HasPrefix(cl.TalosVersion, "v") && exactVersion(cl.TalosVersion) {
+		checkKubernetesSupported(p, path+".kubernetesVersion", cl.TalosVersion, cl.KubernetesVersion)
 	}
 	if cl.Endpoint != "" && !strings.HasPrefix(cl.Endpoint, "https://") {
 		p.addf(path+".endpoint", "%q is not an https:// URL", cl.Endpoint)

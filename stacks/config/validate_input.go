@@ -72,6 +72,7 @@ func (c *Config) validateInput(p *problems) {
 	}
 	c.checkReleases(p)
 	c.validateHostile(p)
+	c.validateShape(p)
 	cps := 0
 	for _, n := range c.Nodes {
 		if n.Role == vocab.RoleControlPlane {

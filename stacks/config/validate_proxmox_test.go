@@ -6,6 +6,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -104,7 +105,7 @@ func TestProxmoxBadConfigs(t *testing.T) {
 		{"image digest malformed", func(c map[string]any) { at(c, "substrate", "proxmox")["imageSha256"] = "SHA256:abc" }, pxSecrets,
 			`milner:substrate.proxmox.imageSha256: "SHA256:abc" is not a SHA-256 digest`},
 		{"unknown proxmox key", func(c map[string]any) { at(c, "substrate", "proxmox")["datastore"] = "local" }, pxSecrets,
-			`milner:substrate: unknown key "datastore"`},
+			`milner:substrate.proxmox: unknown key "datastore"`},
 		{"proxmox section missing", func(c map[string]any) { delete(at(c, "substrate"), "proxmox") }, pxSecrets,
 			"milner:substrate.proxmox: is required for kind proxmox"},
 		{"adopt id is not the vm id", func(c map[string]any) { at(c, "nodes", 1)["adoptId"] = "9151" }, pxSecrets,
@@ -118,7 +119,7 @@ func TestProxmoxBadConfigs(t *testing.T) {
 		{"ssh username malformed", func(c map[string]any) { at(c, "substrate", "proxmox", "ssh")["username"] = "root@pam" }, pxSecrets,
 			`milner:substrate.proxmox.ssh.username: "root@pam" is not a user name`},
 		{"unknown ssh key", func(c map[string]any) { at(c, "substrate", "proxmox", "ssh")["user"] = "root" }, pxSecrets,
-			`milner:substrate: unknown key "user"`},
+			`milner:substrate.proxmox.ssh: unknown key "user"`},
 		{"ssh without agent or key", func(c map[string]any) { at(c, "substrate", "proxmox", "ssh")["agent"] = false }, pxSecrets,
 			"milner:proxmoxSshPrivateKey: secret is not set (needed by substrate.proxmox.ssh without agent: true)"},
 		{"token missing", func(map[string]any) {}, nil,
@@ -155,8 +156,11 @@ func pxHasProblem(problems []string, want string) bool {
 func TestProxmoxTokenIsNotNeededByLibvirt(t *testing.T) {
 	c := pxBase()
 	c["substrate"] = map[string]any{"kind": "libvirt", "libvirt": map[string]any{"domainType": "qemu"}}
-	for _, n := range c["nodes"].([]any) {
+	// libvirt leases the whole network without a range, and Proxmox's OUI is not libvirt's.
+	at(c, "network")["dhcpRange"] = map[string]any{"start": "192.168.7.100", "end": "192.168.7.199"}
+	for i, n := range c["nodes"].([]any) {
 		delete(n.(map[string]any), "vmId")
+		n.(map[string]any)["mac"] = fmt.Sprintf("52:54:00:00:07:%02d", 50+i)
 	}
 	_, err := config.Load(pxSource(pxRaw(t, c, nil)))
 	require.NoError(t, err)

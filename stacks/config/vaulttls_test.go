@@ -21,6 +21,8 @@ func vaultStack(t *testing.T, b testpki.Bundle, values obj) map[string]string {
 	app := at(c, "apps", 0)
 	app["chart"] = obj{"repo": "https://helm.releases.hashicorp.com", "name": "vault", "version": "0.29.1"}
 	app["vault"] = obj{"replicas": 3}
+	// Three peers need three nodes that take workloads (the chart places one per node).
+	at(c, "cluster")["allowSchedulingOnControlPlanes"] = true
 	delete(app, "secretValues")
 	if values != nil {
 		app["values"] = values

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// openPTY opens a pseudo-terminal pair (Linux /dev/ptmx): what the user
+// types is written to master, confirm reads the terminal end.
+func openPTY(t *testing.T) (master, tty *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	var unlock int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Skipf("unlockpt: %v", e)
+	}
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Skipf("ptsname: %v", e)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close(); _ = m.Close() })
+	return m, s
+}
+
+// TestConfirmIsTheWholeLine: the typed line is compared whole; a line
+// that starts with the stack name is not the stack name.
+func TestConfirmIsTheWholeLine(t *testing.T) {
+	for _, tc := range []struct {
+		typed string
+		ok    bool
+	}{
+		{"dev\n", true},
+		{"  dev \n", true},         // surrounding blanks are not a word
+		{"dev prod\n", false},      // Fscanln would have read "dev"
+		{"dev\tand-more\n", false}, // any separator
+	} {
+		t.Run(tc.typed, func(t *testing.T) {
+			master, tty := openPTY(t)
+			_, err := master.WriteString(tc.typed)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = confirm(ctx, tty, &bytes.Buffer{}, "Apply?", "dev")
+			if tc.ok {
+				assert.NoError(t, err)
+				return
+			}
+			var ref *refusal
+			require.ErrorAs(t, err, &ref)
+			assert.Contains(t, err.Error(), "not confirmed")
+		})
+	}
+}
+
+// TestSIGHUPInterrupts: a hang-up is handled as SIGINT and SIGTERM are
+// (the first cancels gracefully); unhandled, it would kill the process.
+func TestSIGHUPInterrupts(t *testing.T) {
+	var stderr bytes.Buffer
+	in := watchInterrupts(context.Background(), &stderr)
+	defer in.stop()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	select {
+	case <-in.ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGHUP did not cancel the command's context")
+	}
+	assert.True(t, in.interrupted())
+}
