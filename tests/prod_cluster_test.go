@@ -2,21 +2,18 @@ package tests
 
 // Prod on a Proxmox VE cluster: placement of nodes over hosts, per-host
 // images, holder co-location and adoption, TLS by default, and the
-// empty-state/orphan guard and privilege preflight on recorded PVE API
-// responses (tests/testdata/pve). Helpers are prefixed "pxc".
+// empty-state/orphan guard and privilege preflight against the PVE API
+// double (tests/pveapi). Helpers are prefixed "pxc".
 
 import (
 	"context"
 	"crypto/x509"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,6 +25,7 @@ import (
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tests/offlinetest"
+	"github.com/milner/milner/tests/pveapi"
 )
 
 // pxcSource serves raw config to config.Load, with the prod secrets secret.
@@ -178,7 +176,7 @@ func TestProdTLSVerifiedByDefault(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, strings.Join(cfg.Warnings, "\n"), "milner:substrate.proxmox.insecure: TLS verification of https://pve-1.home.arpa:8006/ is OFF")
 
-	srv := pxcServer(t, nil)
+	_, srv := pxcDouble(t, pxcFullACL, nil)
 	c, err := pve.New(srv.URL, prodSecrets["milner:proxmoxApiToken"], false, nil)
 	require.NoError(t, err)
 	_, err = c.VMs(context.Background())
@@ -186,49 +184,37 @@ func TestProdTLSVerifiedByDefault(t *testing.T) {
 	assert.Contains(t, err.Error(), "certificate")
 }
 
-// pxcAPI is a recorded PVE API: GET path (with query) -> testdata file;
-// PUTs are recorded as "PUT <path> <form>".
-type pxcAPI struct {
-	mu    sync.Mutex
-	files map[string]string
-	puts  []string
+// pxcHosts are the prod stack's three PVE hosts as the double serves
+// them: vmbr0 on loopback addresses (the tests never dial them).
+var pxcHosts = []pveapi.Host{
+	{Name: "pve-1", Address: "127.0.0.11", Gateway: "127.0.0.1"},
+	{Name: "pve-2", Address: "127.0.0.12", Gateway: "127.0.0.1"},
+	{Name: "pve-3", Address: "127.0.0.13", Gateway: "127.0.0.1"},
 }
 
-// pxcServer serves api over TLS with a self-signed certificate, checking
-// the token header as PVE does.
-func pxcServer(t *testing.T, api *pxcAPI) *httptest.Server {
+// pxcFullACL is every privilege the program needs (pve.Needs), as a token
+// granted them on the parents of the paths.
+var pxcFullACL = map[string][]string{
+	"/":                       {"Sys.Audit", "Sys.Modify"},
+	"/vms":                    {"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit", "VM.Config.Disk", "VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Options", "VM.Migrate", "VM.PowerMgmt"},
+	"/storage":                {"Datastore.Allocate", "Datastore.AllocateSpace", "Datastore.AllocateTemplate", "Datastore.Audit"},
+	"/sdn/zones/localnetwork": {"SDN.Use"},
+}
+
+// pxcDouble starts the PVE API double (tests/pveapi) with the prod hosts
+// and the prod stack's token granted acl, seeded by seed.
+func pxcDouble(t *testing.T, acl map[string][]string, seed func(*pveapi.Server)) (*pveapi.Server, *httptest.Server) {
 	t.Helper()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "PVEAPIToken="+prodSecrets["milner:proxmoxApiToken"] {
-			http.Error(w, "authentication failure", http.StatusUnauthorized)
-			return
-		}
-		api.mu.Lock()
-		defer api.mu.Unlock()
-		key := r.URL.Path
-		if r.URL.RawQuery != "" {
-			key += "?" + r.URL.RawQuery
-		}
-		if r.Method == http.MethodPut {
-			_ = r.ParseForm()
-			api.puts = append(api.puts, "PUT "+key+" "+r.PostForm.Encode())
-			_, _ = w.Write([]byte(`{"data":null}`))
-			return
-		}
-		file, ok := api.files[key]
-		if !ok {
-			http.Error(w, "no such resource", http.StatusNotFound)
-			return
-		}
-		b, err := os.ReadFile("testdata/pve/" + file)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write(b)
-	}))
+	s := pveapi.New(pxcHosts...)
+	s.UnauthorizedDelay = 0
+	id, secret, _ := strings.Cut(prodSecrets["milner:proxmoxApiToken"], "=")
+	s.AddToken(pveapi.Token{ID: id, Secret: secret, ACL: acl})
+	if seed != nil {
+		seed(s)
+	}
+	srv := s.Start()
 	t.Cleanup(srv.Close)
-	return srv
+	return s, srv
 }
 
 // pxcClient returns a client that trusts srv's certificate, as a PVE CA
@@ -242,14 +228,28 @@ func pxcClient(t *testing.T, srv *httptest.Server) *pve.Client {
 	return c
 }
 
-// pxcOpenTofu is the old cluster as recorded responses.
-func pxcOpenTofu() *pxcAPI {
-	return &pxcAPI{files: map[string]string{
-		"/api2/json/cluster/resources?type=vm":   "opentofu/cluster-resources.json",
-		"/api2/json/nodes/pve-1/qemu/150/config": "opentofu/pve-1-qemu-150-config.json",
-		"/api2/json/nodes/pve-2/qemu/151/config": "opentofu/pve-2-qemu-151-config.json",
-		"/api2/json/nodes/pve-3/qemu/152/config": "opentofu/pve-3-qemu-152-config.json",
-	}}
+// pxcOpenTofu is the old cluster as the OpenTofu code left it: VMs 150-152
+// named talos-cp-N, one per host, each owning its two disks and its
+// cloud-init drive; plus a guest and a container that are not the stack's.
+func pxcOpenTofu(s *pveapi.Server) {
+	for i, host := range []string{"pve-1", "pve-2", "pve-3"} {
+		id := 150 + i
+		vol := func(n string) string { return fmt.Sprintf("local-lvm:vm-%d-%s", id, n) }
+		for n, size := range map[string]int64{"disk-0": 64, "disk-1": 128} {
+			s.PutVolume(host, "local-lvm", pveapi.Volume{VolID: vol(n), Content: "images", Owner: id, Format: "raw", Size: size * pveapi.GiB})
+		}
+		s.PutVolume(host, "local-lvm", pveapi.Volume{VolID: vol("cloudinit"), Content: "images", Owner: id, Format: "raw", Size: 4 << 20})
+		s.AddVM(pveapi.VM{VMID: id, Node: host, Status: "running", Config: map[string]string{
+			"name": fmt.Sprintf("talos-cp-%d", i+1), "cores": "6", "cpu": "x86-64-v2-AES", "memory": "16384", "ostype": "l26",
+			"agent": "0", "onboot": "1", "boot": "order=virtio0",
+			"virtio0": vol("disk-0") + ",size=64G", "virtio1": vol("disk-1") + ",size=128G", "ide2": vol("cloudinit") + ",media=cdrom",
+			"net0":      fmt.Sprintf("virtio=BC:24:11:A8:01:%d,bridge=vmbr0", 50+i),
+			"ipconfig0": fmt.Sprintf("ip=192.168.1.%d/24,gw=192.168.1.1", 50+i), "nameserver": "192.168.1.1",
+			"serial0": "socket", "scsihw": "virtio-scsi-pci",
+		}})
+	}
+	s.AddVM(pveapi.VM{VMID: 200, Node: "pve-1", Status: "running", Config: map[string]string{"name": "home-assistant", "memory": "4096"}})
+	s.AddVM(pveapi.VM{VMID: 300, Node: "pve-2", Type: "lxc", Status: "running", Config: map[string]string{"name": "pihole"}})
 }
 
 // prodDeclared is what a preview of a clean install of the committed prod
@@ -269,10 +269,11 @@ func prodDeclared(t *testing.T) []guard.Declared {
 
 // pxcGuard runs the guard of the committed prod stack against api with the
 // given logical names in state.
-func pxcGuard(t *testing.T, api *pxcAPI, inState ...string) []guard.Finding {
+func pxcGuard(t *testing.T, seed func(*pveapi.Server), inState ...string) []guard.Finding {
 	t.Helper()
 	ctx := context.Background()
-	c := pxcClient(t, pxcServer(t, api))
+	_, srv := pxcDouble(t, pxcFullACL, seed)
+	c := pxcClient(t, srv)
 	declared := prodDeclared(t)
 	live, err := guard.ListProxmox(ctx, c)
 	require.NoError(t, err)
@@ -295,7 +296,7 @@ func pxcGuard(t *testing.T, api *pxcAPI, inState ...string) []guard.Finding {
 // stack's VM ids: the up is refused, with the commands that hand each VM's
 // disks to a holder without copying them and adopt both.
 func TestProdGuardRefusesEmptyStateOverTheOldCluster(t *testing.T) {
-	findings := pxcGuard(t, pxcOpenTofu())
+	findings := pxcGuard(t, pxcOpenTofu)
 	require.Len(t, findings, 4, "empty state + one finding per live node VM")
 	assert.Contains(t, findings[0].Problem, `the state of stack "prod" holds no substrate resource, but 3 of its VMs live on the Proxmox cluster`)
 	assert.Contains(t, findings[1].Problem, `Proxmox VM 150 "talos-cp-1" on pve-1 matches milner-prod-cp-1`)
@@ -351,23 +352,30 @@ func TestProdGuardNamesOrphanHolder(t *testing.T) {
 func TestProdPreflightNamesMissingPrivileges(t *testing.T) {
 	ctx := context.Background()
 	plan := pve.Plan{VMIDs: []int{150, 1150}, DiskDatastores: []string{"local-lvm", "local-lvm"}, ImageDatastore: "local", Bridge: "vmbr0"}
+	// A PVEVMAdmin-like token without Datastore.Allocate and SDN.Use.
+	short := map[string][]string{
+		"/":        {"Sys.Audit", "Sys.Modify"},
+		"/vms":     {"VM.Allocate", "VM.Audit", "VM.Backup", "VM.Clone", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit", "VM.Config.Disk", "VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Options", "VM.Console", "VM.Migrate", "VM.PowerMgmt", "VM.Snapshot"},
+		"/storage": {"Datastore.AllocateSpace", "Datastore.AllocateTemplate", "Datastore.Audit"},
+	}
 	for _, tc := range []struct {
-		file string
+		name string
+		acl  map[string][]string
 		want []string
 	}{
-		{"permissions-short.json", []string{
+		{"short", short, []string{
 			"Datastore.Allocate on /storage/local-lvm",
 			"SDN.Use on /sdn/zones/localnetwork/vmbr0",
 		}},
-		{"permissions-full.json", nil},
+		{"full", pxcFullACL, nil},
 	} {
-		api := &pxcAPI{files: map[string]string{"/api2/json/access/permissions": tc.file}}
-		perms, err := pxcClient(t, pxcServer(t, api)).Permissions(ctx)
-		require.NoError(t, err, tc.file)
+		_, srv := pxcDouble(t, tc.acl, nil)
+		perms, err := pxcClient(t, srv).Permissions(ctx)
+		require.NoError(t, err, tc.name)
 		var got []string
 		for _, m := range pve.Missing(perms, pve.Needs(plan)) {
 			got = append(got, m.Priv+" on "+m.Path)
 		}
-		assert.Equal(t, tc.want, got, tc.file)
+		assert.Equal(t, tc.want, got, tc.name)
 	}
 }
