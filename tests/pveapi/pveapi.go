@@ -14,6 +14,7 @@ package pveapi
 import (
 	"crypto/sha1" //nolint:gosec // PVE's config digest is a SHA-1 (PVE::Tools::get_file_hash style); not security
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -259,11 +260,12 @@ func (s *Server) Start() *httptest.Server {
 	return s.srv
 }
 
-// StartOn serves the double over HTTPS on l.
-func (s *Server) StartOn(l net.Listener) *httptest.Server {
+// StartOnTLS serves the double over HTTPS on l with cfg's certificate.
+func (s *Server) StartOnTLS(l net.Listener, cfg *tls.Config) *httptest.Server {
 	s.srv = httptest.NewUnstartedServer(s)
 	_ = s.srv.Listener.Close()
 	s.srv.Listener = l
+	s.srv.TLS = cfg
 	s.srv.StartTLS()
 	return s.srv
 }

@@ -10,6 +10,25 @@ import (
 	"strings"
 )
 
+// numericKeys are the config keys qemu-server's $confdesc
+// (PVE/QemuServer.pm) types integer, number or boolean: the API returns
+// them as JSON numbers, the rest as strings (bpg decodes cores, sockets,
+// cpuunits into Go integers and fails on a string).
+var numericKeys = map[string]bool{"onboot": true, "autostart": true, "reboot": true, "cpulimit": true, "cpuunits": true,
+	"balloon": true, "shares": true, "smp": true, "sockets": true, "cores": true, "numa": true, "keephugepages": true,
+	"vcpus": true, "acpi": true, "kvm": true, "tdf": true, "localtime": true, "freeze": true, "template": true,
+	"tablet": true, "migrate_speed": true, "migrate_downtime": true, "snaptime": true, "protection": true, "allow-ksm": true}
+
+// typed returns a config value as the API answers it.
+func typed(k, v string) any {
+	if numericKeys[k] {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f
+		}
+	}
+	return v
+}
+
 // diskKey matches a drive key (qemu-server PVE::QemuServer::Drive).
 var diskKey = regexp.MustCompile(`^(ide|sata|scsi|virtio|efidisk|tpmstate)\d+$`)
 
@@ -411,12 +430,12 @@ func (s *Server) qemu(q *req, h *Host, vmid int, rest []string) (any, *apiError)
 		}
 		cfg := map[string]any{"digest": configDigest(v.Config)}
 		for k, val := range v.Config {
-			cfg[k] = val
+			cfg[k] = typed(k, val)
 		}
 		if match(rest, "pending") {
 			var out []map[string]any
 			for _, k := range slices.Sorted(maps.Keys(v.Config)) {
-				out = append(out, map[string]any{"key": k, "value": v.Config[k]})
+				out = append(out, map[string]any{"key": k, "value": typed(k, v.Config[k])})
 			}
 			return out, nil
 		}
