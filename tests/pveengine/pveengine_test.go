@@ -169,10 +169,9 @@ func (w logWriter) Write(p []byte) (int, error) {
 // the substrate, from empty through the real plugin against the double:
 // one image download per host, holders importing it (never started,
 // protected), node VMs attaching the holders' volumes, running; then a
-// preview must plan nothing. It does not yet: bpg's disks[].speed default
-// (filled in by the bridge) against the empty speed bpg reads back plans
-// an update of every holder and a replace of every node VM
-// (docs/verification.md, "What the real provider caught").
+// preview plans nothing. Without the disks' speed blocks in the VMs'
+// ignoreChanges (components/substrate proxmoxDiskSpeeds) it plans an
+// update of every holder and a replace of every node VM.
 func TestProdSubstrateOnRealPlugin(t *testing.T) {
 	for _, b := range []string{"pulumi", "pulumi-resource-proxmoxve"} {
 		if _, err := os.Stat(filepath.Join(repo, ".tools", "bin", b)); err != nil {
