@@ -2,7 +2,7 @@
 # what CI runs (.ci/run): on a fresh Debian machine, as root, it installs
 # and starts what its tests need (scripts/ci-deps.sh), builds the pinned
 # tools into .tools/bin, and runs every check.
-.PHONY: build test lint vet integration tools tools-lint tools-kubeapi tools-validate deps flake-check conformance ci
+.PHONY: build test lint vet integration tools tools-lint tools-kubeapi tools-proxmoxve tools-validate deps flake-check conformance ci
 
 export PATH := /usr/local/go/bin:$(PATH)
 export PULUMI_SKIP_UPDATE_CHECK := true
@@ -47,11 +47,16 @@ deps:
 tools-kubeapi:
 	scripts/tools.sh kubeapi kubernetes
 
+# The Proxmox VE provider plugin, built from ../shared/providers, for
+# tests/pveengine (the prod substrate against the PVE API double).
+tools-proxmoxve:
+	scripts/tools.sh proxmoxve
+
 # The real engine against a real libvirtd (root; isolated networks only) and,
 # for the apps layer, against a real kube-apiserver on loopback; one package
 # at a time (-p 1): both are heavy for two cores.
-integration: deps tools tools-kubeapi
-	go test -tags integration -count=1 -p 1 -timeout 60m -v ./tests/integration/ ./tests/kubeapi/
+integration: deps tools tools-kubeapi tools-proxmoxve
+	go test -tags integration -count=1 -p 1 -timeout 60m -v ./tests/integration/ ./tests/kubeapi/ ./tests/pveengine/
 
 # nix cannot fetch nixpkgs here, so the flake is parsed, not evaluated
 # (docs/verification.md).

@@ -11,10 +11,13 @@
 #                               tools/kubernetes-provider/go.mod
 #   talos-validate-v<version> - Talos config validators, one per machinery version
 #                               (tools/talos-validate-v*/go.mod; the code is tools/talos-validate)
+#   pulumi-resource-proxmoxve - the Proxmox VE provider plugin the proxmoxve sdk/v7 asks for,
+#                               built from the unmodified upstream sources in
+#                               ../shared/providers (its README: provenance, build command)
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes|talos-validate]...
+# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes|talos-validate|proxmoxve]...
 #   (default: pulumi libvirt; kubeapi is kube-apiserver, kube-controller-manager and etcd)
 set -euo pipefail
 
@@ -59,11 +62,15 @@ kubernetes_embeds() {
 # build NAME MODULE_DIR PACKAGE LDFLAGS [PREPARE]
 # PREPARE is a command run before a build that is not skipped. $also names
 # the modules the tool's go.mod replaces with a local directory: their
-# sources are part of the stamp.
+# sources are part of the stamp. $trees names whole source trees (a vendored
+# upstream provider and the modules it replaces): every file in them, by
+# path and content, is part of the stamp.
 build() {
   local name=$1 dir=$2 pkg=$3 ldflags=$4 prepare=${5:-}
   local stamp="$root/.tools/$name.stamp" key start
-  key=$({ cat "$dir/go.mod" "$dir/go.sum" "$dir"/*.go; for a in ${also:-}; do cat "$a/go.mod" "$a"/*.go; done; echo "$ldflags"; go version; } | sha256sum | cut -d' ' -f1)
+  key=$({ cat "$dir/go.mod" "$dir/go.sum" "$dir"/*.go; for a in ${also:-}; do cat "$a/go.mod" "$a"/*.go; done
+    for t in ${trees:-}; do (cd "$t" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum); done
+    echo "$ldflags"; go version; } | sha256sum | cut -d' ' -f1)
   if [[ -x "$bin/$name" && -f "$stamp" && "$(<"$stamp")" == "$key" ]]; then
     echo "tools: $name is up to date"
     return 0
@@ -106,6 +113,12 @@ for t in "${targets[@]}"; do
         d=${d%/}
         also="$root/tools/talos-validate $root/tools/talos-validate/wire" build "$(basename "$d")" "$d" . ""
       done ;;
-    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubernetes or talos-validate)" >&2; exit 2 ;;
+    proxmoxve) # ../shared/providers/README.md: the version goes in by -ldflags, as upstream's Makefile does
+      src="$root/../shared/providers/pulumi-proxmoxve-v7.13.0"
+      [[ -d $src ]] || { echo "tools: $src is missing (../shared beside the repo, see docs/verification.md)" >&2; exit 1; }
+      src=$(cd "$src" && pwd)
+      trees="$src $(cd "$src/../terraform-provider-proxmox-v0.95.0" && pwd)" build pulumi-resource-proxmoxve "$src" \
+        ./cmd/pulumi-resource-proxmoxve "-X github.com/muhlba91/pulumi-proxmoxve/provider/pkg/version.Version=7.13.0" ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubernetes, talos-validate or proxmoxve)" >&2; exit 2 ;;
   esac
 done

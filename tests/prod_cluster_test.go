@@ -2,22 +2,23 @@ package tests
 
 // Prod on a Proxmox VE cluster: placement of nodes over hosts, per-host
 // images, holder co-location and adoption, TLS by default, and the
-// empty-state/orphan guard and privilege preflight on recorded PVE API
-// responses (tests/testdata/pve). Helpers are prefixed "pxc".
+// empty-state/orphan guard and privilege preflight against the PVE API
+// double (tests/pveapi). Helpers are prefixed "pxc".
 
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,7 @@ import (
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tests/offlinetest"
+	"github.com/milner/milner/tests/pveapi"
 )
 
 // pxcSource serves raw config to config.Load, with the prod secrets secret.
@@ -178,7 +180,7 @@ func TestProdTLSVerifiedByDefault(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, strings.Join(cfg.Warnings, "\n"), "milner:substrate.proxmox.insecure: TLS verification of https://pve-1.home.arpa:8006/ is OFF")
 
-	srv := pxcServer(t, nil)
+	_, srv := pxcDouble(t, pxcFullACL, nil)
 	c, err := pve.New(srv.URL, prodSecrets["milner:proxmoxApiToken"], false, nil)
 	require.NoError(t, err)
 	_, err = c.VMs(context.Background())
@@ -186,49 +188,37 @@ func TestProdTLSVerifiedByDefault(t *testing.T) {
 	assert.Contains(t, err.Error(), "certificate")
 }
 
-// pxcAPI is a recorded PVE API: GET path (with query) -> testdata file;
-// PUTs are recorded as "PUT <path> <form>".
-type pxcAPI struct {
-	mu    sync.Mutex
-	files map[string]string
-	puts  []string
+// pxcHosts are the prod stack's three PVE hosts as the double serves
+// them: vmbr0 on loopback addresses (the tests never dial them).
+var pxcHosts = []pveapi.Host{
+	{Name: "pve-1", Address: "127.0.0.11", Gateway: "127.0.0.1"},
+	{Name: "pve-2", Address: "127.0.0.12", Gateway: "127.0.0.1"},
+	{Name: "pve-3", Address: "127.0.0.13", Gateway: "127.0.0.1"},
 }
 
-// pxcServer serves api over TLS with a self-signed certificate, checking
-// the token header as PVE does.
-func pxcServer(t *testing.T, api *pxcAPI) *httptest.Server {
+// pxcFullACL is every privilege the program needs (pve.Needs), as a token
+// granted them on the parents of the paths.
+var pxcFullACL = map[string][]string{
+	"/":                       {"Sys.Audit", "Sys.Modify"},
+	"/vms":                    {"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit", "VM.Config.Disk", "VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Options", "VM.Migrate", "VM.PowerMgmt"},
+	"/storage":                {"Datastore.Allocate", "Datastore.AllocateSpace", "Datastore.AllocateTemplate", "Datastore.Audit"},
+	"/sdn/zones/localnetwork": {"SDN.Use"},
+}
+
+// pxcDouble starts the PVE API double (tests/pveapi) with the prod hosts
+// and the prod stack's token granted acl, seeded by seed.
+func pxcDouble(t *testing.T, acl map[string][]string, seed func(*pveapi.Server)) (*pveapi.Server, *httptest.Server) {
 	t.Helper()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "PVEAPIToken="+prodSecrets["milner:proxmoxApiToken"] {
-			http.Error(w, "authentication failure", http.StatusUnauthorized)
-			return
-		}
-		api.mu.Lock()
-		defer api.mu.Unlock()
-		key := r.URL.Path
-		if r.URL.RawQuery != "" {
-			key += "?" + r.URL.RawQuery
-		}
-		if r.Method == http.MethodPut {
-			_ = r.ParseForm()
-			api.puts = append(api.puts, "PUT "+key+" "+r.PostForm.Encode())
-			_, _ = w.Write([]byte(`{"data":null}`))
-			return
-		}
-		file, ok := api.files[key]
-		if !ok {
-			http.Error(w, "no such resource", http.StatusNotFound)
-			return
-		}
-		b, err := os.ReadFile("testdata/pve/" + file)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write(b)
-	}))
+	s := pveapi.New(pxcHosts...)
+	s.UnauthorizedDelay = 0
+	id, secret, _ := strings.Cut(prodSecrets["milner:proxmoxApiToken"], "=")
+	s.AddToken(pveapi.Token{ID: id, Secret: secret, ACL: acl})
+	if seed != nil {
+		seed(s)
+	}
+	srv := s.Start()
 	t.Cleanup(srv.Close)
-	return srv
+	return s, srv
 }
 
 // pxcClient returns a client that trusts srv's certificate, as a PVE CA
@@ -242,14 +232,28 @@ func pxcClient(t *testing.T, srv *httptest.Server) *pve.Client {
 	return c
 }
 
-// pxcOpenTofu is the old cluster as recorded responses.
-func pxcOpenTofu() *pxcAPI {
-	return &pxcAPI{files: map[string]string{
-		"/api2/json/cluster/resources?type=vm":   "opentofu/cluster-resources.json",
-		"/api2/json/nodes/pve-1/qemu/150/config": "opentofu/pve-1-qemu-150-config.json",
-		"/api2/json/nodes/pve-2/qemu/151/config": "opentofu/pve-2-qemu-151-config.json",
-		"/api2/json/nodes/pve-3/qemu/152/config": "opentofu/pve-3-qemu-152-config.json",
-	}}
+// pxcOpenTofu is the old cluster as the OpenTofu code left it: VMs 150-152
+// named talos-cp-N, one per host, each owning its two disks and its
+// cloud-init drive; plus a guest and a container that are not the stack's.
+func pxcOpenTofu(s *pveapi.Server) {
+	for i, host := range []string{"pve-1", "pve-2", "pve-3"} {
+		id := 150 + i
+		vol := func(n string) string { return fmt.Sprintf("local-lvm:vm-%d-%s", id, n) }
+		for n, size := range map[string]int64{"disk-0": 64, "disk-1": 128} {
+			s.PutVolume(host, "local-lvm", pveapi.Volume{VolID: vol(n), Content: "images", Owner: id, Format: "raw", Size: size * pveapi.GiB})
+		}
+		s.PutVolume(host, "local-lvm", pveapi.Volume{VolID: vol("cloudinit"), Content: "images", Owner: id, Format: "raw", Size: 4 << 20})
+		s.AddVM(pveapi.VM{VMID: id, Node: host, Status: "running", Config: map[string]string{
+			"name": fmt.Sprintf("talos-cp-%d", i+1), "cores": "6", "cpu": "x86-64-v2-AES", "memory": "16384", "ostype": "l26",
+			"agent": "0", "onboot": "1", "boot": "order=virtio0",
+			"virtio0": vol("disk-0") + ",size=64G", "virtio1": vol("disk-1") + ",size=128G", "ide2": vol("cloudinit") + ",media=cdrom",
+			"net0":      fmt.Sprintf("virtio=BC:24:11:A8:01:%d,bridge=vmbr0", 50+i),
+			"ipconfig0": fmt.Sprintf("ip=192.168.1.%d/24,gw=192.168.1.1", 50+i), "nameserver": "192.168.1.1",
+			"serial0": "socket", "scsihw": "virtio-scsi-pci",
+		}})
+	}
+	s.AddVM(pveapi.VM{VMID: 200, Node: "pve-1", Status: "running", Config: map[string]string{"name": "home-assistant", "memory": "4096"}})
+	s.AddVM(pveapi.VM{VMID: 300, Node: "pve-2", Type: "lxc", Status: "running", Config: map[string]string{"name": "pihole"}})
 }
 
 // prodDeclared is what a preview of a clean install of the committed prod
@@ -269,10 +273,11 @@ func prodDeclared(t *testing.T) []guard.Declared {
 
 // pxcGuard runs the guard of the committed prod stack against api with the
 // given logical names in state.
-func pxcGuard(t *testing.T, api *pxcAPI, inState ...string) []guard.Finding {
+func pxcGuard(t *testing.T, seed func(*pveapi.Server), inState ...string) []guard.Finding {
 	t.Helper()
 	ctx := context.Background()
-	c := pxcClient(t, pxcServer(t, api))
+	_, srv := pxcDouble(t, pxcFullACL, seed)
+	c := pxcClient(t, srv)
 	declared := prodDeclared(t)
 	live, err := guard.ListProxmox(ctx, c)
 	require.NoError(t, err)
@@ -295,7 +300,7 @@ func pxcGuard(t *testing.T, api *pxcAPI, inState ...string) []guard.Finding {
 // stack's VM ids: the up is refused, with the commands that hand each VM's
 // disks to a holder without copying them and adopt both.
 func TestProdGuardRefusesEmptyStateOverTheOldCluster(t *testing.T) {
-	findings := pxcGuard(t, pxcOpenTofu())
+	findings := pxcGuard(t, pxcOpenTofu)
 	require.Len(t, findings, 4, "empty state + one finding per live node VM")
 	assert.Contains(t, findings[0].Problem, `the state of stack "prod" holds no substrate resource, but 3 of its VMs live on the Proxmox cluster`)
 	assert.Contains(t, findings[1].Problem, `Proxmox VM 150 "talos-cp-1" on pve-1 matches milner-prod-cp-1`)
@@ -346,28 +351,108 @@ func TestProdGuardNamesOrphanHolder(t *testing.T) {
 }
 
 // TestProdPreflightNamesMissingPrivileges: the token's effective
-// privileges, read from /access/permissions, lack Datastore.Allocate (needed
-// to attach a volume another VM id owns) and SDN.Use; both are named.
+// privileges, read from /access/permissions, lack SDN.Use, which is named;
+// lacking Datastore.Allocate is fine (TestProdNeedsAreEnough).
 func TestProdPreflightNamesMissingPrivileges(t *testing.T) {
 	ctx := context.Background()
 	plan := pve.Plan{VMIDs: []int{150, 1150}, DiskDatastores: []string{"local-lvm", "local-lvm"}, ImageDatastore: "local", Bridge: "vmbr0"}
+	// A PVEVMAdmin-like token without Datastore.Allocate and SDN.Use.
+	short := map[string][]string{
+		"/":        {"Sys.Audit", "Sys.Modify"},
+		"/vms":     {"VM.Allocate", "VM.Audit", "VM.Backup", "VM.Clone", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit", "VM.Config.Disk", "VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Options", "VM.Console", "VM.Migrate", "VM.PowerMgmt", "VM.Snapshot"},
+		"/storage": {"Datastore.AllocateSpace", "Datastore.AllocateTemplate", "Datastore.Audit"},
+	}
 	for _, tc := range []struct {
-		file string
+		name string
+		acl  map[string][]string
 		want []string
 	}{
-		{"permissions-short.json", []string{
-			"Datastore.Allocate on /storage/local-lvm",
-			"SDN.Use on /sdn/zones/localnetwork/vmbr0",
-		}},
-		{"permissions-full.json", nil},
+		{"short", short, []string{"SDN.Use on /sdn/zones/localnetwork/vmbr0"}},
+		{"full", pxcFullACL, nil},
 	} {
-		api := &pxcAPI{files: map[string]string{"/api2/json/access/permissions": tc.file}}
-		perms, err := pxcClient(t, pxcServer(t, api)).Permissions(ctx)
-		require.NoError(t, err, tc.file)
+		_, srv := pxcDouble(t, tc.acl, nil)
+		perms, err := pxcClient(t, srv).Permissions(ctx)
+		require.NoError(t, err, tc.name)
 		var got []string
 		for _, m := range pve.Missing(perms, pve.Needs(plan)) {
 			got = append(got, m.Priv+" on "+m.Path)
 		}
-		assert.Equal(t, tc.want, got, tc.file)
+		assert.Equal(t, tc.want, got, tc.name)
 	}
+}
+
+// pxcCall sends one request to the double as bpg does (urlencoded form)
+// and returns PVE's status line and the reply's data.
+func pxcCall(t *testing.T, srv *httptest.Server, method, path string, form url.Values) (string, json.RawMessage) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+"/api2/json"+path, strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "PVEAPIToken="+prodSecrets["milner:proxmoxApiToken"])
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var env struct {
+		Data json.RawMessage `json:"data"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&env)
+	return resp.Status, env.Data
+}
+
+// pxcTask sends a request that starts a task and waits for its end, as
+// bpg's WaitForTask polls it; it returns the exit status.
+func pxcTask(t *testing.T, srv *httptest.Server, node, method, path string, form url.Values) string {
+	t.Helper()
+	st, data := pxcCall(t, srv, method, path, form)
+	require.Equal(t, "200 OK", st, "%s %s", method, path)
+	var upid string
+	require.NoError(t, json.Unmarshal(data, &upid))
+	for range 500 {
+		var ts struct{ Status, Exitstatus string }
+		st, data := pxcCall(t, srv, http.MethodGet, "/nodes/"+node+"/tasks/"+url.PathEscape(upid)+"/status", nil)
+		require.Equal(t, "200 OK", st)
+		require.NoError(t, json.Unmarshal(data, &ts))
+		if ts.Status == "stopped" {
+			return ts.Exitstatus
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("task %s never ended", upid)
+	return ""
+}
+
+// TestProdNeedsAreEnough: a token granted exactly what the preflight asks
+// (pve.Needs, each privilege on its own path, nothing on a parent) can
+// make one node's substrate on the PVE double: the image download, the
+// holder importing it, its resize, the node VM attaching the holder's
+// disks with its NIC on the bridge, the start. The double checks each
+// call as PVE does (tests/pveapi), so a need dropped from the list is a
+// refusal here.
+func TestProdNeedsAreEnough(t *testing.T) {
+	plan := pve.Plan{VMIDs: []int{150, 1150}, DiskDatastores: []string{"local-lvm", "local-lvm"}, ImageDatastore: "local", Bridge: "vmbr0"}
+	acl := map[string][]string{}
+	for _, n := range pve.Needs(plan) {
+		acl[n.Path] = append(acl[n.Path], n.Priv)
+	}
+	// Reading a task of one's own and the host's network are not in the
+	// plan: bpg reads the network only for SSH, which the snippet needs.
+	const url1 = "https://factory.talos.dev/image/x/v1.9.5/nocloud-amd64.qcow2"
+	_, srv := pxcDouble(t, acl, func(s *pveapi.Server) {
+		s.TaskDuration = time.Millisecond
+		s.AddImage(url1, pveapi.Image{Data: []byte("talos"), VirtualSize: pveapi.GiB})
+	})
+	assert.Equal(t, "OK", pxcTask(t, srv, "pve-1", "POST", "/nodes/pve-1/storage/local/download-url",
+		url.Values{"content": {"import"}, "filename": {"milner-prod-talos-v1.9.5-0a1b2c3d.qcow2"}, "url": {url1}}))
+	assert.Equal(t, "OK", pxcTask(t, srv, "pve-1", "POST", "/nodes/pve-1/qemu", url.Values{"vmid": {"1150"},
+		"name": {"milner-prod-cp-1-disks"}, "protection": {"1"}, "onboot": {"0"},
+		"scsi0": {"local-lvm:0,import-from=local:import/milner-prod-talos-v1.9.5-0a1b2c3d.qcow2,format=raw"},
+		"scsi1": {"local-lvm:128,format=raw"}}))
+	assert.Equal(t, "OK", pxcTask(t, srv, "pve-1", "PUT", "/nodes/pve-1/qemu/1150/resize", url.Values{"disk": {"scsi0"}, "size": {"64G"}}))
+	assert.Equal(t, "OK", pxcTask(t, srv, "pve-1", "POST", "/nodes/pve-1/qemu", url.Values{"vmid": {"150"},
+		"name": {"milner-prod-cp-1"}, "cores": {"6"}, "cpu": {"x86-64-v2-AES"}, "memory": {"16384"}, "ostype": {"l26"},
+		"virtio0": {"local-lvm:vm-1150-disk-0,format=raw"}, "virtio1": {"local-lvm:vm-1150-disk-1,format=raw"},
+		"ide2": {"local-lvm:cloudinit"}, "ipconfig0": {"ip=192.168.1.50/24,gw=192.168.1.1"}, "nameserver": {"192.168.1.1"},
+		"cicustom": {"user=local:snippets/milner-prod-cp-1-talos.yaml"}, "serial0": {"socket"}, "boot": {"order=virtio0"},
+		"net0": {"virtio=BC:24:11:A8:01:50,bridge=vmbr0"}}))
+	assert.Equal(t, "OK", pxcTask(t, srv, "pve-1", "POST", "/nodes/pve-1/qemu/150/status/start", nil))
 }

@@ -2,13 +2,14 @@ package tests
 
 // Prod integrity: the image download carries its digest to PVE, the
 // identity guard compares VM ids and hosts with the state, and the SSH
-// pre-flight refuses a host missing from known_hosts; the last two on
-// recorded PVE API responses (tests/testdata/pve/converged). Helpers are
-// prefixed "pxi".
+// pre-flight refuses a host missing from known_hosts; the last two against
+// the PVE API double (tests/pveapi) holding the converged cluster. Helpers
+// are prefixed "pxi".
 
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +22,8 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/milner/milner/internal/guard"
+	"github.com/milner/milner/internal/pve"
+	"github.com/milner/milner/tests/pveapi"
 )
 
 // pxiDigest is a well-formed SHA-256 digest.
@@ -43,13 +46,21 @@ func TestProdImageChecksum(t *testing.T) {
 	}
 }
 
-// pxiConverged is the cluster as Milner leaves it, with each host's network.
-func pxiConverged() *pxcAPI {
-	api := &pxcAPI{files: map[string]string{"/api2/json/cluster/resources?type=vm": "converged/cluster-resources.json"}}
-	for _, h := range []string{"pve-1", "pve-2", "pve-3"} {
-		api.files["/api2/json/nodes/"+h+"/network"] = "converged/" + h + "-network.json"
+// pxiConverged is the cluster as Milner leaves it: node VMs 150-152 named
+// milner-prod-cp-N, running, and their stopped holders 1150-1152, one node
+// per host.
+func pxiConverged(s *pveapi.Server) {
+	for i, host := range []string{"pve-1", "pve-2", "pve-3"} {
+		name := fmt.Sprintf("milner-prod-cp-%d", i+1)
+		s.AddVM(pveapi.VM{VMID: 150 + i, Node: host, Status: "running", Config: map[string]string{"name": name}})
+		s.AddVM(pveapi.VM{VMID: 1150 + i, Node: host, Status: "stopped", Config: map[string]string{"name": name + "-disks", "protection": "1"}})
 	}
-	return api
+}
+
+// pxiClient is a client of the double holding the converged cluster.
+func pxiClient(t *testing.T) *pve.Client {
+	_, srv := pxcDouble(t, pxcFullACL, pxiConverged)
+	return pxcClient(t, srv)
 }
 
 // TestProdStaleVMIsRefused: the committed prod stack's VMs against the
@@ -58,7 +69,7 @@ func pxiConverged() *pxcAPI {
 // from pve-1 is refused before any change, naming both VMs.
 func TestProdStaleVMIsRefused(t *testing.T) {
 	ctx := context.Background()
-	c := pxcClient(t, pxcServer(t, pxiConverged()))
+	c := pxiClient(t)
 	declared := prodDeclared(t)
 	live, err := guard.ListProxmox(ctx, c)
 	require.NoError(t, err)
@@ -84,7 +95,7 @@ func TestProdStaleVMIsRefused(t *testing.T) {
 // it; a missing known_hosts knows no host; a full one passes.
 func TestProdUnknownHostsAreRefused(t *testing.T) {
 	ctx := context.Background()
-	c := pxcClient(t, pxcServer(t, pxiConverged()))
+	c := pxiClient(t)
 	hosts := map[string]string{}
 	for _, h := range []string{"pve-1", "pve-2", "pve-3"} {
 		addr, err := c.SSHAddress(ctx, h)

@@ -38,11 +38,25 @@ import (
 // part of every child's URN: changing it orphans the whole substrate in state.
 const ProxmoxType = "milner:components:ProxmoxSubstrate"
 
+// proxmoxDiskSpeeds are both disks' speed blocks, ignored on both VMs:
+// bpg gives disks[].speed a default of zero limits (proxmoxtf/resource/vm/
+// disk/schema.go, mkDiskSpeed DefaultFunc), which the Pulumi bridge fills
+// into the inputs, while bpg's read sets it to an empty list when PVE's
+// drive string carries no iops/mbps option (disk.go Read), as it never
+// does for a disk made without limits. Without this every preview after a
+// create plans an update of each holder and, through ReplaceOnChanges, a
+// replace of every node VM: seen on the real plugin against the PVE double
+// (tests/pveengine); upstream muhlba91/pulumi-proxmoxve#664. By index: the
+// bridge does not honour "disks[*].speed" (tried; pulumi-proxmoxve#514).
+// Milner sets no disk limits.
+var proxmoxDiskSpeeds = []string{"disks[0].speed", "disks[1].speed"}
+
 // ProxmoxHolderIgnoredChanges lists the holder VM inputs ignored after
 // creation: the OS disk's source image only seeds a new disk, so a Talos
 // version or image bump never touches (or tries to replace) an existing OS
-// disk; running nodes upgrade in place through Talos.
-var ProxmoxHolderIgnoredChanges = []string{"disks[0].importFrom"}
+// disk; running nodes upgrade in place through Talos. And the disks'
+// speed blocks (proxmoxDiskSpeeds).
+var ProxmoxHolderIgnoredChanges = append([]string{"disks[0].importFrom"}, proxmoxDiskSpeeds...)
 
 // ProxmoxNodeIgnoredChanges lists the node VM inputs ignored after creation:
 // the user-data snippet only seeds a new node. bpg marks
@@ -51,7 +65,8 @@ var ProxmoxHolderIgnoredChanges = []string{"disks[0].importFrom"}
 // so without this a stack whose VMs predate the snippet, or a moved
 // snippets datastore, would replace every node VM. A VM created later (a
 // new node, a replace) takes the current id: the id is read on create.
-var ProxmoxNodeIgnoredChanges = []string{"initialization.userDataFileId"}
+// It also ignores the disks' speed blocks (proxmoxDiskSpeeds).
+var ProxmoxNodeIgnoredChanges = append([]string{"initialization.userDataFileId"}, proxmoxDiskSpeeds...)
 
 // ProxmoxArgs configures a Proxmox VE substrate.
 type ProxmoxArgs struct {

@@ -10,7 +10,7 @@ import (
 type Need struct {
 	// Path is the ACL path, e.g. /vms/150 or /storage/local-lvm.
 	Path string
-	// Priv is the privilege, e.g. Datastore.Allocate.
+	// Priv is the privilege, e.g. Datastore.AllocateSpace.
 	Priv string
 	// Why says which operation needs it.
 	Why string
@@ -35,12 +35,19 @@ type Plan struct {
 //     options it sets, VM.PowerMgmt to start/stop it, VM.Audit to read it
 //     (qemu-server PVE/API2/Qemu.pm, create_vm and check_vm_modify_config_perm);
 //   - attaching a volume another VM id owns (a node VM attaches its holder's
-//     disks): Datastore.Allocate on the storage (pve-storage
-//     PVE::Storage::check_volume_access: "allow if we are Datastore
-//     administrator"); allocating disks: Datastore.AllocateSpace;
+//     disks): Datastore.Audit on the storage and VM.Config.Disk on the
+//     owner, /vms/<holder> (pve-storage PVE::Storage::check_volume_access,
+//     the images branch since commit 42352a4, 2022-03-30, PVE 7.2; its
+//     other way in, Datastore.Allocate, makes the token a datastore
+//     administrator and is not needed); allocating disks:
+//     Datastore.AllocateSpace;
 //   - downloading an image (download-url): Datastore.AllocateTemplate on the
-//     storage and Sys.Audit + Sys.Modify on / (pve-manager
+//     storage and Sys.Audit + Sys.Modify on / (pve-storage
 //     PVE/API2/Storage/Status.pm, download_url);
+//   - importing it into a disk (import-from): Datastore.Audit or
+//     Datastore.AllocateSpace on the image's storage (qemu-server
+//     PVE/API2/Qemu.pm $check_storage_access -> check_volume_access, the
+//     'import' content branch), Audit also lists it (Content.pm index);
 //   - attaching a NIC to a bridge: SDN.Use on /sdn/zones/localnetwork/<bridge>
 //     (PVE 8: check_bridge_access -> check_vnet_access).
 func Needs(p Plan) []Need {
@@ -57,12 +64,12 @@ func Needs(p Plan) []Need {
 	for _, ds := range slices.Compact(stores) {
 		out = append(out,
 			Need{Path: "/storage/" + ds, Priv: "Datastore.AllocateSpace", Why: "allocate disks"},
-			Need{Path: "/storage/" + ds, Priv: "Datastore.Allocate", Why: "attach the holder's disks to the node VM (check_volume_access)"},
-			Need{Path: "/storage/" + ds, Priv: "Datastore.Audit", Why: "read the datastore"},
+			Need{Path: "/storage/" + ds, Priv: "Datastore.Audit", Why: "read the datastore; attach the holder's disks to the node VM (check_volume_access)"},
 		)
 	}
 	out = append(out,
 		Need{Path: "/storage/" + p.ImageDatastore, Priv: "Datastore.AllocateTemplate", Why: "download the Talos image (download-url)"},
+		Need{Path: "/storage/" + p.ImageDatastore, Priv: "Datastore.Audit", Why: "import the image into a holder's OS disk (check_volume_access of import-from) and list it"},
 		Need{Path: "/", Priv: "Sys.Audit", Why: "download-url"},
 		Need{Path: "/", Priv: "Sys.Modify", Why: "download-url"},
 		Need{Path: "/sdn/zones/localnetwork/" + p.Bridge, Priv: "SDN.Use", Why: "attach NICs to bridge " + p.Bridge},

@@ -5,69 +5,85 @@ import (
 	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/tests/pveapi"
 )
 
-// fakeCluster answers /cluster/resources with the guests in vms (JSON as
-// PVE documents it) and records every PUT.
-type fakeCluster struct {
-	mu   sync.Mutex
-	vms  string
-	puts []string
-}
-
-func (f *fakeCluster) server(t *testing.T) *Client {
+// double serves the PVE API double (tests/pveapi) with the holders of
+// cp-1 and cp-2, protected, on their hosts, and a client trusting it.
+func double(t *testing.T) (*pveapi.Server, *httptest.Server, *Client) {
 	t.Helper()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		switch {
-		case r.Method == http.MethodGet && r.URL.Path == "/api2/json/cluster/resources" && r.URL.Query().Get("type") == "vm":
-			_, _ = w.Write([]byte(`{"data":` + f.vms + `}`))
-		case r.Method == http.MethodPut:
-			_ = r.ParseForm()
-			f.puts = append(f.puts, r.URL.Path+" "+r.PostForm.Encode())
-			_, _ = w.Write([]byte(`{"data":null}`))
-		default:
-			http.Error(w, "not found", http.StatusNotFound)
-		}
-	}))
+	s := pveapi.New(pveapi.Host{Name: "pve-1"}, pveapi.Host{Name: "pve-2"}, pveapi.Host{Name: "pve-3"})
+	s.AddToken(pveapi.Token{ID: "milner@pve!t", Secret: "x", ACL: map[string][]string{"/vms": {"VM.Audit", "VM.Allocate", "VM.Config.Options"}}})
+	s.AddVM(pveapi.VM{VMID: 1150, Node: "pve-1", Status: "stopped", Config: map[string]string{"name": "milner-prod-cp-1-disks", "protection": "1"}})
+	s.AddVM(pveapi.VM{VMID: 1151, Node: "pve-2", Status: "stopped", Config: map[string]string{"name": "milner-prod-cp-2-disks", "protection": "1"}})
+	srv := s.Start()
 	t.Cleanup(srv.Close)
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
 	c, err := New(srv.URL, "milner@pve!t=x", false, roots)
 	require.NoError(t, err)
-	return c
+	return s, srv, c
 }
 
-const holders = `[{"id":"qemu/1150","type":"qemu","node":"pve-1","vmid":1150,"name":"milner-prod-cp-1-disks","status":"stopped","template":0},
- {"id":"qemu/1151","type":"qemu","node":"pve-2","vmid":1151,"name":"milner-prod-cp-2-disks","status":"stopped","template":0}]`
+// puts are the journal's PUT requests.
+func puts(s *pveapi.Server) []string {
+	var out []string
+	for _, e := range s.Journal() {
+		if e.Method == http.MethodPut {
+			out = append(out, e.Path+" "+e.Form)
+		}
+	}
+	return out
+}
 
 // TestUnprotectThenReprotectWhatIsLeft: a teardown clears the flag on
 // every holder where it runs (missing ones skipped); after a failure, only
 // the holders still alive are protected again.
 func TestUnprotectThenReprotectWhatIsLeft(t *testing.T) {
 	ctx := context.Background()
-	f := &fakeCluster{vms: holders}
-	c := f.server(t)
+	s, srv, c := double(t)
 	reprotect, err := c.Unprotect(ctx, []int{1150, 1151, 1152})
 	require.NoError(t, err)
 	assert.Equal(t, []string{
-		"/api2/json/nodes/pve-1/qemu/1150/config protection=0",
-		"/api2/json/nodes/pve-2/qemu/1151/config protection=0",
-	}, f.puts)
+		"/nodes/pve-1/qemu/1150/config protection=0",
+		"/nodes/pve-2/qemu/1151/config protection=0",
+	}, puts(s))
+	assert.Equal(t, "0", s.VMs()[1150].Config["protection"])
 
-	// The destroy removed 1150, then failed.
-	f.mu.Lock()
-	f.vms = `[{"id":"qemu/1151","type":"qemu","node":"pve-2","vmid":1151,"name":"milner-prod-cp-2-disks","status":"stopped","template":0}]`
-	f.puts = nil
-	f.mu.Unlock()
+	// The destroy removed 1150 (PVE lets it go now), then failed.
+	req, err := http.NewRequest(http.MethodDelete, srv.URL+"/api2/json/nodes/pve-1/qemu/1150", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "PVEAPIToken=milner@pve!t=x")
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Eventually(t, func() bool { _, ok := s.VMs()[1150]; return !ok }, 5*time.Second, 10*time.Millisecond)
+
 	require.NoError(t, reprotect(ctx))
-	assert.Equal(t, []string{"/api2/json/nodes/pve-2/qemu/1151/config protection=1"}, f.puts)
+	assert.Equal(t, "/nodes/pve-2/qemu/1151/config protection=1", puts(s)[2])
+	assert.Len(t, puts(s), 3)
+	assert.Equal(t, "1", s.VMs()[1151].Config["protection"])
+}
+
+// TestErrorsCarryPVEsReason: a refusal names PVE's reason (its status line).
+func TestErrorsCarryPVEsReason(t *testing.T) {
+	_, _, c := double(t)
+	_, err := c.VMConfig(context.Background(), "pve-1", 1152)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "500 Configuration file 'nodes/pve-1/qemu-server/1152.conf' does not exist")
+	bad, err := New(c.base.String(), "milner@pve!t=wrong", false, nil)
+	require.NoError(t, err)
+	bad.http = c.http
+	_, err = bad.VMs(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "401 Authentication failed!")
 }
 
 func TestNewRefusesPlainHTTP(t *testing.T) {
