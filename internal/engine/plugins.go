@@ -29,7 +29,9 @@ func pluginHints(msg, tools string) string {
 	var hints []string
 	seen := map[string]bool{}
 	for _, m := range missingPlugin.FindAllStringSubmatch(msg, -1) {
-		name, version, server := m[1], m[2], m[3]
+		// The engine follows the message with ": <cause>" or "."; a URL
+		// does not end in either.
+		name, version, server := m[1], m[2], strings.TrimRight(m[3], ":.")
 		if seen[name] {
 			continue
 		}
