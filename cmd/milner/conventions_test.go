@@ -79,6 +79,9 @@ func TestCLIConventions(t *testing.T) {
 			assert.Equal(t, exitUsage, run(append(slices.Clone(args), "--no-such-flag")), "an unknown flag")
 			assert.Equal(t, exitUsage, run(append(slices.Clone(args), "a", "b", "c")), "arguments the verb does not take")
 			assert.Equal(t, exitOK, run(append(slices.Clone(args), "--help")), "--help")
+			if cmd.Runnable() && !strings.HasPrefix(path, "milner completion") {
+				assert.NotEmpty(t, cmd.Example, "every verb's --help has examples")
+			}
 		})
 	}
 }

@@ -22,9 +22,9 @@ func docsCmd() *cobra.Command {
 	var stack string
 	cmd := &cobra.Command{
 		Use:   "docs",
-		Short: "Render the stack docs and the CLI reference from the committed stacks and commands (--check: fail on drift)",
+		Short: "Render the stack docs and the CLI reference from the committed stacks and commands (--check: fail on drift or a cited path that does not exist)",
 		Example: `  milner docs            # rewrites docs/stacks.md, README's stacks table and docs/cli.md
-  milner docs --check    # CI: exit 4 when any of them differ from the rendering
+  milner docs --check    # CI: exit 4 when any of them differ from the rendering, or a doc cites a missing path
   milner docs --stack dev`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := projectDir(cmd)
@@ -52,7 +52,12 @@ func docsCmd() *cobra.Command {
 				if len(drifted) > 0 {
 					return fmt.Errorf("%w: %s differ from the stack configs and commands; run `go run ./cmd/milner docs` and commit the result", errPending, strings.Join(drifted, ", "))
 				}
-				fmt.Println("docs: up to date")
+				if problems, err := docs.CheckPaths(dir); err != nil {
+					return err
+				} else if len(problems) > 0 {
+					return fmt.Errorf("%w: the docs cite what the repository does not hold:\n  %s", errPending, strings.Join(problems, "\n  "))
+				}
+				fmt.Println("docs: up to date; every path they cite exists")
 				return nil
 			default:
 				files, err := docs.Sync(dir, true)
@@ -67,7 +72,7 @@ func docsCmd() *cobra.Command {
 			}
 		},
 	}
-	cmd.Flags().BoolVar(&check, "check", false, "write nothing; exit 4 when the committed docs differ from the rendering")
+	cmd.Flags().BoolVar(&check, "check", false, "write nothing; exit 4 when the committed docs differ from the rendering, when README.md or docs/ cite a repository path that does not exist, or when the README's Layout table misses a folder or package")
 	cmd.Flags().StringVarP(&stack, "stack", "s", "", "print the rendering of this stack only, writing nothing")
 	return cmd
 }

@@ -181,8 +181,9 @@ var versionModules = []string{
 
 func versionCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print milner's version and the engine and SDK versions it links",
+		Use:     "version",
+		Short:   "Print milner's version and the engine and SDK versions it links",
+		Example: `  milner version`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info, ok := debug.ReadBuildInfo()
 			if !ok {

@@ -25,7 +25,7 @@ of persistent substrate, a replace of anything but a named node VM, the
 delete of a Helm release or of the cluster secrets, an update of a node's
 Talos config while a node runs other versions than declared (Talos would
 apply new Kubernetes images to every node at once: run 'milner upgrade').
-After a typed "yes"
+After you type the stack name
 (or --yes) it applies the preview's own plan: the engine fails any step
 the preview did not show rather than take it. Each node named with
 --replace is first asked to shut down through the Talos API (Talos

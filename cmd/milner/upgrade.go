@@ -43,7 +43,7 @@ it, 'milner up' plans no change for the upgraded nodes. Anything else
 pending in the stack is left to 'milner up'. The whole run holds the
 stack's lock, so no 'milner up' pushes a config while nodes move.`,
 		Example: `  milner upgrade --stack dev --dry-run   # the plan; changes nothing
-  milner upgrade --stack dev             # asks for the cluster name, then runs
+  milner upgrade --stack dev             # asks you to type the stack name, then runs
   milner upgrade --stack dev --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A dry run sends nothing, so takes no lock and needs no gate.

@@ -44,9 +44,9 @@ port-forward) with the CA that issued its certificate. Key shares and
 tokens are read from a file, stdin ("-") or the terminal without echo,
 used once and never written anywhere.`,
 		Example: `  kubectl -n vault port-forward vault-0 8200 &
-  milner vault status --addr https://127.0.0.1:8200 --ca-file ca.crt
-  milner vault unseal --addr https://127.0.0.1:8200 --ca-file ca.crt   # asks for the shares
-  milner vault audit  --addr https://127.0.0.1:8200 --ca-file ca.crt --token-file -`,
+  milner vault status --addr https://127.0.0.1:8200 --ca-file ~/.config/milner/dev/vault-ca.crt
+  milner vault unseal --addr https://127.0.0.1:8200 --ca-file ~/.config/milner/dev/vault-ca.crt   # asks for the shares
+  milner vault audit  --addr https://127.0.0.1:8200 --ca-file ~/.config/milner/dev/vault-ca.crt --token-file -`,
 	}
 	cmd.PersistentFlags().StringVar(&addr, "addr", "", "Vault's https:// address, e.g. https://127.0.0.1:8200 through 'kubectl -n vault port-forward vault-0 8200' (required)")
 	cmd.PersistentFlags().StringVar(&caFile, "ca-file", "", "the CA certificate that issued Vault's certificate (the value of milner:vaultTlsCa) (required)")
@@ -54,6 +54,8 @@ used once and never written anywhere.`,
 	_ = cmd.MarkPersistentFlagRequired("ca-file")
 	status := &cobra.Command{
 		Use: "status", Short: "Print the seal status (exit 1 when sealed)",
+		Example: `  kubectl -n vault port-forward pod/vault-1 8200 &
+  milner vault status --addr https://127.0.0.1:8200 --ca-file ~/.config/milner/dev/vault-ca.crt`,
 		RunE: withClient(func(cmd *cobra.Command, c *vault.Client) error {
 			s, err := c.SealStatus(cmd.Context())
 			if err != nil {
@@ -68,6 +70,9 @@ used once and never written anywhere.`,
 	}
 	unseal := &cobra.Command{
 		Use: "unseal", Short: "Unseal from key shares the operator supplies (never stored)",
+		Example: `  kubectl -n vault port-forward pod/vault-1 8200 &
+  milner vault unseal --addr https://127.0.0.1:8200 --ca-file ~/.config/milner/dev/vault-ca.crt                   # asks for each share without echo
+  milner vault unseal --addr https://127.0.0.1:8200 --ca-file ~/.config/milner/dev/vault-ca.crt --shares-file -   # shares from a pipe, one per line`,
 		RunE: withClient(func(cmd *cobra.Command, c *vault.Client) error {
 			next, closeFn, err := secretSource(shares, "shares-file")
 			if err != nil {
@@ -87,6 +92,8 @@ used once and never written anywhere.`,
 	unseal.Flags().StringVar(&shares, "shares-file", "", "a file of key shares, one per line, or - for stdin (default: ask on the terminal)")
 	audit := &cobra.Command{
 		Use: "audit", Short: "Enable the file audit device (idempotent)",
+		Example: `  milner vault audit --addr https://127.0.0.1:8200 --ca-file ~/.config/milner/dev/vault-ca.crt                  # asks for the token without echo
+  milner vault audit --addr https://127.0.0.1:8200 --ca-file ~/.config/milner/dev/vault-ca.crt --token-file -   # the token from a pipe`,
 		RunE: withClient(func(cmd *cobra.Command, c *vault.Client) error {
 			next, closeFn, err := secretSource(tokenFile, "token-file")
 			if err != nil {

@@ -113,3 +113,61 @@ func TestDriftIsCaught(t *testing.T) {
 		t.Errorf("drifted %q, want %q", drifted, want)
 	}
 }
+
+// TestCommittedDocsCiteOnlyWhatExists is the path gate: every repository
+// path README.md and docs/ cite exists, and the README's Layout table names
+// every top-level folder and package.
+func TestCommittedDocsCiteOnlyWhatExists(t *testing.T) {
+	problems, err := CheckPaths(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// TestBadPathsAreCaught: a cited file that does not exist, a link to a
+// missing runbook and a package the Layout table leaves out are each
+// reported; another repository's path and a glob that matches are not.
+func TestBadPathsAreCaught(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"docs/runbooks", "stacks/config", "internal/engine", "internal/gate", "tools/talos-validate-v1.9.5", "bin", "cmd/milner"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, text := range map[string]string{
+		".gitignore":                    "/bin/\n",
+		"stacks/config/mirrors_test.go": "package config\n",
+		"internal/engine/engine.go":     "package engine\n",
+		"internal/gate/gate.go":         "package gate\n",
+		"docs/runbooks/state.md":        "# State\n",
+		"README.md": "# x\n\n## Layout\n\n| path | what |\n|---|---|\n| `stacks/` | config |\n| `internal/engine` | engine |\n| `docs/`, `tools/` | docs |\n\n## Next\n\n" +
+			"Tested in `stacks/config/mirrors_test.go`, not `stacks/mirrors_test.go`.\n" +
+			"See [state](docs/runbooks/state.md#restore) and [recover](docs/runbooks/recover.md).\n" +
+			"Talos' `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_runtime.go`; `tools/talos-validate-v*`; `stacks/nope-v*`; `stacks/config.Load`; `stacks/config.go`.\n",
+		"docs/runbooks/adopt.md": "[state](state.md), [cli](../cli.md), `cmd/milner/bootstrap.go`\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := CheckPaths(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"README.md:13: cites `stacks/mirrors_test.go`, which does not exist",
+		"README.md:14: links to docs/runbooks/recover.md, which does not exist",
+		"README.md:15: cites `stacks/nope-v*`, which does not exist",
+		"README.md:15: cites `stacks/config.go`, which does not exist",
+		"docs/runbooks/adopt.md:1: links to ../cli.md, which does not exist",
+		"docs/runbooks/adopt.md:1: cites `cmd/milner/bootstrap.go`, which does not exist",
+		"README.md: the ## Layout table does not name the folder `cmd/`",
+		"README.md: the ## Layout table does not name the package `internal/gate`",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("CheckPaths:\n got %q\nwant %q", got, want)
+	}
+}

@@ -10,8 +10,11 @@
 //     postgres://, object stores.
 //   - Secrets: the passphrase provider, PULUMI_CONFIG_PASSPHRASE or
 //     PULUMI_CONFIG_PASSPHRASE_FILE, with the salt in the stack file.
-//   - Plugins: pulumi-resource-<name> from Tools (.tools/bin), then PATH;
-//     never downloaded.
+//   - Plugins: pulumi-resource-<name> from Tools (.tools/bin, put first on
+//     PATH), then the rest of PATH, then Pulumi's plugin cache
+//     (~/.pulumi/plugins); never downloaded (sdk/v3 v3.276.0
+//     common/workspace/plugins.go getPluginInfoAndPath: project plugins,
+//     $PATH whatever its version, next to the binary, then the cache).
 //
 // Running the engine in-process spares the CLI's start (≈ 0.3 s an
 // operation), derives the passphrase key only when a secret is read, and

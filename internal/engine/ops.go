@@ -241,8 +241,8 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 		if diags := r.errors(); len(diags) > 0 {
 			err = fmt.Errorf("%w: %s", err, strings.Join(diags, "; "))
 		}
-		if strings.Contains(err.Error(), "no resource plugin") {
-			err = fmt.Errorf("%w (plugins come from %s: run scripts/tools.sh)", err, s.tools)
+		if hint := pluginHints(err.Error(), s.tools); hint != "" {
+			err = fmt.Errorf("%w (%s)", err, hint)
 		}
 		return r, plan, fmt.Errorf("stack %q: %s: %w", s.name, name, err)
 	}
