@@ -130,6 +130,7 @@ func TestSchedulingOnControlPlanes(t *testing.T) {
 	b, err := json.Marshal(append(nodes, w))
 	require.NoError(t, err)
 	withWorker["milner:nodes"] = string(b)
+	withWorker = oneVaultPeer(t, withWorker) // one node takes workloads
 	rec = runStack(t, "dev", withWorker)
 	assert.Equal(t, map[string]any{"allowSchedulingOnControlPlanes": false}, patch(rec, "cp-1")["cluster"])
 	assert.NotContains(t, patch(rec, "w-1"), "cluster")
@@ -256,6 +257,7 @@ func TestBootstrapIsClusterLevelAndStable(t *testing.T) {
 	bs, err := json.Marshal(nodes[1:])
 	require.NoError(t, err)
 	removed["milner:nodes"] = string(bs)
+	removed = oneVaultPeer(t, removed) // two nodes take workloads
 	for name, cfg := range map[string]map[string]string{"reordered": reordered, "cp-1 removed": removed} {
 		rec := runStack(t, "dev", cfg)
 		assert.Equal(t, []string{"milner-dev-bootstrap"}, names(rec.ByType(tBootstrap)), name)

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -216,8 +218,18 @@ func (c *Config) checkAdoptedOnce(p *problems) {
 	}
 	if lv := c.Substrate.Libvirt; lv != nil {
 		by := map[string]string{}
+		known := vocab.LibvirtAdoptable(c.Cluster.Name, nil)
 		for _, logical := range sortedKeys(lv.Adopt) {
 			id := lv.Adopt[logical]
+			// A dir pool's volume key is its path, <pool target>/<name>
+			// (libvirt storage_backend_fs.c virStorageBackendFileSystemVolCreate:
+			// the target path joined with the volume name): a key elsewhere
+			// is another pool's volume, which this stack's pool neither
+			// holds nor may delete.
+			volume := !slices.Contains(known[:2], logical) && strings.HasPrefix(id, "/")
+			if volume && path.Dir(id) != lv.PoolPath && path.Clean(lv.PoolPath) == lv.PoolPath {
+				p.addf(Key("substrate")+".libvirt.adopt."+logical, "%q is not in the stack's pool %s: a volume is adopted from its own pool only", id, lv.PoolPath)
+			}
 			if other, dup := by[id]; dup {
 				p.addf(Key("substrate")+".libvirt.adopt."+logical, "%q is also adopted as %s: one object cannot be two", id, other)
 			} else {

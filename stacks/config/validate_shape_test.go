@@ -105,8 +105,12 @@ func TestIdentity(t *testing.T) {
 			node(c, 2)["adoptId"] = strings.ToUpper(uuid)
 		}, `milner:nodes[2].adoptId: "` + strings.ToUpper(uuid) + `" is also nodes[0]'s adoptId`},
 		{"two volumes adopt one path", func(c obj) {
-			at(c, "substrate", "libvirt")["adopt"] = obj{"t-cp-1-data": "/var/lib/milner/v/a.qcow2", "t-cp-2-data": "/var/lib/milner/v/a.qcow2"}
-		}, `milner:substrate.libvirt.adopt.t-cp-2-data: "/var/lib/milner/v/a.qcow2" is also adopted as t-cp-1-data`},
+			const key = "/var/lib/libvirt/images/t/a.qcow2"
+			at(c, "substrate", "libvirt")["adopt"] = obj{"t-cp-1-data": key, "t-cp-2-data": key}
+		}, `milner:substrate.libvirt.adopt.t-cp-2-data: "/var/lib/libvirt/images/t/a.qcow2" is also adopted as t-cp-1-data`},
+		{"volume adopted from another pool", func(c obj) {
+			at(c, "substrate", "libvirt")["adopt"] = obj{"t-cp-1-os": "/var/lib/libvirt/images/other/t-cp-1-os.qcow2"}
+		}, `milner:substrate.libvirt.adopt.t-cp-1-os: "/var/lib/libvirt/images/other/t-cp-1-os.qcow2" is not in the stack's pool /var/lib/libvirt/images/t`},
 		{"app named as the storage layer", func(c obj) { at(c, "apps", 0)["name"] = config.StorageAppName },
 			`milner:apps[0].name: "local-path-provisioner" is the storage layer's logical name`},
 		{"app named as the workloads", func(c obj) {
