@@ -11,10 +11,14 @@
 #                               tools/kubernetes-provider/go.mod
 #   talos-validate-v<version> - Talos config validators, one per machinery version
 #                               (tools/talos-validate-v*/go.mod; the code is tools/talos-validate)
+#   pulumi-resource-talos     - the Talos provider plugin, the release the program's
+#                               pulumi-talos SDK asks for (go.mod), built from its unmodified
+#                               upstream source in $MILNER_PROVIDERS_DIR (default ../shared/providers:
+#                               pulumi-talos-v<ver> bridging terraform-provider-talos)
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes|talos-validate]...
+# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes|talos-validate|talos]...
 #   (default: pulumi libvirt; kubeapi is kube-apiserver, kube-controller-manager and etcd)
 set -euo pipefail
 
@@ -39,6 +43,11 @@ kubernetes_ver=$(sed -n 's#.*github.com/pulumi/pulumi-kubernetes/sdk/v4 v\([^ ]*
 # stamps it; take it from the pin.
 kube_ver=$(sed -n 's#^require k8s.io/kubernetes \(v[^ ]*\).*#\1#p' "$root/tools/kube-apiserver/go.mod")
 [[ -n $kubernetes_ver && -n $kube_ver ]] || { echo "tools: cannot read the pulumi-kubernetes/sdk/v4 or k8s.io/kubernetes pin" >&2; exit 1; }
+# The Talos provider plugin the program's SDK asks the engine for (sdk
+# v0.7.1 requests plugin 0.7.1): its source folder is named after the tag.
+talos_ver=$(sed -n 's#.*github.com/pulumiverse/pulumi-talos/sdk v\([^ ]*\).*#\1#p' "$root/go.mod" | head -n1)
+[[ -n $talos_ver ]] || { echo "tools: cannot read the pulumiverse/pulumi-talos/sdk pin from go.mod" >&2; exit 1; }
+providers=${MILNER_PROVIDERS_DIR:-$root/../shared/providers}
 kube_minor=${kube_ver#v1.}; kube_minor=${kube_minor%%.*}
 kube_ldflags=""
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -59,11 +68,14 @@ kubernetes_embeds() {
 # build NAME MODULE_DIR PACKAGE LDFLAGS [PREPARE]
 # PREPARE is a command run before a build that is not skipped. $also names
 # the modules the tool's go.mod replaces with a local directory: their
-# sources are part of the stamp.
+# sources are part of the stamp. $trees names source trees whose every
+# file is part of the stamp (a provider's source: pkg/, embedded schema).
 build() {
   local name=$1 dir=$2 pkg=$3 ldflags=$4 prepare=${5:-}
   local stamp="$root/.tools/$name.stamp" key start
-  key=$({ cat "$dir/go.mod" "$dir/go.sum" "$dir"/*.go; for a in ${also:-}; do cat "$a/go.mod" "$a"/*.go; done; echo "$ldflags"; go version; } | sha256sum | cut -d' ' -f1)
+  key=$({ cat "$dir/go.mod" "$dir/go.sum" "$dir"/*.go; for a in ${also:-}; do cat "$a/go.mod" "$a"/*.go; done
+    for t in ${trees:-}; do (cd "$t" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum); done
+    echo "$ldflags"; go version; } | sha256sum | cut -d' ' -f1)
   if [[ -x "$bin/$name" && -f "$stamp" && "$(<"$stamp")" == "$key" ]]; then
     echo "tools: $name is up to date"
     return 0
@@ -106,6 +118,13 @@ for t in "${targets[@]}"; do
         d=${d%/}
         also="$root/tools/talos-validate $root/tools/talos-validate/wire" build "$(basename "$d")" "$d" . ""
       done ;;
-    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubernetes or talos-validate)" >&2; exit 2 ;;
+    talos) # the Talos provider plugin, as upstream's Makefile builds it (the version by -ldflags)
+      src="$providers/pulumi-talos-v$talos_ver"
+      [[ -f $src/go.mod ]] || { echo "tools: no Talos provider source at $src (set MILNER_PROVIDERS_DIR)" >&2; exit 1; }
+      tf=$(sed -n 's#^replace github.com/siderolabs/terraform-provider-talos => \(\.\./[^ ]*\)$#\1#p' "$src/go.mod")
+      [[ -n $tf && -d $src/$tf ]] || { echo "tools: $src/go.mod replaces terraform-provider-talos with no sibling folder" >&2; exit 1; }
+      trees="$src $src/$tf" build pulumi-resource-talos "$src" ./cmd/pulumi-resource-talos \
+        "-X github.com/pulumiverse/pulumi-talos/provider/pkg/version.Version=$talos_ver" ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubernetes, talos-validate or talos)" >&2; exit 2 ;;
   esac
 done
