@@ -11,6 +11,7 @@ import (
 
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
+	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -201,6 +202,27 @@ func bootstrapOptions(adopted bool) []pulumi.ResourceOption {
 	return []pulumi.ResourceOption{pulumi.IgnoreChanges([]string{"node", "endpoint"})}
 }
 
+// decidedMode is the node's apply mode as opts.ApplyMode decides it from
+// the config the provider will apply, or nil (talosnode.ApplyMode) without
+// a decider. The mode names nothing secret, so it is not a secret.
+func decidedMode(opts RunOptions, n talosnode.Node, cfg pulumi.StringOutput, patches []string, cc machine.ClientConfigurationOutput) pulumi.StringInput {
+	if opts.ApplyMode == nil {
+		return nil
+	}
+	mode := pulumi.All(cfg, cc).ApplyT(func(v []any) (string, error) {
+		config, ok1 := v[0].(string)
+		client, ok2 := v[1].(machine.ClientConfiguration)
+		if !ok1 || !ok2 {
+			return "", fmt.Errorf("talosnode %q: apply mode: unexpected inputs %T, %T", n.Name, v[0], v[1])
+		}
+		return opts.ApplyMode(applymode.Request{
+			Node: n.Name, Address: n.Address, Config: config, Patches: patches,
+			CA: client.CaCertificate, Cert: client.ClientCertificate, Key: client.ClientKey,
+		}), nil
+	}).(pulumi.StringOutput)
+	return pulumi.Unsecret(mode).(pulumi.StringOutput)
+}
+
 // PatchArgs are the cluster-wide values of every node's own patch.
 func PatchArgs(cfg *config.Config) talosnode.PatchArgs {
 	return talosnode.PatchArgs{
@@ -278,6 +300,7 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 			ClientConfiguration:  clientCfg,
 			After:                after,
 			ExtraPatches:         extra[n.Name],
+			ApplyMode:            decidedMode(opts, n, nc.MachineConfiguration, extra[n.Name], clientCfg),
 		})
 		if err != nil {
 			return nil, err

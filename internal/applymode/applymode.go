@@ -32,11 +32,15 @@
 //     "staged". NO_REBOOT is binding: machined refuses it (InvalidArgument,
 //     which the provider does not retry) rather than reboot, if the change
 //     needs a reboot after all.
-//   - no answer: "staged", which never reboots; except for a node taking
-//     its first config (First: its apply is not in state, or it is
-//     replaced with its OS disk), whose VM may not have booted yet: it will
-//     come up in maintenance mode (or, on Proxmox, configured from its
-//     nocloud drive with this very config), so "auto".
+//   - a node whose OS disk is new in this run (Fresh: `--os-disk`) boots
+//     into maintenance mode whatever it answers now: "auto".
+//   - no answer: the mode state records when it is "no_reboot" or
+//     "staged" (Recorded: neither ever reboots, and keeping it plans no
+//     update for an unchanged config, e.g. the dead node `--replace`
+//     revives); else "staged"; except for a node taking its first config
+//     (First: its apply is not in state), whose VM may not have booted
+//     yet: it will come up in maintenance mode (or, on Proxmox, configured
+//     from its nocloud drive with this very config), so "auto".
 package applymode
 
 import (
@@ -89,6 +93,10 @@ type Request struct {
 type Decider struct {
 	// First names the nodes taking their first config in this run.
 	First map[string]bool
+	// Fresh names the nodes whose OS disk is new in this run.
+	Fresh map[string]bool
+	// Recorded is each node's apply mode as state records it.
+	Recorded map[string]string
 	// Endpoint is where a node's Talos API is dialled; nil: the address
 	// itself (the client adds port 50000).
 	Endpoint func(netip.Addr) string
@@ -128,6 +136,9 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
+	if d.Fresh[r.Node] {
+		return Auto
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	endpoint := r.Address.String()
@@ -142,6 +153,9 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 	}
 	if d.First[r.Node] {
 		return Auto
+	}
+	if rec := d.Recorded[r.Node]; rec == NoReboot || rec == Staged {
+		return rec
 	}
 	return Staged
 }

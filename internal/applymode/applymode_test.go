@@ -42,7 +42,7 @@ func newEnv(t *testing.T) *env {
 	e.req = func(n *talosapi.Node, patches ...string) applymode.Request {
 		return applymode.Request{Node: n.Name(), Address: n.IP(), Config: e.cfg, Patches: patches, CA: ctx.CA, Cert: ctx.Crt, Key: ctx.Key}
 	}
-	e.d = &applymode.Decider{First: map[string]bool{}, Timeout: 5 * time.Second, Endpoint: func(a netip.Addr) string {
+	e.d = &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Recorded: map[string]string{}, Timeout: 5 * time.Second, Endpoint: func(a netip.Addr) string {
 		for _, n := range c.Nodes() {
 			if n.IP() == a {
 				return n.Endpoint()
@@ -53,11 +53,18 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) add(t *testing.T, name string, host byte) *talosapi.Node {
+func (e *env) add(t *testing.T, name string, host byte, opts ...talosapi.NodeOption) *talosapi.Node {
 	t.Helper()
-	n, err := e.c.AddNode(name, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 31, host}), 0))
+	n, err := e.c.AddNode(name, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 31, host}), 0), opts...)
 	require.NoError(t, err)
 	return n
+}
+
+// configured adds a node that boots configured with the env's config (a
+// platform config, as Talos' nocloud platform hands it over).
+func (e *env) configured(t *testing.T, name string, host byte) *talosapi.Node {
+	t.Helper()
+	return e.add(t, name, host, talosapi.WithPlatformConfig([]byte(e.cfg)))
 }
 
 // applyAsProvider sends the apply the provider's Create sends for mode
@@ -96,8 +103,7 @@ func TestMaintenanceNodeTakesItsFirstConfig(t *testing.T) {
 // only dry runs.
 func TestConfiguredNodeLiveOrStaged(t *testing.T) {
 	e := newEnv(t)
-	n := e.add(t, "cp-1", 1)
-	require.NoError(t, n.Configure([]byte(e.cfg)))
+	n := e.configured(t, "cp-1", 1)
 	ctx := context.Background()
 	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "the running config itself")
 	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"milner.dev/tier":"a"}}}`)), "a node label applies live")
@@ -112,8 +118,7 @@ func TestConfiguredNodeLiveOrStaged(t *testing.T) {
 // taking its first config (its VM may not have booted yet).
 func TestUnreachableNodeIsStaged(t *testing.T) {
 	e := newEnv(t)
-	n := e.add(t, "cp-1", 1)
-	require.NoError(t, n.Configure([]byte(e.cfg)))
+	n := e.configured(t, "cp-1", 1)
 	require.NoError(t, n.SetReachable(false))
 	ctx := context.Background()
 	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n)))
@@ -121,14 +126,28 @@ func TestUnreachableNodeIsStaged(t *testing.T) {
 	fresh := e.add(t, "cp-2", 2)
 	require.NoError(t, fresh.SetReachable(false))
 	assert.Equal(t, applymode.Auto, e.d.Mode(ctx, e.req(fresh)))
+	// A live mode state records stays: it never reboots, and an unchanged
+	// config plans no update (the dead node --replace revives).
+	e.d.Recorded["cp-1"] = applymode.NoReboot
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)))
+	e.d.Recorded["cp-1"] = applymode.Auto
+	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"c"}}}`)), "auto may reboot: never kept for a node that does not answer")
+}
+
+// A node whose OS disk is new boots into maintenance mode, whatever its
+// old OS answers in the preview.
+func TestFreshOSDiskIsAFirstConfig(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured(t, "cp-1", 1)
+	e.d.Fresh["cp-1"] = true
+	assert.Equal(t, applymode.Auto, e.d.Mode(context.Background(), e.req(n)))
 }
 
 // The preview and the update of one run get the same mode for the same
 // config, whatever the node answers in between.
 func TestDecidedOncePerConfig(t *testing.T) {
 	e := newEnv(t)
-	n := e.add(t, "cp-1", 1)
-	require.NoError(t, n.Configure([]byte(e.cfg)))
+	n := e.configured(t, "cp-1", 1)
 	ctx := context.Background()
 	require.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)))
 	require.NoError(t, n.SetReachable(false))
