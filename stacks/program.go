@@ -25,8 +25,8 @@ import (
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
 	"github.com/milner/milner/components/substrate"
-	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/components/talosnode"
+	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/stacks/config"
 )
 
