@@ -2,7 +2,7 @@
 # what CI runs (.ci/run): on a fresh Debian machine, as root, it installs
 # and starts what its tests need (scripts/ci-deps.sh), builds the pinned
 # tools into .tools/bin, and runs every check.
-.PHONY: build test lint vet integration tools tools-lint tools-kubeapi tools-proxmoxve tools-validate deps flake-check conformance ci
+.PHONY: build test lint vet integration tools tools-lint tools-kubeapi tools-proxmoxve tools-validate tools-talos deps flake-check conformance ci
 
 export PATH := /usr/local/go/bin:$(PATH)
 export PULUMI_SKIP_UPDATE_CHECK := true
@@ -36,6 +36,12 @@ tools-validate:
 tools:
 	scripts/tools.sh pulumi libvirt
 
+# The Talos provider plugin (pulumi-resource-talos, the release the program's
+# SDK asks for), built from its unmodified upstream source in ../shared/providers
+# (or $$MILNER_PROVIDERS_DIR) into .tools/bin.
+tools-talos:
+	scripts/tools.sh talos
+
 # Debian packages and daemons the checks need: nix-bin (flake check),
 # libvirt/QEMU (started). Installs only what is missing; never changes what
 # the machine already had.
@@ -55,7 +61,7 @@ tools-proxmoxve:
 # The real engine against a real libvirtd (root; isolated networks only) and,
 # for the apps layer, against a real kube-apiserver on loopback; one package
 # at a time (-p 1): both are heavy for two cores.
-integration: deps tools tools-kubeapi tools-proxmoxve
+integration: deps tools tools-kubeapi tools-talos tools-proxmoxve
 	go test -tags integration -count=1 -p 1 -timeout 60m -v ./tests/integration/ ./tests/kubeapi/ ./tests/pveengine/
 
 # nix cannot fetch nixpkgs here, so the flake is parsed, not evaluated

@@ -14,10 +14,14 @@
 #   pulumi-resource-proxmoxve - the Proxmox VE provider plugin the proxmoxve sdk/v7 asks for,
 #                               built from the unmodified upstream sources in
 #                               ../shared/providers (its README: provenance, build command)
+#   pulumi-resource-talos     - the Talos provider plugin, the release the program's
+#                               pulumi-talos SDK asks for (go.mod), built from its unmodified
+#                               upstream source in $MILNER_PROVIDERS_DIR (default ../shared/providers:
+#                               pulumi-talos-v<ver> bridging terraform-provider-talos)
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes|talos-validate|proxmoxve]...
+# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes|talos-validate|talos|proxmoxve]...
 #   (default: pulumi libvirt; kubeapi is kube-apiserver, kube-controller-manager and etcd)
 set -euo pipefail
 
@@ -42,6 +46,11 @@ kubernetes_ver=$(sed -n 's#.*github.com/pulumi/pulumi-kubernetes/sdk/v4 v\([^ ]*
 # stamps it; take it from the pin.
 kube_ver=$(sed -n 's#^require k8s.io/kubernetes \(v[^ ]*\).*#\1#p' "$root/tools/kube-apiserver/go.mod")
 [[ -n $kubernetes_ver && -n $kube_ver ]] || { echo "tools: cannot read the pulumi-kubernetes/sdk/v4 or k8s.io/kubernetes pin" >&2; exit 1; }
+# The Talos provider plugin the program's SDK asks the engine for (sdk
+# v0.7.1 requests plugin 0.7.1): its source folder is named after the tag.
+talos_ver=$(sed -n 's#.*github.com/pulumiverse/pulumi-talos/sdk v\([^ ]*\).*#\1#p' "$root/go.mod" | head -n1)
+[[ -n $talos_ver ]] || { echo "tools: cannot read the pulumiverse/pulumi-talos/sdk pin from go.mod" >&2; exit 1; }
+providers=${MILNER_PROVIDERS_DIR:-$root/../shared/providers}
 kube_minor=${kube_ver#v1.}; kube_minor=${kube_minor%%.*}
 kube_ldflags=""
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -114,11 +123,18 @@ for t in "${targets[@]}"; do
         also="$root/tools/talos-validate $root/tools/talos-validate/wire" build "$(basename "$d")" "$d" . ""
       done ;;
     proxmoxve) # ../shared/providers/README.md: the version goes in by -ldflags, as upstream's Makefile does
-      src="$root/../shared/providers/pulumi-proxmoxve-v7.13.0"
+      src="$providers/pulumi-proxmoxve-v7.13.0"
       [[ -d $src ]] || { echo "tools: $src is missing (../shared beside the repo, see docs/verification.md)" >&2; exit 1; }
       src=$(cd "$src" && pwd)
       trees="$src $(cd "$src/../terraform-provider-proxmox-v0.95.0" && pwd)" build pulumi-resource-proxmoxve "$src" \
         ./cmd/pulumi-resource-proxmoxve "-X github.com/muhlba91/pulumi-proxmoxve/provider/pkg/version.Version=7.13.0" ;;
-    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubernetes, talos-validate or proxmoxve)" >&2; exit 2 ;;
+    talos) # the Talos provider plugin, as upstream's Makefile builds it (the version by -ldflags)
+      src="$providers/pulumi-talos-v$talos_ver"
+      [[ -f $src/go.mod ]] || { echo "tools: no Talos provider source at $src (set MILNER_PROVIDERS_DIR)" >&2; exit 1; }
+      tf=$(sed -n 's#^replace github.com/siderolabs/terraform-provider-talos => \(\.\./[^ ]*\)$#\1#p' "$src/go.mod")
+      [[ -n $tf && -d $src/$tf ]] || { echo "tools: $src/go.mod replaces terraform-provider-talos with no sibling folder" >&2; exit 1; }
+      trees="$src $src/$tf" build pulumi-resource-talos "$src" ./cmd/pulumi-resource-talos \
+        "-X github.com/pulumiverse/pulumi-talos/provider/pkg/version.Version=$talos_ver" ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubernetes, talos-validate, talos or proxmoxve)" >&2; exit 2 ;;
   esac
 done

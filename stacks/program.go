@@ -26,6 +26,7 @@ import (
 
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
+	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -41,6 +42,10 @@ type RunOptions struct {
 	// change, or `--replace <node>` alone), so a dead node never blocks its
 	// own recovery. Previews never run it.
 	SkipHealthCheck bool
+	// ApplyMode decides each node's Talos apply mode from what the node
+	// answers (milner: applymode.Decider.Mode, which says why). nil, as
+	// under plain `pulumi up`: the provider's staged_if_needing_reboot.
+	ApplyMode func(applymode.Request) string
 }
 
 // NewProgram is Program with per-run options, read when the program runs

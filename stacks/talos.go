@@ -11,6 +11,7 @@ import (
 
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
+	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -68,19 +69,35 @@ func talosNodes(cfg *config.Config, nodes []substrate.Node) []talosnode.Node {
 	return out
 }
 
-// newSecrets creates the cluster's one secrets bundle. A new bundle is a new
-// cluster, so it is protected; its format follows the config contract at
-// creation, and a later contract value must not touch it. extra are added
-// after these (SecretsBundle's one-shot import).
-func newSecrets(ctx *pulumi.Context, cfg *config.Config, extra ...pulumi.ResourceOption) (*machine.Secrets, error) {
+// newSecrets creates the cluster's one secrets bundle, or with importPath
+// imports it from that file (SecretsBundle's one-shot import). A new bundle
+// is a new cluster, so it is protected; its format follows the config
+// contract at creation, and a later contract value must not touch it.
+//
+// An import does not ignore talosVersion: the provider's ImportState
+// records talos_version "v1.3" ("v1.2" for a bundle with an AES-CBC
+// secret) whatever the cluster runs (terraform-provider-talos v0.10.1
+// talos_machine_secrets_resource.go, ImportState), and an ignored input
+// keeps the imported value (pulumi v3.276.0 step_generator.go
+// processIgnoreChanges), so every later up would see a contract change
+// (upCmd's checkContract). Not ignored, the engine follows the import with
+// an update that records the stack's milner:cluster.configContract; the
+// provider's Update only stores talos_version (and renews a client
+// certificate within a month of expiry), never a key of the bundle.
+func newSecrets(ctx *pulumi.Context, cfg *config.Config, importPath string) (*machine.Secrets, error) {
 	name := cfg.Cluster.Name
-	secrets, err := machine.NewSecrets(ctx, name+"-secrets", &machine.SecretsArgs{
-		TalosVersion: pulumi.String(cfg.Cluster.ConfigContract),
-	}, append([]pulumi.ResourceOption{
+	opts := []pulumi.ResourceOption{
 		pulumi.Protect(true),
 		pulumi.AdditionalSecretOutputs(SecretOutputs),
-		pulumi.IgnoreChanges([]string{"talosVersion"}),
-	}, extra...)...)
+	}
+	if importPath == "" {
+		opts = append(opts, pulumi.IgnoreChanges([]string{"talosVersion"}))
+	} else {
+		opts = append(opts, pulumi.Import(pulumi.ID(importPath)))
+	}
+	secrets, err := machine.NewSecrets(ctx, name+"-secrets", &machine.SecretsArgs{
+		TalosVersion: pulumi.String(cfg.Cluster.ConfigContract),
+	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("talos %q: secrets: %w", name, err)
 	}
@@ -121,11 +138,7 @@ func SecretsBundle(importPath string) pulumi.RunFunc {
 		if !cfg.Declares(config.LayerTalos) {
 			return fmt.Errorf("talos %q: the stack declares no Talos layer (milner:startAt, milner:stopAfter), so it has no secrets bundle", cfg.Cluster.Name)
 		}
-		var extra []pulumi.ResourceOption
-		if importPath != "" {
-			extra = append(extra, pulumi.Import(pulumi.ID(importPath)))
-		}
-		_, err = newSecrets(ctx, cfg, extra...)
+		_, err = newSecrets(ctx, cfg, importPath)
 		return err
 	}
 }
@@ -203,6 +216,27 @@ func bootstrapOptions(adopted bool) []pulumi.ResourceOption {
 	return []pulumi.ResourceOption{pulumi.IgnoreChanges([]string{"node", "endpoint"})}
 }
 
+// decidedMode is the node's apply mode as opts.ApplyMode decides it from
+// the config the provider will apply, or nil (talosnode.ApplyMode) without
+// a decider. The mode names nothing secret, so it is not a secret.
+func decidedMode(opts RunOptions, n talosnode.Node, cfg pulumi.StringOutput, patches []string, cc machine.ClientConfigurationOutput) pulumi.StringInput {
+	if opts.ApplyMode == nil {
+		return nil
+	}
+	mode := pulumi.All(cfg, cc).ApplyT(func(v []any) (string, error) {
+		config, ok1 := v[0].(string)
+		client, ok2 := v[1].(machine.ClientConfiguration)
+		if !ok1 || !ok2 {
+			return "", fmt.Errorf("talosnode %q: apply mode: unexpected inputs %T, %T", n.Name, v[0], v[1])
+		}
+		return opts.ApplyMode(applymode.Request{
+			Node: n.Name, Address: n.Address, Config: config, Patches: patches,
+			CA: client.CaCertificate, Cert: client.ClientCertificate, Key: client.ClientKey,
+		}), nil
+	}).(pulumi.StringOutput)
+	return pulumi.Unsecret(mode).(pulumi.StringOutput)
+}
+
 // PatchArgs are the cluster-wide values of every node's own patch.
 func PatchArgs(cfg *config.Config) talosnode.PatchArgs {
 	return talosnode.PatchArgs{
@@ -229,7 +263,7 @@ type talosConfigs struct {
 // newTalosConfigs creates the cluster secrets once and renders every node's
 // configuration.
 func newTalosConfigs(ctx *pulumi.Context, cfg *config.Config, nodes []talosnode.Node) (*talosConfigs, error) {
-	secrets, err := newSecrets(ctx, cfg)
+	secrets, err := newSecrets(ctx, cfg, "")
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +314,7 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 			ClientConfiguration:  clientCfg,
 			After:                after,
 			ExtraPatches:         extra[n.Name],
+			ApplyMode:            decidedMode(opts, n, nc.MachineConfiguration, extra[n.Name], clientCfg),
 		})
 		if err != nil {
 			return nil, err

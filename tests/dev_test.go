@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -22,6 +23,7 @@ import (
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/components/workloads"
+	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -478,4 +480,41 @@ func TestDevNetwork(t *testing.T) {
 	n = runStack(t, "dev", isolated).ByType(tNetwork)[0].Inputs
 	assert.Equal(t, "none", n["mode"].StringValue(), "isolated is libvirt's mode none: no forward")
 	assert.True(t, n["dns"].ObjectValue()["localOnly"].BoolValue())
+}
+
+// TestDevTalosApplyModeDecided: under milner (RunOptions.ApplyMode) each
+// node's apply sends the mode decided for it, from the very config the
+// provider applies (the rendered config and the node's extra patches) and
+// the cluster's client identity; the mode is not a secret.
+func TestDevTalosApplyModeDecided(t *testing.T) {
+	cfg := stackConfig(t, "dev", devSecrets)
+	want := map[string]string{"cp-1-apply": applymode.Auto, "cp-2-apply": applymode.Staged, "cp-3-apply": applymode.NoReboot}
+	var mu sync.Mutex
+	asked := map[string]applymode.Request{}
+	decide := func(r applymode.Request) string {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[r.Node] = r
+		return want[r.Node+"-apply"]
+	}
+	rec, err := offline.Run(stacks.NewProgram(&stacks.RunOptions{ApplyMode: decide}), "dev", cfg, slices.Sorted(maps.Keys(devSecrets))...)
+	require.NoError(t, err)
+	applies := rec.ByType(tApply)
+	require.Len(t, applies, 3)
+	for _, a := range applies {
+		mode := a.Inputs["applyMode"]
+		assert.False(t, mode.ContainsSecrets(), a.Name)
+		if mode.IsSecret() {
+			mode = mode.SecretValue().Element
+		}
+		assert.Equal(t, want[a.Name], mode.StringValue(), a.Name)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, asked, 3)
+	for node, r := range asked {
+		assert.NotEmpty(t, r.Config, node)
+		assert.NotEmpty(t, r.CA, node)
+		assert.True(t, r.Address.IsValid(), node)
+	}
 }

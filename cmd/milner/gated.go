@@ -11,10 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/upgrade"
+	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -26,6 +28,9 @@ type gatedFlags struct {
 	expectNoChanges bool
 	talosconfig     string
 	osDisk          bool // up only: --os-disk (replace.go)
+	// run are the program's per-run options, set between the checks and
+	// the preview (applyModes) and, by up, before the update.
+	runOpts *stacks.RunOptions
 	// allowContract is up's --allow-contract-change; nil for preview,
 	// which checks no contract.
 	allowContract *bool
@@ -84,6 +89,9 @@ func previewGated(o *op, f *gatedFlags) (*gated, *engine.Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := applyModes(o, f); err != nil {
+		return nil, nil, err
+	}
 	res, plan, err := o.st.PreviewPlan(o.ctx, opts)
 	if err != nil {
 		return nil, nil, err
@@ -132,6 +140,31 @@ func planOptions(o *op, f *gatedFlags) (engine.PlanOptions, error) {
 	targets, err := osDiskTargets(o, f)
 	opts.Replace = append(opts.Replace, targets...)
 	return opts, err
+}
+
+// applyModes has the program send each node's Talos config in the mode
+// the node's answer calls for (internal/applymode), decided once for the
+// preview and the update that applies its plan. A node whose apply is not
+// in state takes its first config; --os-disk's node boots a new OS disk.
+func applyModes(o *op, f *gatedFlags) error {
+	d := &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Recorded: map[string]string{}}
+	for _, n := range o.cfg.Nodes {
+		apply, err := o.find(gate.TypeConfigApply, n.Name+"-apply")
+		if err != nil {
+			return err
+		}
+		if apply == nil {
+			d.First[n.Name] = true
+			continue
+		}
+		d.Recorded[n.Name], _ = apply.Inputs["applyMode"].(string)
+	}
+	if f.osDisk && len(f.replace) == 1 {
+		d.Fresh[f.replace[0]] = true
+	}
+	ctx := o.ctx
+	f.runOpts.ApplyMode = func(r applymode.Request) string { return d.Mode(ctx, r) }
+	return nil
 }
 
 // nodeVM is the node's VM in state ("<cluster>-<node>"), or nil.
@@ -284,7 +317,8 @@ func verifyBootImage(cfg *config.Config, report gate.Report) error {
 }
 
 func previewCmd() *cobra.Command {
-	f := &gatedFlags{}
+	f := &gatedFlags{runOpts: &stacks.RunOptions{}}
+	f.program = stacks.NewProgram(f.runOpts)
 	cmd := &cobra.Command{
 		Use:   "preview",
 		Short: "Show the delta `up` would apply, by layer, and what the layer rules refuse",

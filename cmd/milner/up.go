@@ -11,9 +11,9 @@ import (
 )
 
 func upCmd() *cobra.Command {
-	f := &gatedFlags{}
 	// Decided from the gated preview, read when the update runs.
 	run := &stacks.RunOptions{}
+	f := &gatedFlags{runOpts: run}
 	f.program = stacks.NewProgram(run)
 	cmd := &cobra.Command{
 		Use:   "up",

@@ -1,8 +1,8 @@
 // Package talosnode applies one node's Talos machine configuration in place.
 //
-// A node is never reset: the configuration is applied with apply mode
-// staged_if_needing_reboot, and destroying the resource leaves the machine as
-// it is. The logical name created here ("<node>-apply") is a state contract.
+// A node is never reset: the configuration is applied in an apply mode that
+// never reboots a running node (Args.ApplyMode), and destroying the resource
+// leaves the machine as it is. The logical name created here ("<node>-apply") is a state contract.
 //
 // The package knows nothing of the machines: the caller passes the node's
 // facts (Node), the rendered machine configuration and a readiness edge to
@@ -22,9 +22,10 @@ import (
 // child's URN: changing it orphans every node's configuration in state.
 const Type = "milner:components:TalosNode"
 
-// ApplyMode is the only apply mode Milner uses: Talos applies a change live
-// when it can and stages it for the next reboot when it cannot, so a config
-// delta never reboots a node by surprise.
+// ApplyMode is the apply mode of a node whose caller decides none (plain
+// `pulumi up`): the provider applies a change live when its dry run says
+// it can and stages it otherwise. milner decides each node's mode itself
+// (Args.ApplyMode; internal/applymode says why).
 const ApplyMode = "staged_if_needing_reboot"
 
 // ApplySecretOutputs are the ConfigurationApply outputs the engine must store
@@ -94,6 +95,8 @@ type Args struct {
 	// makes the address unknown) and the previous control plane's apply, so
 	// that no change takes two control planes down at once.
 	After []pulumi.Resource
+	// ApplyMode is the apply mode to send; nil: ApplyMode.
+	ApplyMode pulumi.StringInput
 }
 
 // TalosNode is one node's applied Talos machine configuration.
@@ -102,9 +105,10 @@ type TalosNode struct {
 
 	// Endpoint is the node's Talos API address, known once its config is applied.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
-	// AppliedMode is the apply mode Talos resolved: "auto" (applied live, or
-	// with a reboot when the dry run could not run) or "staged" (pending
-	// until the node reboots).
+	// AppliedMode is the apply mode the provider sent: "no_reboot" (live),
+	// "staged" (pending until the node reboots) or "auto" (a first config
+	// in maintenance mode; under staged_if_needing_reboot also a change
+	// Talos applies with a reboot if it needs one).
 	AppliedMode pulumi.StringOutput `pulumi:"appliedMode"`
 
 	// Apply is the node's configuration resource.
@@ -125,6 +129,10 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	for _, p := range args.ExtraPatches {
 		patches = append(patches, pulumi.String(p))
 	}
+	mode := args.ApplyMode
+	if mode == nil {
+		mode = pulumi.String(ApplyMode)
+	}
 	applyOpts := []pulumi.ResourceOption{
 		pulumi.Parent(n),
 		pulumi.AdditionalSecretOutputs(ApplySecretOutputs),
@@ -137,7 +145,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		ConfigPatches:             patches,
 		Node:                      address,
 		Endpoint:                  address,
-		ApplyMode:                 pulumi.String(ApplyMode),
+		ApplyMode:                 mode,
 		// Destroying the resource never wipes the node: its state and data
 		// are recovered by replacing the VM, not by resetting Talos.
 		OnDestroy: &machine.ConfigurationApplyOnDestroyArgs{

@@ -73,16 +73,19 @@ type Report struct {
 type NodeApply struct {
 	// Node is the node.
 	Node string
-	// Mode is the resolvedApplyMode the provider planned or applied: ModeAuto,
-	// ModeStaged, or "" when it could not tell in the preview.
+	// Mode is the resolvedApplyMode the provider planned or applied:
+	// ModeNoReboot, ModeStaged, ModeAuto, or "" when it could not tell in
+	// the preview.
 	Mode string
 }
 
 // String says in words how the change applies.
 func (a NodeApply) String() string {
 	switch a.Mode {
+	case ModeNoReboot:
+		return a.Node + ": applies live (no_reboot: Talos refuses it rather than reboot)"
 	case ModeAuto:
-		return a.Node + ": applies live (auto)"
+		return a.Node + ": first config, taken as the node boots (auto: a configured node reboots if the change needs it)"
 	case ModeStaged:
 		return a.Node + ": staged, applies at the node's next reboot (`talosctl -n <node> reboot`, one control plane at a time)"
 	case "":

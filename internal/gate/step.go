@@ -58,16 +58,20 @@ func applyModeOf(st *apitype.StepEventStateMetadata) string {
 	}
 	// Anything else (the engine's unknown sentinel in a preview) is unknown.
 	switch mode, _ := st.Outputs[resolvedApplyMode].(string); mode {
-	case ModeAuto, ModeStaged, "reboot", "no_reboot":
+	case ModeAuto, ModeStaged, ModeNoReboot, "reboot":
 		return mode
 	default:
 		return ""
 	}
 }
 
-// The apply modes staged_if_needing_reboot resolves to.
+// The apply modes milner sends (internal/applymode) and
+// staged_if_needing_reboot resolves to.
 const (
-	// ModeAuto applies the change now (live, or with a reboot when it needs one).
+	// ModeNoReboot applies the change live; Talos refuses it rather than reboot.
+	ModeNoReboot = "no_reboot"
+	// ModeAuto applies the change now (live, or with a reboot when it needs
+	// one): milner sends it only for a first config.
 	ModeAuto = "auto"
 	// ModeStaged writes the change and applies it at the node's next reboot.
 	ModeStaged = "staged"

@@ -63,14 +63,15 @@ func TestReportSaysHowEachNodeApplies(t *testing.T) {
 		return &apitype.StepEventStateMetadata{Outputs: map[string]any{"resolvedApplyMode": mode}}
 	}
 	var evs []events.EngineEvent
-	for node, mode := range map[string]string{"cp-1": "auto", "cp-2": "staged", "cp-3": "04da6b54-80e4-46f7-96ec-b56ff0331ba9"} {
+	for node, mode := range map[string]string{"cp-1": "no_reboot", "cp-2": "staged", "cp-3": "04da6b54-80e4-46f7-96ec-b56ff0331ba9", "cp-4": "auto"} {
 		evs = append(evs, events.EngineEvent{EngineEvent: apitype.EngineEvent{ResourcePreEvent: &apitype.ResourcePreEvent{
 			Metadata: apitype.StepEventMetadata{Op: apitype.OpUpdate, URN: applyURN(node), Type: TypeConfigApply, New: outputs(mode), Diffs: []string{"machineConfigurationInput"}},
 		}}})
 	}
 	out := NewReport(StepsFromEvents(evs), "milner-dev").String()
 	for _, want := range []string{
-		"cp-1: applies live (auto)",
+		"cp-1: applies live (no_reboot",
+		"cp-4: first config",
 		"cp-2: staged, applies at the node's next reboot",
 		"cp-3: decided when applied",
 	} {

@@ -121,6 +121,17 @@ func TestSecretsImportKeepsTheBundleEncrypted(t *testing.T) {
 			}
 			scanBackend(t, objects(), leaks)
 
+			// The state records the stack's config contract for the bundle,
+			// not the "v1.3" the provider's ImportState sets, so a later up's
+			// contract check (cmd/milner checkContract) lets it through.
+			recorded := bundleContract(t, dir, env)
+			if recorded != "v1.9" {
+				t.Errorf("after the import the state records talosVersion %q for the bundle, want the stack's configContract v1.9", recorded)
+			}
+			if refusals := gate.CheckContract(recorded, "v1.9", false); len(refusals) > 0 {
+				t.Errorf("after the import, up would be refused: %v", refusals)
+			}
+
 			// The encrypted state holds exactly the bundle.
 			out := filepath.Join(dir, "again.age")
 			if r := milner("secrets", "export", "--out", out, "--recipient", recipient); r.code != 0 {
@@ -169,6 +180,34 @@ func TestSecretsImportKeepsTheBundleEncrypted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bundleContract is the talosVersion input the state records for the
+// secrets bundle, as the pinned CLI's `pulumi stack export` reads it.
+func bundleContract(t *testing.T, dir string, env []string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repo, ".tools", "bin", "pulumi"), "--non-interactive", "stack", "export", "--stack", itStack)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pulumi stack export: %v", err)
+	}
+	var dep apitype.UntypedDeployment
+	var state apitype.DeploymentV3
+	if err := json.Unmarshal(out, &dep); err != nil {
+		t.Fatalf("pulumi stack export: %v", err)
+	}
+	if err := json.Unmarshal(dep.Deployment, &state); err != nil {
+		t.Fatalf("pulumi stack export: %v", err)
+	}
+	for _, r := range state.Resources {
+		if string(r.Type) == gate.TypeTalosSecrets {
+			v, _ := r.Inputs["talosVersion"].(string)
+			return v
+		}
+	}
+	t.Fatal("pulumi stack export: no secrets bundle in the state")
+	return ""
 }
 
 // hasStep reports whether r steps the bundle with op.

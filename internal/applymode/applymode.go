@@ -1,0 +1,230 @@
+// Package applymode decides, for each node, the apply mode of its Talos
+// configuration from what the node answers, once per milner run, so that a
+// node is never rebooted by Milner and the mode the preview shows is the
+// mode the update sends.
+//
+// Why not the provider's staged_if_needing_reboot: terraform-provider-talos
+// v0.10.1 resolves it with a dry-run ApplyConfiguration in AUTO mode and
+// takes "reboot" from the answer's mode
+// (pkg/talos/talos_machine_configuration_apply_resource.go,
+// handleRebootPrevention). A node in maintenance mode answers a dry run
+// with no mode set (talos v1.9.5 internal/app/maintenance/server.go,
+// Server.ApplyConfiguration), and 0 is REBOOT (machine.pb.go), so the
+// provider sends STAGED, which maintenance mode refuses as Unimplemented;
+// the provider retries that until its 10-minute timeout. And where the dry
+// run cannot run (the node unreachable) it falls back to "auto", which
+// Talos resolves again when it applies and reboots if the change needs it
+// (machined v1alpha1_server.go, ApplyConfiguration: AUTO becomes REBOOT
+// when Runtime.CanApplyImmediate refuses). Both are re-decided when the
+// bridge plans again at apply time, after the preview was reviewed.
+//
+// What Milner sends instead, as the apply's apply_mode input (a mode other
+// than staged_if_needing_reboot is taken as given: resolved_apply_mode
+// equals it and no dry run runs in the provider):
+//
+//   - maintenance mode (the node answers the Talos API over TLS without a
+//     client certificate, as the provider's own probe checks: util.go
+//     talosClientOp, Disks): "auto". Maintenance mode takes AUTO, REBOOT
+//     and TRY only; it has no running config to reboot out of, the node
+//     installs and boots the config it received.
+//   - configured (mutual TLS with the cluster's client certificate): a dry
+//     run in AUTO mode; NO_REBOOT gives "no_reboot", anything else
+//     "staged". NO_REBOOT is binding: machined refuses it (InvalidArgument,
+//     which the provider does not retry) rather than reboot, if the change
+//     needs a reboot after all.
+//   - a node whose OS disk is new in this run (Fresh: `--os-disk`) boots
+//     into maintenance mode whatever it answers now: "auto".
+//   - no answer: the mode state records when it is "no_reboot" or
+//     "staged" (Recorded: neither ever reboots, and keeping it plans no
+//     update for an unchanged config, e.g. the dead node `--replace`
+//     revives); else "staged"; except for a node taking its first config
+//     (First: its apply is not in state), whose VM may not have booted
+//     yet: it will come up in maintenance mode (or, on Proxmox, configured
+//     from its nocloud drive with this very config), so "auto".
+package applymode
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+)
+
+// The apply modes Milner sends (the provider's apply_mode values).
+const (
+	// Auto is a first config, taken in maintenance mode.
+	Auto = "auto"
+	// NoReboot applies the change live; Talos refuses it rather than reboot.
+	NoReboot = "no_reboot"
+	// Staged writes the change for the node's next reboot.
+	Staged = "staged"
+)
+
+// Request is one node's apply, as the program declares it.
+type Request struct {
+	// Node is the node's name.
+	Node string
+	// Address is the node's Talos API address.
+	Address netip.Addr
+	// Config is the node's rendered machine configuration.
+	Config string
+	// Patches are applied to Config, in order, as the provider applies the
+	// apply's configPatches.
+	Patches []string
+	// CA, Cert and Key are the cluster's talosctl client identity, base64
+	// PEM as the secrets bundle's clientConfiguration holds them.
+	CA, Cert, Key string
+}
+
+// Decider decides each node's apply mode once: the preview and the update
+// of one milner run get the same answer for the same config.
+type Decider struct {
+	// First names the nodes taking their first config in this run.
+	First map[string]bool
+	// Fresh names the nodes whose OS disk is new in this run.
+	Fresh map[string]bool
+	// Recorded is each node's apply mode as state records it.
+	Recorded map[string]string
+	// Endpoint is where a node's Talos API is dialled; nil: the address
+	// itself (the client adds port 50000).
+	Endpoint func(netip.Addr) string
+	// Timeout bounds each probe; zero: 10s.
+	Timeout time.Duration
+
+	mu   sync.Mutex
+	memo map[string]string
+}
+
+// Mode returns the node's apply mode (Auto, NoReboot or Staged).
+func (d *Decider) Mode(ctx context.Context, r Request) string {
+	key := r.key()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m, ok := d.memo[key]; ok {
+		return m
+	}
+	m := d.decide(ctx, r)
+	if d.memo == nil {
+		d.memo = map[string]string{}
+	}
+	d.memo[key] = m
+	return m
+}
+
+func (r Request) key() string {
+	h := sha256.New()
+	for _, s := range append([]string{r.Node, r.Address.String(), r.Config}, r.Patches...) {
+		fmt.Fprintf(h, "%d:%s", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (d *Decider) decide(ctx context.Context, r Request) string {
+	timeout := d.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	if d.Fresh[r.Node] {
+		return Auto
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	endpoint := r.Address.String()
+	if d.Endpoint != nil {
+		endpoint = d.Endpoint(r.Address)
+	}
+	if inMaintenance(ctx, endpoint) {
+		return Auto
+	}
+	if mode, err := dryRun(ctx, endpoint, r); err == nil {
+		return mode
+	}
+	if d.First[r.Node] {
+		return Auto
+	}
+	if rec := d.Recorded[r.Node]; rec == NoReboot || rec == Staged {
+		return rec
+	}
+	return Staged
+}
+
+// inMaintenance is the provider's probe: only a node in maintenance mode
+// answers a client without a certificate (a configured node requires one).
+func inMaintenance(ctx context.Context, endpoint string) bool {
+	c, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), client.WithEndpoints(endpoint)) //nolint:gosec // the provider's own probe; nothing secret is sent
+	if err != nil {
+		return false
+	}
+	defer func() { _ = c.Close() }()
+	_, err = c.Disks(ctx)
+	return err == nil
+}
+
+// dryRun asks a configured node whether the config applies without a
+// reboot (machined resolves AUTO by Runtime.CanApplyImmediate).
+func dryRun(ctx context.Context, endpoint string, r Request) (string, error) {
+	cfg, err := patched(r.Config, r.Patches)
+	if err != nil {
+		return "", err
+	}
+	tc, err := talosconfig(r)
+	if err != nil {
+		return "", err
+	}
+	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(endpoint))
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = c.Close() }()
+	resp, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Mode: machine.ApplyConfigurationRequest_AUTO, Data: cfg, DryRun: true})
+	if err != nil {
+		return "", err
+	}
+	if msgs := resp.GetMessages(); len(msgs) > 0 && msgs[0].GetMode() == machine.ApplyConfigurationRequest_NO_REBOOT {
+		return NoReboot, nil
+	}
+	return Staged, nil
+}
+
+// patched applies patches to config with Talos' config patcher, as the
+// provider computes the config it applies.
+func patched(config string, patches []string) ([]byte, error) {
+	if len(patches) == 0 {
+		return []byte(config), nil
+	}
+	ps, err := configpatcher.LoadPatches(patches)
+	if err != nil {
+		return nil, fmt.Errorf("config patches: %w", err)
+	}
+	out, err := configpatcher.Apply(configpatcher.WithBytes([]byte(config)), ps)
+	if err != nil {
+		return nil, fmt.Errorf("config patches: %w", err)
+	}
+	return out.Bytes()
+}
+
+// talosconfig is the client identity as the provider builds it
+// (util.go, talosClientTFConfigToTalosClientConfig).
+func talosconfig(r Request) (*clientconfig.Config, error) {
+	var pem [3][]byte
+	for i, s := range []string{r.CA, r.Cert, r.Key} {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("client configuration: %w", err)
+		}
+		pem[i] = b
+	}
+	return clientconfig.NewConfig("dynamic", nil, pem[0], &x509.PEMEncodedCertificateAndKey{Crt: pem[1], Key: pem[2]}), nil
+}

@@ -1,0 +1,156 @@
+package applymode_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	mtype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/internal/applymode"
+	"github.com/milner/milner/tests/talosapi"
+)
+
+// env is one cluster of Talos API doubles on loopback, a control-plane
+// config and the cluster's client identity.
+type env struct {
+	c   *talosapi.Cluster
+	cfg string
+	req func(n *talosapi.Node, patches ...string) applymode.Request
+	d   *applymode.Decider
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	s, err := talosapi.NewSecrets("test", "https://127.0.0.1:1")
+	require.NoError(t, err)
+	cp, err := s.Config(mtype.TypeControlPlane, "1.32.3")
+	require.NoError(t, err)
+	tc, err := s.Talosconfig()
+	require.NoError(t, err)
+	ctx := tc.Contexts[tc.Context]
+	c := talosapi.NewCluster()
+	t.Cleanup(func() { _ = c.Close() })
+	e := &env{c: c, cfg: string(cp)}
+	e.req = func(n *talosapi.Node, patches ...string) applymode.Request {
+		return applymode.Request{Node: n.Name(), Address: n.IP(), Config: e.cfg, Patches: patches, CA: ctx.CA, Cert: ctx.Crt, Key: ctx.Key}
+	}
+	e.d = &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Recorded: map[string]string{}, Timeout: 5 * time.Second, Endpoint: func(a netip.Addr) string {
+		for _, n := range c.Nodes() {
+			if n.IP() == a {
+				return n.Endpoint()
+			}
+		}
+		return a.String()
+	}}
+	return e
+}
+
+func (e *env) add(t *testing.T, name string, host byte, opts ...talosapi.NodeOption) *talosapi.Node {
+	t.Helper()
+	n, err := e.c.AddNode(name, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 31, host}), 0), opts...)
+	require.NoError(t, err)
+	return n
+}
+
+// configured adds a node that boots configured with the env's config (a
+// platform config, as Talos' nocloud platform hands it over).
+func (e *env) configured(t *testing.T, name string, host byte) *talosapi.Node {
+	t.Helper()
+	return e.add(t, name, host, talosapi.WithPlatformConfig([]byte(e.cfg)))
+}
+
+// applyAsProvider sends the apply the provider's Create sends for mode
+// (the Talos mode named by its upper case), through the client the
+// provider's probe picks (util.go talosClientOp: insecure if Disks
+// answers, else mutual TLS): what the node then does with it.
+func applyAsProvider(t *testing.T, n *talosapi.Node, mode, config string) error {
+	t.Helper()
+	ctx := context.Background()
+	c, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), client.WithEndpoints(n.Endpoint())) //nolint:gosec // as the provider
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{
+		Mode: machine.ApplyConfigurationRequest_Mode(machine.ApplyConfigurationRequest_Mode_value[strings.ToUpper(mode)]),
+		Data: []byte(config),
+	})
+	return err
+}
+
+// A node in maintenance mode gets "auto", the one mode of the provider's
+// that maintenance mode takes and that never reboots a running node; the
+// node accepts the provider's apply in that mode. (The provider's own
+// staged_if_needing_reboot sends STAGED there, refused as Unimplemented.)
+func TestMaintenanceNodeTakesItsFirstConfig(t *testing.T) {
+	e := newEnv(t)
+	n := e.add(t, "cp-1", 1)
+	mode := e.d.Mode(context.Background(), e.req(n))
+	require.Equal(t, applymode.Auto, mode)
+	require.NoError(t, applyAsProvider(t, n, mode, e.cfg), "maintenance mode refused the decided mode")
+	assert.Error(t, applyAsProvider(t, e.add(t, "cp-2", 2), "staged", e.cfg), "maintenance mode takes no staged apply (the defect the decision avoids)")
+	assert.Empty(t, e.c.Journal().Calls("Reboot"))
+}
+
+// A configured node: a change Talos applies without a reboot is sent as
+// no_reboot, one that needs a reboot as staged; the decision itself sends
+// only dry runs.
+func TestConfiguredNodeLiveOrStaged(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured(t, "cp-1", 1)
+	ctx := context.Background()
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "the running config itself")
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"milner.dev/tier":"a"}}}`)), "a node label applies live")
+	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"env":{"GODEBUG":"x509sha1=1"}}}`)), "machine.env needs a reboot")
+	for _, call := range e.c.Journal().Calls("ApplyConfiguration") {
+		assert.True(t, call.DryRun(), "the decision applied something: %v", call)
+	}
+	assert.NotEmpty(t, e.c.Journal().Calls("ApplyConfiguration"))
+}
+
+// A node that does not answer is never reported live: staged, unless it is
+// taking its first config (its VM may not have booted yet).
+func TestUnreachableNodeIsStaged(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured(t, "cp-1", 1)
+	require.NoError(t, n.SetReachable(false))
+	ctx := context.Background()
+	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n)))
+	e.d.First["cp-2"] = true
+	fresh := e.add(t, "cp-2", 2)
+	require.NoError(t, fresh.SetReachable(false))
+	assert.Equal(t, applymode.Auto, e.d.Mode(ctx, e.req(fresh)))
+	// A live mode state records stays: it never reboots, and an unchanged
+	// config plans no update (the dead node --replace revives).
+	e.d.Recorded["cp-1"] = applymode.NoReboot
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)))
+	e.d.Recorded["cp-1"] = applymode.Auto
+	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"c"}}}`)), "auto may reboot: never kept for a node that does not answer")
+}
+
+// A node whose OS disk is new boots into maintenance mode, whatever its
+// old OS answers in the preview.
+func TestFreshOSDiskIsAFirstConfig(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured(t, "cp-1", 1)
+	e.d.Fresh["cp-1"] = true
+	assert.Equal(t, applymode.Auto, e.d.Mode(context.Background(), e.req(n)))
+}
+
+// The preview and the update of one run get the same mode for the same
+// config, whatever the node answers in between.
+func TestDecidedOncePerConfig(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured(t, "cp-1", 1)
+	ctx := context.Background()
+	require.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)))
+	require.NoError(t, n.SetReachable(false))
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "the same config, decided again")
+	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)), "another config is decided on its own")
+}
