@@ -106,7 +106,7 @@ func (c *Config) validateOIDC(p *problems) {
 	// indicating usernames shouldn't be prefixed").
 	for _, f := range []struct {
 		field, what string
-		v       *string
+		v           *string
 	}{{"usernamePrefix", "users", o.UsernamePrefix}, {"groupsPrefix", "groups", o.GroupsPrefix}} {
 		v := *f.v
 		switch {
