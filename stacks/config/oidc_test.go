@@ -69,7 +69,7 @@ func TestOIDCRefusals(t *testing.T) {
 		{"issuer ca a key", set("issuerCa", testpki.Key()), "milner:cluster.oidc.issuerCa: holds a"},
 		{"group with slash", set("groupBindings", obj{"/site/platform-admins": "cluster-admin"}), "milner:cluster.oidc.groupBindings[/site/platform-admins]: group"},
 		{"empty role", set("groupBindings", obj{"platform-admins": ""}), `milner:cluster.oidc.groupBindings[platform-admins]: "" is not a ClusterRole name`},
-		{"unknown key", set("issuer", "https://x"), `milner:cluster: unknown key "issuer"`},
+		{"unknown key", set("issuer", "https://x"), `milner:cluster.oidc: unknown key "issuer"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := withOIDC()
