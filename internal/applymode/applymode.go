@@ -126,7 +126,7 @@ func (d *Decider) Mode(ctx context.Context, r Request) string {
 func (r Request) key() string {
 	h := sha256.New()
 	for _, s := range append([]string{r.Node, r.Address.String(), r.Config}, r.Patches...) {
-		fmt.Fprintf(h, "%d:%s", len(s), s)
+		_, _ = fmt.Fprintf(h, "%d:%s", len(s), s)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -149,7 +149,7 @@ func checkCAPEM(s string) error {
 		}
 		cert, err := x509.ParseCertificate(b.Bytes)
 		if err != nil {
-			return fmt.Errorf("certificate %d: %v", n+1, err)
+			return fmt.Errorf("certificate %d: %w", n+1, err)
 		}
 		if !cert.IsCA {
 			return fmt.Errorf("certificate %d (%s) is not a CA", n+1, cert.Subject)

@@ -53,7 +53,7 @@ func (c *Config) schedulableNodes() int {
 // zeroQuantity reports whether a quantity (already matched by quantity)
 // is zero: every digit of its number is 0, whatever its suffix.
 func zeroQuantity(q string) bool {
-	num := strings.TrimRight(q, "KMGTPEkmnuiE")
+	num := strings.TrimRight(q, "KMGTPEkmnui")
 	if i := strings.IndexAny(num, "eE"); i >= 0 {
 		num = num[:i]
 	}

@@ -337,7 +337,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		return
 	}
 	defer func() { _ = conn.Close() }()
-	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/json;charset=UTF-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+	_, _ = fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/json;charset=UTF-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		e.code, e.msg, len(raw), raw)
 	_ = buf.Flush()
 }
@@ -857,7 +857,7 @@ func memBytes(cfg map[string]string) int64 {
 func configDigest(cfg map[string]string) string {
 	h := sha1.New() //nolint:gosec // see the import
 	for _, k := range slices.Sorted(maps.Keys(cfg)) {
-		fmt.Fprintf(h, "%s: %s\n", k, cfg[k])
+		_, _ = fmt.Fprintf(h, "%s: %s\n", k, cfg[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
