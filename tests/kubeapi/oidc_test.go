@@ -205,6 +205,26 @@ var selfSubjectReview = map[string]any{"apiVersion": "authentication.k8s.io/v1",
 
 const ssrPath = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
+// reviewThrough posts a SelfSubjectReview with a client built from rc, as
+// kubectl would (its exec plugin or client certificate), and returns the
+// status code and the decoded answer.
+func reviewThrough(t *testing.T, rc *rest.Config) (int, map[string]any) {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(selfSubjectReview)
+	resp, err := hc.Post(rc.Host+ssrPath, "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var got map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&got)
+	return resp.StatusCode, got
+}
+
 // TestOIDCOnTheRealAPIServer: kube-apiserver v1.34.4 started with exactly
 // the --oidc-* flags Milner's rendered control-plane config carries
 // authenticates the site's people by their ID tokens, Milner's
@@ -353,22 +373,11 @@ func TestOIDCOnTheRealAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hc, err := rest.HTTPClientFor(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.Marshal(selfSubjectReview)
-		resp, err := hc.Post(rc.Host+ssrPath, "application/json", strings.NewReader(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var got map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&got)
+		code, got := reviewThrough(t, rc)
 		out, _ := json.Marshal(got["status"])
-		t.Logf("SelfSubjectReview through the kubeconfig's exec plugin: %d %s", resp.StatusCode, out)
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("%d %v", resp.StatusCode, got)
+		t.Logf("SelfSubjectReview through the kubeconfig's exec plugin: %d %s", code, out)
+		if code != http.StatusCreated {
+			t.Fatalf("%d %v", code, got)
 		}
 		if u := got["status"].(map[string]any)["userInfo"].(map[string]any); u["username"] != "oidc:alice" {
 			t.Fatalf("through the kubeconfig: %v", u)
@@ -387,22 +396,11 @@ func TestOIDCOnTheRealAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hc, err := rest.HTTPClientFor(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.Marshal(selfSubjectReview)
-		resp, err := hc.Post(rc.Host+ssrPath, "application/json", strings.NewReader(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var got map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&got)
+		code, got := reviewThrough(t, rc)
 		out, _ := json.Marshal(got["status"])
-		t.Logf("SelfSubjectReview with the admin certificate, issuer down: %d %s", resp.StatusCode, out)
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("break-glass: %d", resp.StatusCode)
+		t.Logf("SelfSubjectReview with the admin certificate, issuer down: %d %s", code, out)
+		if code != http.StatusCreated {
+			t.Fatalf("break-glass: %d", code)
 		}
 		if _, err := s.get("/api/v1/namespaces"); err != nil {
 			t.Fatalf("break-glass: %v", err)
