@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -194,7 +195,7 @@ func chartMetadata(t *testing.T, archive []byte, chart string) map[string]any {
 	tr := tar.NewReader(gz)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			t.Fatalf("%s: no Chart.yaml in the archive", chart)
 		}
 		if err != nil {
