@@ -46,6 +46,12 @@ type RunOptions struct {
 	// answers (milner: applymode.Decider.Mode, which says why). nil, as
 	// under plain `pulumi up`: the provider's staged_if_needing_reboot.
 	ApplyMode func(applymode.Request) string
+	// Adopt maps logical names of the apps layer's Kubernetes objects
+	// (releases, namespaces, secrets, the workloads' objects, the storage
+	// class) to the ids of the live objects they import: `milner adopt
+	// --all`'s one-shot import of what the cluster already runs
+	// (internal/appsadopt). nil, as under plain `pulumi up`: no import.
+	Adopt map[string]string
 }
 
 // NewProgram is Program with per-run options, read when the program runs
@@ -113,7 +119,7 @@ func DeployWith(ctx *pulumi.Context, cfg *config.Config, opts RunOptions) (*Clus
 	if cfg.StartAt == config.LayerApps {
 		// An existing cluster: its kubeconfig is a secret key (Load has
 		// checked it is set), and it stays a secret Output.
-		if c.Apps, err = deployApps(ctx, cfg, secret(ctx, config.KubeconfigKey)); err != nil {
+		if c.Apps, err = deployApps(ctx, cfg, secret(ctx, config.KubeconfigKey), opts.Adopt); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -148,7 +154,7 @@ func DeployWith(ctx *pulumi.Context, cfg *config.Config, opts RunOptions) (*Clus
 	if !cfg.StopAfter.Includes(config.LayerApps) {
 		return c, nil
 	}
-	if c.Apps, err = deployApps(ctx, cfg, c.Talos.HealthyKubeconfig); err != nil {
+	if c.Apps, err = deployApps(ctx, cfg, c.Talos.HealthyKubeconfig, opts.Adopt); err != nil {
 		return nil, err
 	}
 	return c, nil

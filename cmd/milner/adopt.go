@@ -21,7 +21,8 @@ import (
 )
 
 func adoptCmd() *cobra.Command {
-	f := &stackFlags{}
+	run := &stacks.RunOptions{}
+	f := &stackFlags{program: stacks.NewProgram(run)}
 	var node, id string
 	var holder, all, bootstrap bool
 	cmd := &cobra.Command{
@@ -38,6 +39,16 @@ volumes under milner:substrate.libvirt.adopt by logical name. That is how a
 stack whose state was lost takes its machines and disks back
 (docs/runbooks/recover.md). Another stack's objects (owner tag, pool path)
 and shut-off domains are refused, never adopted.
+
+On a stack that starts at the apps layer (milner:startAt apps), --all
+adopts what the apps layer declares and the cluster already runs: each Helm
+release Helm records in the declared namespace from the declared chart, and
+each Namespace, Secret, ResourceQuota, LimitRange, PriorityClass,
+StorageClass and OIDC binding by name. It imports them into the state at
+once, under the stack lock, with no Helm upgrade, and previews: a release
+whose live version or values differ from the stack shows as an update. A
+release of the same name from another chart is refused, naming both charts,
+and nothing is changed.
 
 Every adoption of a stack that declares the Talos layer also records the
 cluster's bootstrap when its state lacks it: Milner asks the control
@@ -63,6 +74,9 @@ records only that (e.g. after the gate refused a second bootstrap).`,
 				what, id = "the bootstrap", stacks.BootstrapImportID
 			case all:
 				what = "the live objects"
+				if done, err := adoptApps(o, run); err != nil || done {
+					return err
+				}
 				if id, before, err = adoptAll(o); err != nil || before == nil {
 					return err
 				}
