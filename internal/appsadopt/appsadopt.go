@@ -107,7 +107,8 @@ func Declared(steps []gate.Step, projectDir string) ([]Object, error) {
 	nsOf := map[string]string{} // component logical name -> namespace
 	for _, s := range steps {
 		if s.Type == TypeNamespace && s.Op == apitype.OpCreate {
-			if n, ok := known(metadata(s.Inputs, "name")); ok {
+			n, _ := metadata(s.Inputs, "name")
+			if _, ok := known(n); ok {
 				nsOf[strings.TrimSuffix(s.Name(), "-ns")] = n
 			}
 		}

@@ -196,4 +196,3 @@ func requireRecoveredPlan(t *testing.T, what string, r *engine.Result) {
 		t.FailNow()
 	}
 }
-
