@@ -32,6 +32,14 @@
 //     "staged". NO_REBOOT is binding: machined refuses it (InvalidArgument,
 //     which the provider does not retry) rather than reboot, if the change
 //     needs a reboot after all.
+//   - configured and already running this very config (the dry run's diff
+//     is "No changes.": talos v1.11.5 machined v1alpha1_server.go,
+//     generateDiff): the mode state records, if any. A node's first config
+//     is recorded as "auto"; deciding "no_reboot" on the next run would
+//     change the apply's applyMode input, and the provider answers any
+//     input change with an Update that sends ApplyConfiguration again
+//     (talos_machine_configuration_apply_resource.go, Update): a no-op
+//     `up` would re-apply every node.
 //   - a node whose OS disk is new in this run (Fresh: `--os-disk`) boots
 //     into maintenance mode whatever it answers now: "auto".
 //   - no answer: the mode state records when it is "no_reboot" or
@@ -148,7 +156,10 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 	if inMaintenance(ctx, endpoint) {
 		return Auto
 	}
-	if mode, err := dryRun(ctx, endpoint, r); err == nil {
+	if mode, same, err := dryRun(ctx, endpoint, r); err == nil {
+		if rec := d.Recorded[r.Node]; same && rec != "" {
+			return rec
+		}
 		return mode
 	}
 	if d.First[r.Node] {
@@ -172,30 +183,40 @@ func inMaintenance(ctx context.Context, endpoint string) bool {
 	return err == nil
 }
 
+// noChanges ends a dry run's details when the node runs the very config
+// (machined's generateDiff: "Config diff:\n\n" + "No changes.").
+const noChanges = "Config diff:\n\nNo changes."
+
 // dryRun asks a configured node whether the config applies without a
-// reboot (machined resolves AUTO by Runtime.CanApplyImmediate).
-func dryRun(ctx context.Context, endpoint string, r Request) (string, error) {
+// reboot (machined resolves AUTO by Runtime.CanApplyImmediate), and
+// whether it runs that config already (same).
+func dryRun(ctx context.Context, endpoint string, r Request) (mode string, same bool, err error) {
 	cfg, err := patched(r.Config, r.Patches)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	tc, err := talosconfig(r)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(endpoint))
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	defer func() { _ = c.Close() }()
 	resp, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Mode: machine.ApplyConfigurationRequest_AUTO, Data: cfg, DryRun: true})
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	if msgs := resp.GetMessages(); len(msgs) > 0 && msgs[0].GetMode() == machine.ApplyConfigurationRequest_NO_REBOOT {
-		return NoReboot, nil
+	msgs := resp.GetMessages()
+	if len(msgs) == 0 {
+		return Staged, false, nil
 	}
-	return Staged, nil
+	same = strings.HasSuffix(strings.TrimSpace(msgs[0].GetModeDetails()), noChanges)
+	if msgs[0].GetMode() == machine.ApplyConfigurationRequest_NO_REBOOT {
+		return NoReboot, same, nil
+	}
+	return Staged, same, nil
 }
 
 // patched applies patches to config with Talos' config patcher, as the

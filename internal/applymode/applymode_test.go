@@ -154,3 +154,21 @@ func TestDecidedOncePerConfig(t *testing.T) {
 	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "the same config, decided again")
 	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)), "another config is decided on its own")
 }
+
+// A configured node that runs the very config keeps the mode state
+// records: a node's first config is recorded as "auto", and deciding
+// "no_reboot" on the next run would change the apply's input, which the
+// provider answers with an Update that applies the config again. A changed
+// config is decided by the node's answer as before.
+func TestUnchangedConfigKeepsTheRecordedMode(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured(t, "cp-1", 1)
+	ctx := context.Background()
+	e.d.Recorded["cp-1"] = applymode.Auto
+	assert.Equal(t, applymode.Auto, e.d.Mode(ctx, e.req(n)), "the running config, first applied as auto")
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)), "a changed config applies live")
+	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"env":{"GODEBUG":"x509sha1=1"}}}`)), "a change needing a reboot is staged")
+	delete(e.d.Recorded, "cp-1")
+	e.d = &applymode.Decider{Endpoint: e.d.Endpoint, Timeout: e.d.Timeout}
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "nothing recorded: the node's answer")
+}
