@@ -42,13 +42,22 @@
 //     `up` would re-apply every node.
 //   - a node whose OS disk is new in this run (Fresh: `--os-disk`) boots
 //     into maintenance mode whatever it answers now: "auto".
-//   - no answer: the mode state records when it is "no_reboot" or
-//     "staged" (Recorded: neither ever reboots, and keeping it plans no
-//     update for an unchanged config, e.g. the dead node `--replace`
-//     revives); else "staged"; except for a node taking its first config
-//     (First: its apply is not in state), whose VM may not have booted
-//     yet: it will come up in maintenance mode (or, on Proxmox, configured
-//     from its nocloud drive with this very config), so "auto".
+//   - no answer: "staged", never a live mode Milner cannot vouch for;
+//     except for a node taking its first config (First: its apply is not
+//     in state), whose VM may not have booted yet: it will come up in
+//     maintenance mode (or, on Proxmox, configured from its nocloud drive
+//     with this very config), so "auto".
+//
+// Before any of that, a node whose config is the one its apply recorded
+// (Applied: the provider's machine_configuration output, the patched
+// config it applied) keeps the mode state records, and nothing is sent to
+// it: the engine plans no update for it, so there is nothing to decide,
+// and keeping the recorded mode keeps the plan empty (a first config is
+// recorded as "auto"; the provider answers any input change with an
+// Update that sends ApplyConfiguration again,
+// talos_machine_configuration_apply_resource.go Update). So a no-op up,
+// or an up that changes one node, asks the other nodes nothing, and a
+// dead node that `--replace` revives plans no update of its config.
 package applymode
 
 import (
@@ -105,6 +114,9 @@ type Decider struct {
 	Fresh map[string]bool
 	// Recorded is each node's apply mode as state records it.
 	Recorded map[string]string
+	// Applied is each node's machine configuration as its apply in state
+	// records it was applied (patches applied): a secret, held in memory.
+	Applied map[string]string
 	// Endpoint is where a node's Talos API is dialled; nil: the address
 	// itself (the client adds port 50000).
 	Endpoint func(netip.Addr) string
@@ -147,6 +159,9 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 	if d.Fresh[r.Node] {
 		return Auto
 	}
+	if rec := d.Recorded[r.Node]; rec != "" && d.unchanged(r) {
+		return rec
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	endpoint := r.Address.String()
@@ -165,10 +180,18 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 	if d.First[r.Node] {
 		return Auto
 	}
-	if rec := d.Recorded[r.Node]; rec == NoReboot || rec == Staged {
-		return rec
-	}
 	return Staged
+}
+
+// unchanged reports whether the node's config, patched as the provider
+// patches it, is the one its apply recorded.
+func (d *Decider) unchanged(r Request) bool {
+	applied, ok := d.Applied[r.Node]
+	if !ok || applied == "" {
+		return false
+	}
+	cfg, err := patched(r.Config, r.Patches)
+	return err == nil && string(cfg) == applied
 }
 
 // inMaintenance is the provider's probe: only a node in maintenance mode
@@ -220,11 +243,9 @@ func dryRun(ctx context.Context, endpoint string, r Request) (mode string, same 
 }
 
 // patched applies patches to config with Talos' config patcher, as the
-// provider computes the config it applies.
+// provider computes the config it applies (ModifyPlan: LoadPatches, Apply,
+// Bytes, also for no patches).
 func patched(config string, patches []string) ([]byte, error) {
-	if len(patches) == 0 {
-		return []byte(config), nil
-	}
 	ps, err := configpatcher.LoadPatches(patches)
 	if err != nil {
 		return nil, fmt.Errorf("config patches: %w", err)
