@@ -147,7 +147,11 @@ func planOptions(o *op, f *gatedFlags) (engine.PlanOptions, error) {
 // preview and the update that applies its plan. A node whose apply is not
 // in state takes its first config; --os-disk's node boots a new OS disk.
 func applyModes(o *op, f *gatedFlags) error {
-	d := &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Recorded: map[string]string{}}
+	d := &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Recorded: map[string]string{}, Applied: map[string]string{}}
+	applied, err := o.st.EachOutputsInClear(o.ctx, gate.TypeConfigApply)
+	if err != nil {
+		return err
+	}
 	for _, n := range o.cfg.Nodes {
 		apply, err := o.find(gate.TypeConfigApply, n.Name+"-apply")
 		if err != nil {
@@ -158,6 +162,7 @@ func applyModes(o *op, f *gatedFlags) error {
 			continue
 		}
 		d.Recorded[n.Name], _ = apply.Inputs["applyMode"].(string)
+		d.Applied[n.Name], _ = applied[n.Name+"-apply"]["machineConfiguration"].(string)
 	}
 	if f.osDisk && len(f.replace) == 1 {
 		d.Fresh[f.replace[0]] = true
