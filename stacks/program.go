@@ -19,6 +19,7 @@ package stacks
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	pulumiconfig "github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
@@ -52,6 +53,15 @@ type RunOptions struct {
 	// --all`'s one-shot import of what the cluster already runs
 	// (internal/appsadopt). nil, as under plain `pulumi up`: no import.
 	Adopt map[string]string
+	// AwaitAPIServer is called in an update after a control plane's apply
+	// and before the next control plane's apply starts, with the node whose
+	// config just landed: it returns once that node's API server is Ready
+	// (a .cluster change restarts it live), or an error, which fails the
+	// update before the next control plane is touched. milner sets it for
+	// the control planes whose apply the reviewed plan updates
+	// (internal/apiready). nil, as under plain `pulumi up` and in every
+	// preview: the next control plane waits only for the apply itself.
+	AwaitAPIServer func(node string, address netip.Addr) error
 }
 
 // NewProgram is Program with per-run options, read when the program runs

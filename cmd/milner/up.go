@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/milner/milner/internal/apiready"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/stacks"
 )
@@ -63,6 +65,9 @@ the run ends only once the apps are Ready again (up to 10 minutes).`,
 			// The cluster health check runs only when the Talos layer changes
 			// beyond the replaced nodes: a dead node never blocks its own recovery.
 			run.SkipHealthCheck = !g.Report.TalosChanged(f.replace)
+			if run.AwaitAPIServer, err = awaitAPIServers(o, g.Report); err != nil {
+				return err
+			}
 			if err := rp.before(o); err != nil {
 				return err
 			}
@@ -83,6 +88,40 @@ the run ends only once the apps are Ready again (up to 10 minutes).`,
 	f.allowContract = new(bool)
 	cmd.Flags().BoolVar(f.allowContract, "allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
 	return cmd
+}
+
+// awaitAPIServers is the wait between two control planes' applies
+// (internal/apiready) for the nodes whose Talos config the reviewed plan
+// updates, asked with the stack's kubeconfig. nil when the plan updates
+// none, or when the state holds no kubeconfig yet (a first bring-up: no
+// API server runs before the bootstrap, which follows every apply).
+func awaitAPIServers(o *op, r gate.Report) (func(string, netip.Addr) error, error) {
+	updated := map[string]bool{}
+	for _, c := range r.Delta(gate.Talos).Updates {
+		if c.Type == gate.TypeConfigApply {
+			updated[c.Node] = true
+		}
+	}
+	if len(updated) == 0 {
+		return nil, nil
+	}
+	outs, err := o.outputs()
+	if err != nil {
+		return nil, err
+	}
+	kube, _ := outs[kubeconfig.output].(string)
+	if kube == "" {
+		return nil, nil
+	}
+	opts := apiready.Defaults
+	opts.Out = o.out
+	ctx := o.ctx
+	return func(node string, addr netip.Addr) error {
+		if !updated[node] {
+			return nil
+		}
+		return apiready.Wait(ctx, []byte(kube), node, netip.AddrPortFrom(addr, apiready.Port), opts)
+	}, nil
 }
 
 // checkContract refuses, before anything is previewed, a change of the
