@@ -14,7 +14,6 @@ package apiready
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,7 +60,7 @@ func Wait(ctx context.Context, kubeconfig []byte, node string, address netip.Add
 		_, _ = fmt.Fprintf(opts.Out, "milner: waiting for %s's API server (%s) to be Ready before the next control plane (up to %s)\n", node, target, opts.Timeout)
 	}
 	start := time.Now()
-	last := ""
+	last := "no answer"
 	for {
 		answer, ready := ask(ctx, client, target)
 		if ready {
@@ -70,7 +69,9 @@ func Wait(ctx context.Context, kubeconfig []byte, node string, address netip.Add
 			}
 			return nil
 		}
-		last = answer
+		if answer != "" {
+			last = answer // an ask the deadline cut short keeps the answer before it
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("node %s: the API server at %s was not Ready within %s (last answer: %s); the next control plane's config was not applied", node, target, opts.Timeout, last)
@@ -110,8 +111,8 @@ func ask(ctx context.Context, client *http.Client, target string) (string, bool)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return "no answer", false
+		if ctx.Err() != nil {
+			return "", false // the wait's own deadline, not the server's answer
 		}
 		return err.Error(), false
 	}
