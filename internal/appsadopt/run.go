@@ -81,7 +81,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return &Result{Refusals: refusals}, err
 	}
 	if len(plan.Objects) == 0 {
-		fmt.Fprintf(o.Out, "milner adopt: the cluster holds none of the %d objects of stack %q's apps layer that its state lacks; nothing to adopt\n", len(declared), name)
+		_, _ = fmt.Fprintf(o.Out, "milner adopt: the cluster holds none of the %d objects of stack %q's apps layer that its state lacks; nothing to adopt\n", len(declared), name)
 		return &Result{Plan: plan, Preview: before}, nil
 	}
 	o.SetAdopt(plan.Adopt())
@@ -117,7 +117,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}); err != nil {
 			return nil, fmt.Errorf("stack %q: record the imported releases' run inputs: %w", name, err)
 		}
-		fmt.Fprintf(o.Out, "milner adopt: recorded the program's run inputs (%v) of the imported releases %v\n", "atomic, timeout, chart source, ...", completed)
+		_, _ = fmt.Fprintf(o.Out, "milner adopt: recorded the program's run inputs (%v) of the imported releases %v\n", "atomic, timeout, chart source, ...", completed)
 	}
 	after, err := o.Stack.Preview(ctx, false)
 	if err != nil {
@@ -150,7 +150,7 @@ func unsafe(steps []gate.Step, plan *Plan) []string {
 
 // report says what was adopted and what the next up does with it.
 func report(out io.Writer, stack string, plan *Plan, steps []gate.Step) {
-	fmt.Fprintf(out, "milner adopt: imported %d live objects of stack %q's apps layer into its state:\n", len(plan.Objects), stack)
+	_, _ = fmt.Fprintf(out, "milner adopt: imported %d live objects of stack %q's apps layer into its state:\n", len(plan.Objects), stack)
 	for _, o := range plan.Objects {
 		op := apitype.OpSame
 		var diffs []string
@@ -166,6 +166,6 @@ func report(out io.Writer, stack string, plan *Plan, steps []gate.Step) {
 		} else {
 			line += fmt.Sprintf("; the next up plans %s %v (the stack differs from the cluster)", op, diffs)
 		}
-		fmt.Fprintln(out, line)
+		_, _ = fmt.Fprintln(out, line)
 	}
 }
