@@ -2,13 +2,7 @@ package apiready
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -21,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/milner/milner/tests/testpki"
 )
 
 // apiServer answers /readyz as kube-apiserver does: 500 with the failing
@@ -66,16 +62,8 @@ func caOf(srv *httptest.Server) []byte {
 
 // otherCA is a CA certificate of its own (every httptest server shares
 // one certificate, so a second server would not do).
-func otherCA(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+func otherCA() []byte {
+	return []byte(testpki.Valid("example.com").CA)
 }
 
 var fast = Options{Timeout: 2 * time.Second, Poll: 10 * time.Millisecond}
@@ -108,7 +96,7 @@ func TestWaitFailsWhenNeverReady(t *testing.T) {
 // cluster's CA did not sign is never taken as Ready.
 func TestWaitChecksTheServersCertificate(t *testing.T) {
 	srv, asks := apiServer(t, 0)
-	err := Wait(context.Background(), kubeconfigFor(t, otherCA(t)), "cp-1", netip.MustParseAddrPort(srv.Listener.Addr().String()), fast)
+	err := Wait(context.Background(), kubeconfigFor(t, otherCA()), "cp-1", netip.MustParseAddrPort(srv.Listener.Addr().String()), fast)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "certificate")
 	assert.Zero(t, asks.Load(), "no request reaches a server whose certificate fails")
