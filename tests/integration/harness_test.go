@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,6 +98,8 @@ type scenario struct {
 	stopAfter string
 	// extra are further config keys (full names) and their values.
 	extra map[string]any
+	// clusterExtra are further keys of milner:cluster.
+	clusterExtra map[string]any
 }
 
 // newScenario prepares a two-node cluster (one control plane, one worker, at
@@ -237,10 +240,12 @@ func (s *scenario) config() map[string]string {
 	if stopAfter == "" {
 		stopAfter = "substrate"
 	}
+	cluster := map[string]any{
+		"name": s.cluster, "talosVersion": s.talos, "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": s.addr(240),
+	}
+	maps.Copy(cluster, s.clusterExtra)
 	cfg := map[string]string{
-		"milner:cluster": j(map[string]any{
-			"name": s.cluster, "talosVersion": s.talos, "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": s.addr(240),
-		}),
+		"milner:cluster": j(cluster),
 		"milner:substrate": j(map[string]any{"kind": "libvirt", "libvirt": map[string]any{
 			"uri": uri, "domainType": "qemu", "poolPath": filepath.Join(s.dir, "pool"), "bootImage": s.boot,
 		}}),

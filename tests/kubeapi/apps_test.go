@@ -34,7 +34,7 @@ const (
 )
 
 // Paths of the project's test charts, relative to a scenario's project
-// directory, where charts/ links to tests/charts (a relative chart.path is
+// directory, where charts/ is a copy of tests/charts (a relative chart.path is
 // read from the project directory, as a user's vendored chart would be).
 const (
 	testChart    = "charts/milner-test"
@@ -110,9 +110,9 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 	if err := os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), project, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Join(repo, "tests", "charts"), filepath.Join(dir, "charts")); err != nil {
-		t.Fatal(err)
-	}
+	// A copy, not a link: a chart path that resolves outside the project
+	// is refused (config's hardening rule), as a user's link would be.
+	copyDir(t, filepath.Join(repo, "tests", "charts"), filepath.Join(dir, "charts"))
 	// The repository's pinned tools, where the milner command looks.
 	if err := os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(dir, ".tools")); err != nil {
 		t.Fatal(err)
