@@ -1,20 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/milner/milner/internal/gate"
-	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/internal/pipeline"
 )
 
 func upCmd() *cobra.Command {
-	// Decided from the gated preview, read when the update runs.
-	run := &stacks.RunOptions{}
-	f := &gatedFlags{runOpts: run}
-	f.program = stacks.NewProgram(run)
+	f := newGatedFlags()
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Preview, refuse what the layer rules forbid, confirm, then apply exactly the previewed delta",
@@ -38,67 +34,23 @@ the run ends only once the apps are Ready again (up to 10 minutes).`,
   milner up --stack dev --replace cp-2   # recovery: recreate cp-2's VM only; its disks stay
   milner up --stack dev --replace cp-2 --os-disk   # cp-2's OS disk is lost: fresh OS volume, data volume kept
   milner up --stack dev --yes            # scripts: no prompt`,
-		RunE: f.run(true, func(o *op) (err error) {
-			var g *gated
-			defer func() {
-				if g != nil {
-					err = emit(f.json, g, err)
-				}
-			}()
-			rp, err := prepareReplace(o, f)
-			if err != nil {
+		RunE: f.run(true, func(o *pipeline.Op) error {
+			switch {
+			case len(f.replace) == 0 && f.osDisk:
+				return usageError{errors.New("--os-disk needs --replace <node>")}
+			case f.osDisk && len(f.replace) != 1:
+				return usageError{fmt.Errorf("--os-disk recovers one node at a time (got --replace %v)", f.replace)}
+			}
+			g, err := pipeline.Run(o, pipeline.Up(), f.input())
+			if g == nil {
 				return err
 			}
-			defer rp.close()
-			g, plan, err := previewGated(o, f)
-			if err != nil {
-				return err
-			}
-			if err := g.verdict(f); err != nil || g.Report.Empty() {
-				return err
-			}
-			if err := o.confirm("Apply exactly this delta?"); err != nil {
-				return err
-			}
-			// The cluster health check runs only when the Talos layer changes
-			// beyond the replaced nodes: a dead node never blocks its own recovery.
-			run.SkipHealthCheck = !g.Report.TalosChanged(f.replace)
-			if err := rp.before(o); err != nil {
-				return err
-			}
-			result, err := o.st.UpPlan(o.ctx, plan)
-			if err != nil {
-				return err
-			}
-			g.Applied = true
-			if g.Staged = gate.Staged(gate.AppliedModes(result.Events)); len(g.Staged) > 0 {
-				_, _ = fmt.Fprintf(o.out, "milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(g.Staged, ", "))
-			}
-			return rp.after(o)
+			return emit(f.json, g, nil, err)
 		}),
 	}
 	f.add(cmd)
 	f.addYes(cmd)
 	cmd.Flags().BoolVar(&f.osDisk, "os-disk", false, "with --replace <node>: the node's OS disk is lost; remove its etcd member, replace its VM and OS volume (never the data volume), re-apply its config, wait for it to rejoin (docs/runbooks/lost-os-disk.md)")
-	f.allowContract = new(bool)
-	cmd.Flags().BoolVar(f.allowContract, "allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
+	cmd.Flags().BoolVar(&f.allowContract, "allow-contract-change", false, "apply a change of milner:cluster.configContract (changes every node's config defaults)")
 	return cmd
-}
-
-// checkContract refuses, before anything is previewed, a change of the
-// config contract the cluster's secrets bundle was created with, unless
-// it is explicitly allowed.
-func checkContract(o *op, allow bool) error {
-	bundle, err := o.find(gate.TypeTalosSecrets, "")
-	if err != nil {
-		return err
-	}
-	recorded := ""
-	if bundle != nil {
-		recorded, _ = bundle.Inputs["talosVersion"].(string)
-	}
-	if refusals := gate.CheckContract(recorded, o.cfg.Cluster.ConfigContract, allow); len(refusals) > 0 {
-		return refused("%s; nothing was changed", refusals[0])
-	}
-	return nil
 }
