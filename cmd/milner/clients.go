@@ -1,19 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"maps"
+	"github.com/milner/milner/internal/clientfiles"
+	"github.com/milner/milner/internal/pipeline"
 	"os"
-	"path/filepath"
 
-	"github.com/milner/milner/internal/certs"
 	"github.com/milner/milner/internal/oidclogin"
-	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 func clientCmd(c clientfiles.Config) *cobra.Command {

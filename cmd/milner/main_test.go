@@ -2,14 +2,8 @@ package main
 
 import (
 	"context"
-	"maps"
 	"os"
-	"path/filepath"
-	"slices"
 	"testing"
-
-	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

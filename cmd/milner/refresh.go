@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/milner/milner/internal/pipeline"
 
 	"github.com/spf13/cobra"
 )

@@ -3,18 +3,16 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/milner/milner/internal/pipeline"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
-	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/secretgen"
 	"github.com/milner/milner/internal/secretsbundle"
 	"github.com/milner/milner/internal/stackfile"

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/milner/milner/internal/pipeline"
 	"os"
 	"strings"
 	"syscall"

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/milner/milner/internal/clientfiles"
+	"github.com/milner/milner/internal/pipeline"
 	"maps"
 	"os"
 	"slices"
