@@ -30,8 +30,9 @@ type AppsLayer struct {
 
 // deployApps creates the cluster's Kubernetes provider, the storage layer,
 // one HelmApp per configured app (after the storage), and the workloads'
-// reservation.
-func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.StringOutput) (*AppsLayer, error) {
+// reservation. adopt maps logical names to the live objects they import
+// (RunOptions.Adopt).
+func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.StringOutput, adopt map[string]string) (*AppsLayer, error) {
 	name := cfg.Cluster.Name
 	// An explicit provider, never the ambient kubeconfig. The cluster
 	// identifier is fixed so that a rotated kubeconfig updates the provider
@@ -50,7 +51,7 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 	storageClass := ""
 	var afterStorage []pulumi.Resource
 	if cfg.Storage.On() {
-		if layer.Storage, err = deployStorage(ctx, cfg, k8s); err != nil {
+		if layer.Storage, err = deployStorage(ctx, cfg, k8s, adopt); err != nil {
 			return nil, err
 		}
 		storageClass = cfg.Storage.StorageClass
@@ -78,6 +79,7 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 			PreviousNames:  app.PreviousNames,
 			SkipAwait:      !cfg.WaitForApps,
 			DependsOn:      afterStorage,
+			Adopt:          adopt,
 		})
 		if err != nil {
 			return nil, err
@@ -96,6 +98,7 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 			PreemptionPolicy: w.PreemptionPolicy,
 			Provider:         k8s,
 			SkipAwait:        !cfg.WaitForApps,
+			Adopt:            adopt,
 		})
 		if err != nil {
 			return nil, err

@@ -19,6 +19,7 @@ package stacks
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	pulumiconfig "github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
@@ -46,6 +47,21 @@ type RunOptions struct {
 	// answers (milner: applymode.Decider.Mode, which says why). nil, as
 	// under plain `pulumi up`: the provider's staged_if_needing_reboot.
 	ApplyMode func(applymode.Request) string
+	// Adopt maps logical names of the apps layer's Kubernetes objects
+	// (releases, namespaces, secrets, the workloads' objects, the storage
+	// class) to the ids of the live objects they import: `milner adopt
+	// --all`'s one-shot import of what the cluster already runs
+	// (internal/appsadopt). nil, as under plain `pulumi up`: no import.
+	Adopt map[string]string
+	// AwaitAPIServer is called in an update after a control plane's apply
+	// and before the next control plane's apply starts, with the node whose
+	// config just landed: it returns once that node's API server is Ready
+	// (a .cluster change restarts it live), or an error, which fails the
+	// update before the next control plane is touched. milner sets it for
+	// the control planes whose apply the reviewed plan updates
+	// (internal/apiready). nil, as under plain `pulumi up` and in every
+	// preview: the next control plane waits only for the apply itself.
+	AwaitAPIServer func(node string, address netip.Addr) error
 }
 
 // NewProgram is Program with per-run options, read when the program runs
@@ -113,7 +129,7 @@ func DeployWith(ctx *pulumi.Context, cfg *config.Config, opts RunOptions) (*Clus
 	if cfg.StartAt == config.LayerApps {
 		// An existing cluster: its kubeconfig is a secret key (Load has
 		// checked it is set), and it stays a secret Output.
-		if c.Apps, err = deployApps(ctx, cfg, secret(ctx, config.KubeconfigKey)); err != nil {
+		if c.Apps, err = deployApps(ctx, cfg, secret(ctx, config.KubeconfigKey), opts.Adopt); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -148,7 +164,7 @@ func DeployWith(ctx *pulumi.Context, cfg *config.Config, opts RunOptions) (*Clus
 	if !cfg.StopAfter.Includes(config.LayerApps) {
 		return c, nil
 	}
-	if c.Apps, err = deployApps(ctx, cfg, c.Talos.HealthyKubeconfig); err != nil {
+	if c.Apps, err = deployApps(ctx, cfg, c.Talos.HealthyKubeconfig, opts.Adopt); err != nil {
 		return nil, err
 	}
 	return c, nil

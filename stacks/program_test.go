@@ -80,3 +80,34 @@ func TestProfileOnLocalChart(t *testing.T) {
 	_, ok := rec.ByName("kubernetes:core/v1:Secret", "vault-"+stacks.WoodpeckerServerSecret)
 	assert.True(t, ok, "the Woodpecker profile's server Secret")
 }
+
+// TestAdoptImportsExactlyTheNamedObjects: RunOptions.Adopt (milner adopt
+// --all's one-shot import of the apps layer) gives exactly the objects it
+// names, by logical name, the import of their live ids, in a HelmApp, the
+// storage layer and the workloads; Program imports nothing.
+func TestAdoptImportsExactlyTheNamedObjects(t *testing.T) {
+	c := baseConfig()
+	c["workloads"] = obj{"name": "npc", "quota": obj{"requests.cpu": "4", "requests.memory": "8Gi"}}
+	imports := func(program func(*stacks.RunOptions)) map[string]string {
+		t.Helper()
+		opts := &stacks.RunOptions{}
+		program(opts)
+		rec, err := offline.Run(stacks.NewProgram(opts), "t", raw(t, c), "milner:vaultToken")
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, r := range rec.Registrations() {
+			if r.Options.ImportID != "" {
+				got[r.Name] = r.Options.ImportID
+			}
+		}
+		return got
+	}
+	adopt := map[string]string{
+		"vault-ns": "vault", "vault-release": "vault/vault",
+		config.StorageAppName + "-release": config.DefaultStorageNamespace + "/" + config.StorageAppName,
+		config.StorageAppName + "-class":   "local-path",
+		"npc-quota":                        "npc/npc-quota", "npc-priority": "npc",
+	}
+	assert.Equal(t, adopt, imports(func(o *stacks.RunOptions) { o.Adopt = adopt }))
+	assert.Empty(t, imports(func(*stacks.RunOptions) {}))
+}

@@ -37,7 +37,7 @@ type Storage struct {
 // StorageClass. The class is a program object, not the chart's
 // (storageClass.create is false): its reclaim policy and default flag are
 // typed config, and it exists whether or not a chart can be fetched.
-func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Provider) (*Storage, error) {
+func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Provider, adopt map[string]string) (*Storage, error) {
 	s := cfg.Storage
 	// Keys checked against the chart's values.yaml and README (chart 0.0.33):
 	// storageClass.create, storageClass.provisionerName, nodePathMap.
@@ -59,9 +59,14 @@ func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Prov
 		Values:      toInput(values).(pulumi.Map),
 		Provider:    k8s,
 		SkipAwait:   !cfg.WaitForApps,
+		Adopt:       adopt,
 	})
 	if err != nil {
 		return nil, err
+	}
+	classOpts := []pulumi.ResourceOption{pulumi.Provider(k8s), pulumi.Parent(app)}
+	if id, ok := adopt[config.StorageAppName+"-class"]; ok {
+		classOpts = append(classOpts, pulumi.Import(pulumi.ID(id)))
 	}
 	class, err := storagev1.NewStorageClass(ctx, config.StorageAppName+"-class", &storagev1.StorageClassArgs{
 		Metadata: &metav1.ObjectMetaArgs{
@@ -72,7 +77,7 @@ func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Prov
 		ReclaimPolicy: pulumi.String(s.ReclaimPolicy),
 		// A local volume lives on one node: bind it where its pod is scheduled.
 		VolumeBindingMode: pulumi.String("WaitForFirstConsumer"),
-	}, pulumi.Provider(k8s), pulumi.Parent(app))
+	}, classOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("storage: class %s: %w", s.StorageClass, err)
 	}

@@ -237,6 +237,23 @@ func decidedMode(opts RunOptions, n talosnode.Node, cfg pulumi.StringOutput, pat
 	return pulumi.Unsecret(mode).(pulumi.StringOutput)
 }
 
+// apiServerReady is the previous control plane's apply once
+// RunOptions.AwaitAPIServer says its API server is Ready, for the next
+// control plane's apply to wait on: a config that restarts the API server
+// never lands on two control planes at once. nil in a preview or without
+// AwaitAPIServer.
+func apiServerReady(ctx *pulumi.Context, opts RunOptions, prev talosnode.Node, apply *machine.ConfigurationApply) pulumi.ResourceArrayInput {
+	if ctx.DryRun() || opts.AwaitAPIServer == nil {
+		return nil
+	}
+	return apply.ID().ApplyT(func(string) ([]pulumi.Resource, error) {
+		if err := opts.AwaitAPIServer(prev.Name, prev.Address); err != nil {
+			return nil, fmt.Errorf("talosnode %q: %w", prev.Name, err)
+		}
+		return []pulumi.Resource{apply}, nil
+	}).(pulumi.ResourceArrayOutput)
+}
+
 // PatchArgs are the cluster-wide values of every node's own patch.
 func PatchArgs(cfg *config.Config) talosnode.PatchArgs {
 	return talosnode.PatchArgs{
@@ -290,7 +307,8 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 
 	layer := &TalosLayer{Secrets: secrets}
 	var firstCP *talosnode.TalosNode
-	var prevCP pulumi.Resource
+	var prevCP *machine.ConfigurationApply
+	var prevNode talosnode.Node
 	var applied []pulumi.Resource
 	var controlPlanes, workers pulumi.StringArray
 	var aliases []pulumi.Alias
@@ -305,14 +323,17 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 		// control plane's apply, so a change that needs a reboot takes at
 		// most one etcd member down at a time.
 		after := slices.Clone(vms)
+		var afterReady pulumi.ResourceArrayInput
 		if n.Role == talosnode.RoleControlPlane && prevCP != nil {
 			after = append(after, prevCP)
+			afterReady = apiServerReady(ctx, opts, prevNode, prevCP)
 		}
 		node, err := talosnode.New(ctx, n.Name, &talosnode.Args{
 			Node:                 n,
 			MachineConfiguration: nc.MachineConfiguration,
 			ClientConfiguration:  clientCfg,
 			After:                after,
+			AfterReady:           afterReady,
 			ExtraPatches:         extra[n.Name],
 			ApplyMode:            decidedMode(opts, n, nc.MachineConfiguration, extra[n.Name], clientCfg),
 		})
@@ -322,7 +343,7 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 		layer.Nodes = append(layer.Nodes, node)
 		applied = append(applied, node.Apply)
 		if n.Role == talosnode.RoleControlPlane {
-			prevCP = node.Apply
+			prevCP, prevNode = node.Apply, n
 			if firstCP == nil {
 				firstCP = node
 			}

@@ -254,6 +254,11 @@ func TestWorkloadsReserveRoom(t *testing.T) {
 	dedicated := patchKey(t, stackConfig(t, "dev", devSecrets), "milner:workloads", func(v any) {
 		v.(map[string]any)["dedicatedNodes"] = []any{"cp-3"}
 	})
+	// A dedicated node takes no Vault peer (its taint keeps them off), so
+	// dev's three peers would not fit on the two nodes left: one peer here.
+	dedicated = patchKey(t, dedicated, "milner:apps", func(v any) {
+		v.([]any)[0].(map[string]any)["vault"].(map[string]any)["replicas"] = 1
+	})
 	rec = runStack(t, "dev", dedicated)
 	last := func(node string) string {
 		p := reg(t, rec, tApply, node+"-apply").Inputs["configPatches"].ArrayValue()

@@ -8,10 +8,14 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -349,4 +353,91 @@ func TestEveryNodeConfigPassesTalosMachinery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// orderedMocks logs each resource registration, in the order the engine
+// (here the mocks) receives them, into the log the test's hooks share.
+type orderedMocks struct {
+	*offline.Recorder
+	mu  *sync.Mutex
+	log *[]string
+}
+
+func (m orderedMocks) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	m.mu.Lock()
+	*m.log = append(*m.log, "register "+args.Name)
+	m.mu.Unlock()
+	return m.Recorder.NewResource(args)
+}
+
+// TestControlPlanesWaitForTheAPIServer (issue 34): in an update under
+// milner, the next control plane's apply is registered only after
+// RunOptions.AwaitAPIServer has returned for the previous control plane
+// (its API server Ready again after a live .cluster change); workers and
+// the first control plane wait for no API server. A failed wait fails the
+// update before the next control plane is touched. A preview never waits.
+func TestControlPlanesWaitForTheAPIServer(t *testing.T) {
+	cfg := stackConfig(t, "dev", devSecrets)
+	run := func(dryRun bool, await func(string, netip.Addr) error) ([]string, error) {
+		var mu sync.Mutex
+		var log []string
+		opts := stacks.RunOptions{SkipHealthCheck: true}
+		if await != nil {
+			opts.AwaitAPIServer = func(node string, addr netip.Addr) error {
+				mu.Lock()
+				log = append(log, "await "+node)
+				mu.Unlock()
+				// Long enough for a registration that does not wait to overtake it.
+				time.Sleep(200 * time.Millisecond)
+				err := await(node, addr)
+				mu.Lock()
+				log = append(log, "ready "+node)
+				mu.Unlock()
+				return err
+			}
+		}
+		m := orderedMocks{Recorder: &offline.Recorder{}, mu: &mu, log: &log}
+		ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
+			Project: config.Namespace, Stack: "dev", Config: cfg, ConfigSecretKeys: slices.Sorted(maps.Keys(devSecrets)), Mocks: m, DryRun: dryRun,
+		})
+		require.NoError(t, err)
+		err = pulumi.RunWithContext(ctx, stacks.NewProgram(&opts))
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(log), err
+	}
+	index := func(log []string, entry string) int {
+		t.Helper()
+		i := slices.Index(log, entry)
+		require.GreaterOrEqual(t, i, 0, "%q not in %v", entry, log)
+		return i
+	}
+
+	asked := map[string]netip.Addr{}
+	var mu sync.Mutex
+	log, err := run(false, func(node string, addr netip.Addr) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[node] = addr
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Less(t, index(log, "ready cp-1"), index(log, "register cp-2-apply"), "cp-2's apply waits for cp-1's API server")
+	assert.Less(t, index(log, "ready cp-2"), index(log, "register cp-3-apply"), "cp-3's apply waits for cp-2's API server")
+	assert.Equal(t, map[string]netip.Addr{"cp-1": netip.MustParseAddr("10.73.0.11"), "cp-2": netip.MustParseAddr("10.73.0.12")}, asked,
+		"each wait asks the node whose config just landed, at its own address; the last control plane has no next")
+
+	log, err = run(false, func(node string, _ netip.Addr) error {
+		if node == "cp-1" {
+			return errors.New("not Ready within 5m0s")
+		}
+		return nil
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `talosnode "cp-1": not Ready`)
+	assert.NotContains(t, log, "register cp-2-apply", "a failed wait touches no further control plane")
+
+	log, err = run(true, func(string, netip.Addr) error { return errors.New("a preview must not wait") })
+	require.NoError(t, err)
+	assert.NotContains(t, log, "await cp-1")
 }

@@ -117,7 +117,7 @@ func catalog() []change {
 			edit: func(c obj) { at(c, "apps", 0, "values", "ui")["enabled"] = false },
 			want: []step{{"update", release}}},
 		{name: "chart version",
-			edit: func(c obj) { at(c, "apps", 0, "chart")["version"] = "0.30.0" },
+			edit: func(c obj) { at(c, "apps", 0, "chart")["version"] = "0.30.1" },
 			want: []step{{"update", release}}},
 		{name: "label (a Helm values label)",
 			edit: func(c obj) { at(c, "apps", 0, "values", "server", "extraLabels")["team"] = "infra" },

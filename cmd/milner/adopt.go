@@ -4,10 +4,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/pipeline"
+	"github.com/milner/milner/stacks"
 )
 
 func adoptCmd() *cobra.Command {
-	f := &stackFlags{}
+	run := &stacks.RunOptions{}
+	f := &stackFlags{program: stacks.NewProgram(run)}
 	var node, id string
 	var holder, all, bootstrap bool
 	cmd := &cobra.Command{
@@ -25,6 +27,16 @@ stack whose state was lost takes its machines and disks back
 (docs/runbooks/recover.md). Another stack's objects (owner tag, pool path)
 and shut-off domains are refused, never adopted.
 
+On a stack that starts at the apps layer (milner:startAt apps), --all
+adopts what the apps layer declares and the cluster already runs: each Helm
+release Helm records in the declared namespace from the declared chart, and
+each Namespace, Secret, ResourceQuota, LimitRange, PriorityClass,
+StorageClass and OIDC binding by name. It imports them into the state at
+once, under the stack lock, with no Helm upgrade, and previews: a release
+whose live version or values differ from the stack shows as an update. A
+release of the same name from another chart is refused, naming both charts,
+and nothing is changed.
+
 Every adoption of a stack that declares the Talos layer also records the
 cluster's bootstrap when its state lacks it: Milner asks the control
 planes, through the Talos API with the client certificate of the secrets
@@ -40,7 +52,7 @@ records only that (e.g. after the gate refused a second bootstrap).`,
   milner adopt --stack prod --node cp-1 --id 1301 --holder
   milner adopt --stack dev --bootstrap`,
 		RunE: f.run(false, func(o *pipeline.Op) error {
-			_, err := pipeline.Run(o, pipeline.Adopt(), pipeline.Input{Adopt: pipeline.AdoptInput{Node: node, ID: id, Holder: holder, All: all, Bootstrap: bootstrap}})
+			_, err := pipeline.Run(o, pipeline.Adopt(), pipeline.Input{RunOpts: run, Adopt: pipeline.AdoptInput{Node: node, ID: id, Holder: holder, All: all, Bootstrap: bootstrap}})
 			return err
 		}),
 	}

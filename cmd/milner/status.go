@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,9 @@ type status struct {
 	Versions *upgrade.Versions `json:"versions,omitempty"`
 	// Certificates are the client certificates' and CAs' lifetimes.
 	Certificates []certs.Cert `json:"certificates"`
+	// Staged are the nodes whose last Talos config apply was staged: it
+	// waits for the node's next reboot (Milner never reboots a node).
+	Staged []string `json:"staged"`
 }
 
 func statusCmd() *cobra.Command {
@@ -66,6 +70,9 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 				if r.Protect {
 					s.Protected++
 				}
+				if mode, _ := r.Inputs["applyMode"].(string); r.Type == gate.TypeConfigApply && mode == gate.ModeStaged {
+					s.Staged = append(s.Staged, strings.TrimSuffix(r.Name(), "-apply"))
+				}
 			}
 			if versions {
 				v := o.AskVersions(talosconfigFile)
@@ -99,7 +106,11 @@ func (s *status) write() {
 		fmt.Println("nodes:")
 		for _, n := range nodes {
 			m, _ := n.(map[string]any)
-			fmt.Printf("  %-8v %-13v %v\n", m["name"], m["role"], m["address"])
+			line := fmt.Sprintf("  %-8v %-13v %v", m["name"], m["role"], m["address"])
+			if name, _ := m["name"].(string); slices.Contains(s.Staged, name) {
+				line += "  staged: its last config applies at its next reboot (`talosctl -n <node> reboot`)"
+			}
+			fmt.Println(line)
 		}
 	}
 	fmt.Printf("certificates (warned within %d days):\n", int(certs.WarnWithin.Hours()/24))

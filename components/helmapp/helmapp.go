@@ -94,6 +94,20 @@ type Args struct {
 	// DependsOn are resources the release must follow although no value of
 	// the release refers to them (e.g. the storage its PVCs bind to).
 	DependsOn []pulumi.Resource
+	// Adopt maps a child's logical name ("<app>-ns", "<app>-release",
+	// "<app>-<secret suffix>") to the id of the live object it imports
+	// (milner adopt's one-shot import, internal/appsadopt); nil for a
+	// normal run.
+	Adopt map[string]string
+}
+
+// adopted is the import option of the child named name when adopt maps it
+// to a live object's id (none otherwise).
+func adopted(adopt map[string]string, name string) []pulumi.ResourceOption {
+	if id, ok := adopt[name]; ok {
+		return []pulumi.ResourceOption{pulumi.Import(pulumi.ID(id))}
+	}
+	return nil
 }
 
 // HelmApp is one Helm release.
@@ -134,7 +148,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 			Name:   pulumi.String(args.Namespace),
 			Labels: podsecurity.Labels(args.PodSecurity),
 		},
-	},
+	}, append(adopted(args.Adopt, name+"-ns"),
 		pulumi.Parent(a),
 		pulumi.Provider(args.Provider),
 		childAliases("-ns"),
@@ -142,7 +156,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		// and their data included. Milner never does that; an app that
 		// leaves the config leaves its namespace behind.
 		pulumi.RetainOnDelete(true),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("helmapp %q: namespace: %w", name, err)
 	}
@@ -157,7 +171,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 			},
 			Type:       pulumi.String(s.Type),
 			StringData: pulumi.ToSecret(s.Data).(pulumi.StringMapOutput),
-		}, pulumi.Parent(a), pulumi.Provider(args.Provider), childAliases("-"+s.Suffix))
+		}, append(adopted(args.Adopt, name+"-"+s.Suffix), pulumi.Parent(a), pulumi.Provider(args.Provider), childAliases("-"+s.Suffix))...)
 		if err != nil {
 			return nil, fmt.Errorf("helmapp %q: secret %s: %w", name, s.Suffix, err)
 		}
@@ -190,7 +204,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		chart, repoOpts = strings.TrimSuffix(fetch, "/")+"/"+args.Chart.Name, nil
 	}
 
-	releaseOpts := []pulumi.ResourceOption{
+	releaseOpts := append(adopted(args.Adopt, name+"-release"),
 		pulumi.Parent(a),
 		pulumi.Provider(args.Provider),
 		childAliases("-release"),
@@ -201,7 +215,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		// no data edge orders them before the release, so this does. The
 		// caller's dependencies have no data edge either (see Args.DependsOn).
 		pulumi.DependsOn(append(secrets, args.DependsOn...)),
-	}
+	)
 	release, err := helmv3.NewRelease(ctx, name+"-release", &helmv3.ReleaseArgs{
 		Name:           pulumi.String(args.ReleaseName),
 		Chart:          pulumi.String(chart),

@@ -95,6 +95,10 @@ type Args struct {
 	// makes the address unknown) and the previous control plane's apply, so
 	// that no change takes two control planes down at once.
 	After []pulumi.Resource
+	// AfterReady are resources known only once a check passes, e.g. the
+	// previous control plane once its API server answers Ready: the apply
+	// is registered only after they resolve. nil: none.
+	AfterReady pulumi.ResourceArrayInput
 	// ApplyMode is the apply mode to send; nil: ApplyMode.
 	ApplyMode pulumi.StringInput
 }
@@ -138,6 +142,9 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		pulumi.AdditionalSecretOutputs(ApplySecretOutputs),
 		// After the machines, and one control plane at a time (Args.After).
 		pulumi.DependsOn(args.After),
+	}
+	if args.AfterReady != nil {
+		applyOpts = append(applyOpts, pulumi.DependsOnInputs(args.AfterReady))
 	}
 	apply, err := machine.NewConfigurationApply(ctx, name+"-apply", &machine.ConfigurationApplyArgs{
 		ClientConfiguration:       args.ClientConfiguration,

@@ -47,6 +47,9 @@ type Args struct {
 	// SkipAwait creates the quota without waiting for its status.
 	// Test-only: for an API server without a controller manager.
 	SkipAwait bool
+	// Adopt maps a child's logical name to the id of the live object it
+	// imports (as helmapp.Args.Adopt); nil for a normal run.
+	Adopt map[string]string
 }
 
 // Workloads is the reservation of one hosted system.
@@ -65,11 +68,19 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	if err := ctx.RegisterComponentResource(Type, name, w, opts...); err != nil {
 		return nil, err
 	}
-	child := []pulumi.ResourceOption{pulumi.Parent(w), pulumi.Provider(args.Provider)}
+	// child is a child's options: parented, the cluster's provider, and
+	// the import of the live object adopt maps its logical name to.
+	child := func(suffix string) []pulumi.ResourceOption {
+		opts := []pulumi.ResourceOption{pulumi.Parent(w), pulumi.Provider(args.Provider)}
+		if id, ok := args.Adopt[name+suffix]; ok {
+			opts = append(opts, pulumi.Import(pulumi.ID(id)))
+		}
+		return opts
+	}
 
 	ns, err := corev1.NewNamespace(ctx, name+"-ns", &corev1.NamespaceArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(args.Namespace), Labels: podsecurity.Labels(args.PodSecurity)},
-	}, append(child,
+	}, append(child("-ns"),
 		// Policy: deleting a namespace deletes the workloads and their data;
 		// Milner never does that (as for an app's namespace).
 		pulumi.RetainOnDelete(true))...)
@@ -82,7 +93,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(args.Namespace + "-quota"), Namespace: namespace,
 			Annotations: skipAwait(args.SkipAwait)},
 		Spec: &corev1.ResourceQuotaSpecArgs{Hard: pulumi.ToStringMap(args.Quota)},
-	}, child...); err != nil {
+	}, child("-quota")...); err != nil {
 		return nil, fmt.Errorf("workloads %q: quota: %w", name, err)
 	}
 
@@ -94,7 +105,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 			Default:        pulumi.ToStringMap(args.DefaultLimit),
 			Max:            pulumi.ToStringMap(args.Max),
 		}}},
-	}, child...); err != nil {
+	}, child("-limits")...); err != nil {
 		return nil, fmt.Errorf("workloads %q: limit range: %w", name, err)
 	}
 
@@ -104,7 +115,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		PreemptionPolicy: pulumi.String(args.PreemptionPolicy),
 		GlobalDefault:    pulumi.Bool(false),
 		Description:      pulumi.String("Milner: the priority of the workloads in namespace " + args.Namespace),
-	}, child...)
+	}, child("-priority")...)
 	if err != nil {
 		return nil, fmt.Errorf("workloads %q: priority class: %w", name, err)
 	}

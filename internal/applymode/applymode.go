@@ -32,15 +32,32 @@
 //     "staged". NO_REBOOT is binding: machined refuses it (InvalidArgument,
 //     which the provider does not retry) rather than reboot, if the change
 //     needs a reboot after all.
+//   - configured and already running this very config (the dry run's diff
+//     is "No changes.": talos v1.11.5 machined v1alpha1_server.go,
+//     generateDiff): the mode state records, if any. A node's first config
+//     is recorded as "auto"; deciding "no_reboot" on the next run would
+//     change the apply's applyMode input, and the provider answers any
+//     input change with an Update that sends ApplyConfiguration again
+//     (talos_machine_configuration_apply_resource.go, Update): a no-op
+//     `up` would re-apply every node.
 //   - a node whose OS disk is new in this run (Fresh: `--os-disk`) boots
 //     into maintenance mode whatever it answers now: "auto".
-//   - no answer: the mode state records when it is "no_reboot" or
-//     "staged" (Recorded: neither ever reboots, and keeping it plans no
-//     update for an unchanged config, e.g. the dead node `--replace`
-//     revives); else "staged"; except for a node taking its first config
-//     (First: its apply is not in state), whose VM may not have booted
-//     yet: it will come up in maintenance mode (or, on Proxmox, configured
-//     from its nocloud drive with this very config), so "auto".
+//   - no answer: "staged", never a live mode Milner cannot vouch for;
+//     except for a node taking its first config (First: its apply is not
+//     in state), whose VM may not have booted yet: it will come up in
+//     maintenance mode (or, on Proxmox, configured from its nocloud drive
+//     with this very config), so "auto".
+//
+// Before any of that, a node whose config is the one its apply recorded
+// (Applied: the provider's machine_configuration output, the patched
+// config it applied) keeps the mode state records, and nothing is sent to
+// it: the engine plans no update for it, so there is nothing to decide,
+// and keeping the recorded mode keeps the plan empty (a first config is
+// recorded as "auto"; the provider answers any input change with an
+// Update that sends ApplyConfiguration again,
+// talos_machine_configuration_apply_resource.go Update). So a no-op up,
+// or an up that changes one node, asks the other nodes nothing, and a
+// dead node that `--replace` revives plans no update of its config.
 package applymode
 
 import (
@@ -97,6 +114,9 @@ type Decider struct {
 	Fresh map[string]bool
 	// Recorded is each node's apply mode as state records it.
 	Recorded map[string]string
+	// Applied is each node's machine configuration as its apply in state
+	// records it was applied (patches applied): a secret, held in memory.
+	Applied map[string]string
 	// Endpoint is where a node's Talos API is dialled; nil: the address
 	// itself (the client adds port 50000).
 	Endpoint func(netip.Addr) string
@@ -139,6 +159,9 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 	if d.Fresh[r.Node] {
 		return Auto
 	}
+	if rec := d.Recorded[r.Node]; rec != "" && d.unchanged(r) {
+		return rec
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	endpoint := r.Address.String()
@@ -148,16 +171,27 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 	if inMaintenance(ctx, endpoint) {
 		return Auto
 	}
-	if mode, err := dryRun(ctx, endpoint, r); err == nil {
+	if mode, same, err := dryRun(ctx, endpoint, r); err == nil {
+		if rec := d.Recorded[r.Node]; same && rec != "" {
+			return rec
+		}
 		return mode
 	}
 	if d.First[r.Node] {
 		return Auto
 	}
-	if rec := d.Recorded[r.Node]; rec == NoReboot || rec == Staged {
-		return rec
-	}
 	return Staged
+}
+
+// unchanged reports whether the node's config, patched as the provider
+// patches it, is the one its apply recorded.
+func (d *Decider) unchanged(r Request) bool {
+	applied, ok := d.Applied[r.Node]
+	if !ok || applied == "" {
+		return false
+	}
+	cfg, err := patched(r.Config, r.Patches)
+	return err == nil && string(cfg) == applied
 }
 
 // inMaintenance is the provider's probe: only a node in maintenance mode
@@ -172,38 +206,46 @@ func inMaintenance(ctx context.Context, endpoint string) bool {
 	return err == nil
 }
 
+// noChanges ends a dry run's details when the node runs the very config
+// (machined's generateDiff: "Config diff:\n\n" + "No changes.").
+const noChanges = "Config diff:\n\nNo changes."
+
 // dryRun asks a configured node whether the config applies without a
-// reboot (machined resolves AUTO by Runtime.CanApplyImmediate).
-func dryRun(ctx context.Context, endpoint string, r Request) (string, error) {
+// reboot (machined resolves AUTO by Runtime.CanApplyImmediate), and
+// whether it runs that config already (same).
+func dryRun(ctx context.Context, endpoint string, r Request) (mode string, same bool, err error) {
 	cfg, err := patched(r.Config, r.Patches)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	tc, err := talosconfig(r)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(endpoint))
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	defer func() { _ = c.Close() }()
 	resp, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Mode: machine.ApplyConfigurationRequest_AUTO, Data: cfg, DryRun: true})
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	if msgs := resp.GetMessages(); len(msgs) > 0 && msgs[0].GetMode() == machine.ApplyConfigurationRequest_NO_REBOOT {
-		return NoReboot, nil
+	msgs := resp.GetMessages()
+	if len(msgs) == 0 {
+		return Staged, false, nil
 	}
-	return Staged, nil
+	same = strings.HasSuffix(strings.TrimSpace(msgs[0].GetModeDetails()), noChanges)
+	if msgs[0].GetMode() == machine.ApplyConfigurationRequest_NO_REBOOT {
+		return NoReboot, same, nil
+	}
+	return Staged, same, nil
 }
 
 // patched applies patches to config with Talos' config patcher, as the
-// provider computes the config it applies.
+// provider computes the config it applies (ModifyPlan: LoadPatches, Apply,
+// Bytes, also for no patches).
 func patched(config string, patches []string) ([]byte, error) {
-	if len(patches) == 0 {
-		return []byte(config), nil
-	}
 	ps, err := configpatcher.LoadPatches(patches)
 	if err != nil {
 		return nil, fmt.Errorf("config patches: %w", err)

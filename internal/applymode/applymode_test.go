@@ -10,6 +10,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	mtype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -126,12 +127,41 @@ func TestUnreachableNodeIsStaged(t *testing.T) {
 	fresh := e.add(t, "cp-2", 2)
 	require.NoError(t, fresh.SetReachable(false))
 	assert.Equal(t, applymode.Auto, e.d.Mode(ctx, e.req(fresh)))
-	// A live mode state records stays: it never reboots, and an unchanged
-	// config plans no update (the dead node --replace revives).
+	// A changed config is staged even where state records a live mode:
+	// no answer, no vouching for live.
 	e.d.Recorded["cp-1"] = applymode.NoReboot
-	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)))
+	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)))
 	e.d.Recorded["cp-1"] = applymode.Auto
 	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"c"}}}`)), "auto may reboot: never kept for a node that does not answer")
+}
+
+// A node whose config is the one its apply recorded keeps the recorded
+// mode and is asked nothing, reachable or not (the dead node --replace
+// revives plans no update); a changed config is decided by the node.
+func TestRecordedConfigIsNotAsked(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured(t, "cp-1", 1)
+	ctx := context.Background()
+	patch := `{"machine":{"nodeLabels":{"a":"b"}}}`
+	applied := func(t *testing.T, patches ...string) string {
+		t.Helper()
+		ps, err := configpatcher.LoadPatches(patches)
+		require.NoError(t, err)
+		out, err := configpatcher.Apply(configpatcher.WithBytes([]byte(e.cfg)), ps)
+		require.NoError(t, err)
+		b, err := out.Bytes()
+		require.NoError(t, err)
+		return string(b)
+	}
+	e.d.Recorded["cp-1"], e.d.Applied = applymode.Auto, map[string]string{"cp-1": applied(t, patch)}
+	assert.Equal(t, applymode.Auto, e.d.Mode(ctx, e.req(n, patch)), "the recorded config keeps the recorded mode")
+	assert.Empty(t, e.c.Journal().Calls("ApplyConfiguration"), "an unchanged node is asked nothing")
+	require.NoError(t, n.SetReachable(false))
+	e.d = &applymode.Decider{Endpoint: e.d.Endpoint, Timeout: e.d.Timeout, Recorded: map[string]string{"cp-1": applymode.NoReboot}, Applied: e.d.Applied}
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, patch)), "unreachable and unchanged: the recorded mode, no update planned")
+	require.NoError(t, n.SetReachable(true))
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"c"}}}`)), "a changed config is decided by the node")
+	assert.Len(t, e.c.Journal().Calls("ApplyConfiguration"), 1)
 }
 
 // A node whose OS disk is new boots into maintenance mode, whatever its
@@ -153,4 +183,22 @@ func TestDecidedOncePerConfig(t *testing.T) {
 	require.NoError(t, n.SetReachable(false))
 	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "the same config, decided again")
 	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)), "another config is decided on its own")
+}
+
+// A configured node that runs the very config keeps the mode state
+// records: a node's first config is recorded as "auto", and deciding
+// "no_reboot" on the next run would change the apply's input, which the
+// provider answers with an Update that applies the config again. A changed
+// config is decided by the node's answer as before.
+func TestUnchangedConfigKeepsTheRecordedMode(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured(t, "cp-1", 1)
+	ctx := context.Background()
+	e.d.Recorded["cp-1"] = applymode.Auto
+	assert.Equal(t, applymode.Auto, e.d.Mode(ctx, e.req(n)), "the running config, first applied as auto")
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)), "a changed config applies live")
+	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"env":{"GODEBUG":"x509sha1=1"}}}`)), "a change needing a reboot is staged")
+	delete(e.d.Recorded, "cp-1")
+	e.d = &applymode.Decider{Endpoint: e.d.Endpoint, Timeout: e.d.Timeout}
+	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "nothing recorded: the node's answer")
 }

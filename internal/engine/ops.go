@@ -545,3 +545,42 @@ func (s *Stack) editState(ctx context.Context, st backend.Stack, edit func(*apit
 // beforeStateImport runs between a state edit's export and its import;
 // tests look at the backend's locks there.
 var beforeStateImport = func() {}
+
+// UpTargets runs an up with only urns targeted (`pulumi up --target`,
+// without dependents): the engine steps nothing else but the providers and
+// the stack resource, and a resource of the program with an import id is
+// imported even when untargeted and then kept as read, with no update
+// (pkg/v3 v3.276.0 step_generator.go: the import step comes before the
+// targeting check, and continueStepsFromImport stubs Check and emits a
+// same step for an untargeted resource). `milner adopt --all` imports the
+// apps layer with it (internal/appsadopt).
+func (s *Stack) UpTargets(ctx context.Context, urns []string) (*Result, error) {
+	return s.apply(ctx, apitype.UpdateUpdate, func(e *pkgengine.UpdateOptions) {
+		e.Targets = deploy.NewUrnTargets(urns)
+	})
+}
+
+// EditState edits the stack's latest checkpoint through the backend, under
+// its lock (editState), secrets still encrypted: edit sees and changes the
+// decoded deployment.
+func (s *Stack) EditState(ctx context.Context, edit func(*apitype.DeploymentV3) error) error {
+	ctx = engineContext(ctx)
+	st, err := s.existing(ctx)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		return fmt.Errorf("stack %q: no state to edit", s.name)
+	}
+	return s.editState(ctx, st, func(dep *apitype.UntypedDeployment) error {
+		state, err := s.decode(dep)
+		if err != nil {
+			return err
+		}
+		if err := edit(state); err != nil {
+			return err
+		}
+		dep.Deployment, err = json.Marshal(state)
+		return err
+	})
+}

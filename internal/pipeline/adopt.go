@@ -7,6 +7,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
+	"github.com/milner/milner/internal/appsadopt"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
@@ -36,7 +37,7 @@ type adoption struct {
 
 // adoptAllLibvirt refuses adopt --all off a libvirt host.
 func adoptAllLibvirt(o *Op) ([]gate.Refusal, error) {
-	if !o.in.Adopt.All || (o.cfg.Substrate.Kind == config.KindLibvirt && o.cfg.Declares(config.LayerSubstrate)) {
+	if !o.in.Adopt.All || o.cfg.StartAt == config.LayerApps || (o.cfg.Substrate.Kind == config.KindLibvirt && o.cfg.Declares(config.LayerSubstrate)) {
 		return nil, nil
 	}
 	return nil, Refused("adopt --all reads a libvirt host; on Proxmox adopt each node with --node/--id and --holder (docs/runbooks/adopt.md)")
@@ -46,7 +47,7 @@ func adoptAllLibvirt(o *Op) ([]gate.Refusal, error) {
 // state lacks can be adopted (not another stack's, not a shut-off domain).
 // What the stack declares is what its preview, before the edit, declares.
 func adoptable(o *Op) ([]gate.Refusal, error) {
-	if !o.in.Adopt.All {
+	if !o.in.Adopt.All || o.cfg.StartAt == config.LayerApps {
 		return nil, nil
 	}
 	res, _, err := o.St.PreviewPlan(o.Ctx, engine.PlanOptions{})
@@ -73,8 +74,13 @@ func adoptPlan(o *Op) (err error) {
 	switch {
 	case in.Bootstrap:
 		a.what, a.id = "the bootstrap", stacks.BootstrapImportID
+	case in.All && o.cfg.StartAt == config.LayerApps:
+		return o.adoptApps()
 	case in.All:
 		a.what = "the live objects"
+		if o.cfg.Declares(config.LayerApps) {
+			fmt.Fprintf(os.Stderr, "milner adopt: the apps layer of a stack that declares the Talos layer is not adopted here (its kubeconfig is a Talos output, unknown before the next up): see docs/runbooks/recover.md\n")
+		}
 		if len(a.found.Nodes)+len(a.found.Objects) == 0 {
 			fmt.Printf("milner adopt: every live object of stack %q is in its state or already recorded; nothing to adopt\n", o.St.Name())
 			return errNothingToDo
@@ -108,6 +114,29 @@ func adoptPlan(o *Op) (err error) {
 	}
 	o.plan = &planned{res: res, report: gate.NewReport(res.Steps, o.cfg.Cluster.Name)}
 	return nil
+}
+
+// adoptApps adopts the apps layer of a stack that starts at it
+// (internal/appsadopt: it imports under the stack lock and previews, or
+// refuses another chart's release with nothing changed). The import ids
+// reach the program through the run options.
+func (o *Op) adoptApps() error {
+	cluster, err := appsadopt.NewCluster([]byte(o.file.Raw[config.Key(config.KubeconfigKey)]))
+	if err != nil {
+		return fmt.Errorf("stack %q: milner:%s: %w", o.St.Name(), config.KubeconfigKey, err)
+	}
+	r, err := appsadopt.Run(o.Ctx, appsadopt.Options{
+		Stack: o.St, Cluster: cluster, ProjectDir: o.file.Dir, Out: os.Stdout,
+		SetAdopt: func(ids map[string]string) { o.in.RunOpts.Adopt = ids },
+	})
+	if err != nil {
+		return err
+	}
+	if err := refuseList(r.Refusals, "%d live objects of the apps layer cannot be adopted",
+		"adopting the apps layer of stack %q would take another chart's release (see above); nothing was changed", o.St.Name()); err != nil {
+		return named(err, "adopt-apps-same-chart")
+	}
+	return errNothingToDo
 }
 
 // recordBootstrap records milner:cluster.adoptBootstrap in the stack file

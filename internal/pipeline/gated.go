@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/milner/milner/internal/apiready"
+	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/upgrade"
@@ -200,6 +203,10 @@ func applyPlan(o *Op, g *Outcome) error {
 	// The cluster health check runs only when the Talos layer changes
 	// beyond the replaced nodes: a dead node never blocks its own recovery.
 	o.in.RunOpts.SkipHealthCheck = !g.Report.TalosChanged(o.in.Replace)
+	var err error
+	if o.in.RunOpts.AwaitAPIServer, err = o.awaitAPIServers(g.Report); err != nil {
+		return err
+	}
 	if err := o.shutdownReplaced(); err != nil {
 		return err
 	}
@@ -248,4 +255,38 @@ func (g *Outcome) Verdict(in Input) error {
 		return fmt.Errorf("stack %q: %w (--expect-no-changes)", g.Stack, ErrPending)
 	}
 	return nil
+}
+
+// awaitAPIServers is the wait between two control planes' applies
+// (internal/apiready) for the nodes whose Talos config the reviewed plan
+// updates, asked with the stack's kubeconfig. nil when the plan updates
+// none, or when the state holds no kubeconfig yet (a first bring-up: no
+// API server runs before the bootstrap, which follows every apply).
+func (o *Op) awaitAPIServers(r gate.Report) (func(string, netip.Addr) error, error) {
+	updated := map[string]bool{}
+	for _, c := range r.Delta(gate.Talos).Updates {
+		if c.Type == gate.TypeConfigApply {
+			updated[c.Node] = true
+		}
+	}
+	if len(updated) == 0 {
+		return nil, nil
+	}
+	outs, err := o.Outputs()
+	if err != nil {
+		return nil, err
+	}
+	kube, _ := outs[clientfiles.Kube.Output].(string)
+	if kube == "" {
+		return nil, nil
+	}
+	opts := apiready.Defaults
+	opts.Out = o.Out
+	ctx := o.Ctx
+	return func(node string, addr netip.Addr) error {
+		if !updated[node] {
+			return nil
+		}
+		return apiready.Wait(ctx, []byte(kube), node, netip.AddrPortFrom(addr, apiready.Port), opts)
+	}, nil
 }

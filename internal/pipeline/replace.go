@@ -108,7 +108,11 @@ func (o *Op) unprotectOSVolume() error {
 // preview and the update that applies its plan. A node whose apply is not
 // in state takes its first config; --os-disk's node boots a new OS disk.
 func (o *Op) applyModes() error {
-	d := &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Recorded: map[string]string{}}
+	d := &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Recorded: map[string]string{}, Applied: map[string]string{}}
+	applied, err := o.St.EachOutputsInClear(o.Ctx, gate.TypeConfigApply)
+	if err != nil {
+		return err
+	}
 	for _, n := range o.cfg.Nodes {
 		apply, err := o.Find(gate.TypeConfigApply, n.Name+"-apply")
 		if err != nil {
@@ -119,6 +123,7 @@ func (o *Op) applyModes() error {
 			continue
 		}
 		d.Recorded[n.Name], _ = apply.Inputs["applyMode"].(string)
+		d.Applied[n.Name], _ = applied[n.Name+"-apply"]["machineConfiguration"].(string)
 	}
 	if o.osDisk() {
 		d.Fresh[o.in.Replace[0]] = true

@@ -134,6 +134,9 @@ type WorkloadsConfig struct {
 	Namespace string `json:"namespace,omitempty"`
 	// PodSecurity is the level the namespace enforces (default baseline).
 	PodSecurity vocab.PodSecurityLevel `json:"podSecurity,omitempty"`
+	// PrivilegedAcknowledged must be true for PodSecurity privileged (see
+	// AppConfig.PrivilegedAcknowledged).
+	PrivilegedAcknowledged bool `json:"privilegedAcknowledged,omitempty"`
 	// Quota is the ResourceQuota's hard limits by resource name
 	// (requests.cpu and requests.memory required).
 	Quota map[string]string `json:"quota"`
@@ -373,12 +376,8 @@ func (c *Config) validateVault(p *problems, ap string, a *AppConfig) {
 		}
 		p.addf(ap+".values."+owned, "is set by Milner's hardened Vault (TLS, raft, audit); configure it through %s.vault", ap)
 	}
-	// Values that undo the hardening from keys the profile does not own.
-	if args, ok := lookupPath(a.Values, "server.extraArgs"); ok {
-		if s := fmt.Sprint(args); vaultUnhardeningArg.MatchString(s) {
-			p.addf(ap+".values.server.extraArgs", "%q undoes Milner's hardened Vault: the chart appends it to `vault server -config=...` (vault-helm _helpers.tpl \"vault.args\"), where -dev runs Vault in memory, unsealed, behind a known root token, and another -config can add a listener without TLS; remove it", s)
-		}
-	}
+	// server.extraArgs is read as the shell reads it: checkVaultArgs
+	// (validate_hardening.go).
 	for _, ext := range vaultExternal {
 		v, ok := lookupPath(a.Values, ext)
 		off := strings.HasSuffix(ext, ".enabled") && (v == false || v == "false")
@@ -487,9 +486,6 @@ func (c *Config) validateWorkloads(p *problems, claim func(path, ns string)) {
 		if !nodes[n] {
 			p.addf(fmt.Sprintf("%s.dedicatedNodes[%d]", wp, i), "%q is not a node of milner:nodes", n)
 		}
-	}
-	if len(c.Nodes) > 0 && len(w.DedicatedNodes) >= len(c.Nodes) {
-		p.addf(wp+".dedicatedNodes", "taints every node: Vault, Woodpecker and storage would have nowhere to run")
 	}
 }
 

@@ -301,6 +301,10 @@ type AppConfig struct {
 	// PodSecurity is the Pod Security Standard the app's namespace enforces
 	// (default baseline, Talos' cluster default).
 	PodSecurity vocab.PodSecurityLevel `json:"podSecurity,omitempty"`
+	// PrivilegedAcknowledged must be true for PodSecurity privileged: the
+	// namespace then admits pods that own their node (host paths, host
+	// network, privileged containers).
+	PrivilegedAcknowledged bool `json:"privilegedAcknowledged,omitempty"`
 	// Vault makes the app Milner's hardened Vault; required for the vault chart.
 	Vault *VaultConfig `json:"vault,omitempty"`
 	// Woodpecker configures Woodpecker CI and its forge; required for the woodpecker chart.

@@ -5,9 +5,8 @@ package config
 // service.
 
 import (
+	"slices"
 	"strings"
-
-	"github.com/milner/milner/components/vocab"
 )
 
 // checkVaultQuorum: raft commits with a majority of its peers. Two peers
@@ -37,13 +36,17 @@ func (c *Config) checkVaultQuorum(p *problems, at string, replicas int) {
 	}
 }
 
-// schedulableNodes counts the nodes pods can run on: workers, and control
-// planes when they allow scheduling.
+// schedulableNodes counts the nodes pods other than the workloads' can
+// run on: workers, and control planes when they allow scheduling, that
+// milner:workloads does not dedicate (its taint keeps other pods off).
 func (c *Config) schedulableNodes() int {
-	allow := c.Cluster.AllowSchedulingOnControlPlanes
+	var dedicated []string
+	if w := c.Workloads; w != nil {
+		dedicated = w.DedicatedNodes
+	}
 	n := 0
 	for _, node := range c.Nodes {
-		if node.Role == vocab.RoleWorker || node.Role == vocab.RoleControlPlane && allow != nil && *allow {
+		if c.takesPods(node) && !slices.Contains(dedicated, node.Name) {
 			n++
 		}
 	}

@@ -78,9 +78,6 @@ func (c *Config) validateHostile(p *problems) {
 	}
 	for i, a := range c.Apps {
 		ap := fmt.Sprintf("%s[%d]", Key("apps"), i)
-		if slices.Contains(systemNamespaces, a.Namespace) {
-			p.addf(ap+".namespace", "%q is a Kubernetes system namespace; give the app one of its own (e.g. %q)", a.Namespace, a.Name)
-		}
 		for _, vp := range sortedKeys(a.SecretValues) {
 			if k := a.SecretValues[vp]; slices.Contains(credentialKeys, k) {
 				p.addf(fmt.Sprintf("%s.secretValues[%s]", ap, vp), "maps %s:%s, a credential of the hypervisor or the cluster, into the app's values (and its Helm release record); give the app a credential of its own", Namespace, k)

@@ -62,6 +62,7 @@ func (c *Config) validateInput(p *problems) {
 	if lv := c.Substrate.Libvirt; lv != nil {
 		sp := Key("substrate") + ".libvirt"
 		checkLibvirtURI(p, sp+".uri", lv.URI)
+		checkLibvirtTransport(p, sp+".uri", lv.URI)
 		checkPoolPath(p, sp+".poolPath", lv.PoolPath)
 		c.checkBootImage(p, sp)
 	}
@@ -72,6 +73,9 @@ func (c *Config) validateInput(p *problems) {
 	}
 	c.checkReleases(p)
 	c.validateHostile(p)
+	c.checkProvenance(p)
+	c.checkHardeningValues(p)
+	c.checkWorkloadsRules(p)
 	c.validateShape(p)
 	cps := 0
 	for _, n := range c.Nodes {

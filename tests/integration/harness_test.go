@@ -93,6 +93,10 @@ type scenario struct {
 	nodes   []node
 	stack   *engine.Stack
 	url     string // the backend, when not the scenario's own file backend
+	// stopAfter is milner:stopAfter ("": substrate, the machines alone).
+	stopAfter string
+	// extra are further config keys (full names) and their values.
+	extra map[string]any
 }
 
 // newScenario prepares a two-node cluster (one control plane, one worker, at
@@ -229,7 +233,11 @@ func (s *scenario) config() map[string]string {
 		}
 		return string(b)
 	}
-	return map[string]string{
+	stopAfter := s.stopAfter
+	if stopAfter == "" {
+		stopAfter = "substrate"
+	}
+	cfg := map[string]string{
 		"milner:cluster": j(map[string]any{
 			"name": s.cluster, "talosVersion": s.talos, "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": s.addr(240),
 		}),
@@ -241,8 +249,12 @@ func (s *scenario) config() map[string]string {
 			"dhcpRange": map[string]any{"start": s.addr(100), "end": s.addr(199)},
 		}),
 		"milner:nodes":     j(s.nodes),
-		"milner:stopAfter": "substrate",
+		"milner:stopAfter": stopAfter,
 	}
+	for k, v := range s.extra {
+		cfg[k] = j(v)
+	}
+	return cfg
 }
 
 // apply writes the scenario's current config to its stack file.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
@@ -159,7 +160,7 @@ func (inc *incarnation) startFront() error {
 	n.c.mu.Lock()
 	addr := n.addr
 	n.c.mu.Unlock()
-	lis, err := net.Listen("tcp", addr.String())
+	lis, err := listen(addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
@@ -192,6 +193,22 @@ func (inc *incarnation) startFront() error {
 
 // stopFront stops listening; calls in flight are cut after a grace period
 // (as factory.ServerGracefulStop does when Talos stops a service).
+// listen binds the node's address. A node that comes back binds the
+// port it had: while it was away, a socket of the host (another test's
+// connection, one the kernel still holds) may have held that port for a
+// moment, so a taken port is tried again for a few seconds, as a rebooted
+// node's apid comes up when its address is free.
+func listen(addr netip.AddrPort) (net.Listener, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		lis, err := net.Listen("tcp", addr.String())
+		if err == nil || addr.Port() == 0 || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			return lis, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (inc *incarnation) stopFront() {
 	inc.mu.Lock()
 	front := inc.front

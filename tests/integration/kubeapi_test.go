@@ -1,0 +1,344 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+)
+
+// clusterAPI is a real etcd and kube-apiserver (scripts/tools.sh kubeapi,
+// the pair tests/kubeapi runs) standing in for the control plane a Talos
+// node would run: it listens on the cluster endpoint (the VIP, port
+// 6443), where the kubeconfig Talos' Kubeconfig call hands out points,
+// with a serving certificate from the cluster's Kubernetes CA and that CA
+// as its client CA, both read from the config the first control plane
+// received. It is seeded with what the kubelets and Talos' manifests would
+// write (seed): the Node objects and the control plane's static pods, so
+// the provider's cluster.getHealth runs talos pkg/cluster/check's
+// DefaultClusterChecks with no check skipped.
+type clusterAPI struct {
+	dir    string
+	procs  []*exec.Cmd
+	client *http.Client
+	url    string
+}
+
+// startClusterAPI starts etcd on loopback and kube-apiserver on vip:6443
+// from a control plane's machine config.
+func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*clusterAPI, error) {
+	cfg, err := configloader.NewFromBytes(machineConfig)
+	if err != nil {
+		return nil, fmt.Errorf("control plane config: %w", err)
+	}
+	ca := cfg.Cluster().IssuingCA()
+	caPair, err := tls.X509KeyPair(ca.Crt, ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("cluster CA: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(caPair.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err == nil {
+			err = os.WriteFile(p, b, 0o600)
+		}
+		return p
+	}
+	caFile := write("ca.crt", ca.Crt)
+	saFile := write("sa.key", cfg.Cluster().ServiceAccount().Key)
+	serving, servingKey, e := issue(caCert, caPair.PrivateKey, "kube-apiserver", nil, []net.IP{vip.AsSlice(), net.IPv4(127, 0, 0, 1)}, x509.ExtKeyUsageServerAuth)
+	if e != nil {
+		return nil, e
+	}
+	certFile, keyFile := write("apiserver.crt", serving), write("apiserver.key", servingKey)
+	policy := write("audit-policy.yaml", []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"))
+	admin, adminKey, e := issue(caCert, caPair.PrivateKey, "milner-it-seed", []string{"system:masters"}, nil, x509.ExtKeyUsageClientAuth)
+	if e != nil {
+		return nil, e
+	}
+	if err != nil {
+		return nil, err
+	}
+	a := &clusterAPI{dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String()}
+	etcdURL, peerURL := "http://127.0.0.1:22379", "http://127.0.0.1:22380"
+	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL, "--log-level=warn"); err != nil {
+		return nil, err
+	}
+	if err := a.daemon("kube-apiserver", "--etcd-servers="+etcdURL,
+		"--bind-address="+vip.String(), "--advertise-address="+vip.String(), "--secure-port=6443",
+		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile, "--client-ca-file="+caFile,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+saFile, "--service-account-signing-key-file="+saFile,
+		"--service-cluster-ip-range=10.96.0.0/12", "--authorization-mode=Node,RBAC",
+		"--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false", "--v=0",
+		"--audit-policy-file="+policy, "--audit-log-path="+filepath.Join(dir, "audit.log")); err != nil {
+		a.stop()
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(admin, adminKey)
+	if err != nil {
+		a.stop()
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	a.client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		body, code, err := a.do(http.MethodGet, "/readyz", "", nil)
+		if err == nil && code == http.StatusOK && string(body) == "ok" {
+			return a, nil
+		}
+		if time.Now().After(deadline) {
+			a.stop()
+			return nil, fmt.Errorf("kube-apiserver not ready after 3m: %d %s %v (logs in %s)", code, body, err, dir)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// issue makes a certificate from the CA, returning its PEM and its key's.
+func issue(ca *x509.Certificate, caKey any, cn string, orgs []string, ips []net.IP, usage x509.ExtKeyUsage) ([]byte, []byte, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// newKey is a P-256 key, as Talos' own PKI issues.
+func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
+
+// daemon starts a binary of .tools/bin with its output in dir/<name>.log.
+func (a *clusterAPI) daemon(name string, args ...string) error {
+	log, err := os.Create(filepath.Join(a.dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(repo, ".tools", "bin", name), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	a.procs = append(a.procs, cmd)
+	return nil
+}
+
+// stop stops kube-apiserver, then etcd.
+func (a *clusterAPI) stop() {
+	for i := len(a.procs) - 1; i >= 0; i-- {
+		p := a.procs[i]
+		_ = p.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = p.Process.Kill()
+			<-done
+		}
+	}
+}
+
+// do sends one request as the seeding admin.
+func (a *clusterAPI) do(method, path, contentType string, body any) ([]byte, int, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, 0, err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, a.url+path, r)
+	if err != nil {
+		return nil, 0, err
+	}
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	req.Header.Set("Content-Type", contentType)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return b, resp.StatusCode, err
+}
+
+// send is do that wants a 2xx answer.
+func (a *clusterAPI) send(method, path, contentType string, body any) error {
+	b, code, err := a.do(method, path, contentType, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if code/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, code, b)
+	}
+	return nil
+}
+
+// seedNode is one node as its kubelet registers it.
+type seedNode struct {
+	Name         string
+	IP           netip.Addr
+	ControlPlane bool
+}
+
+// seed writes what a running cluster's kubelets and Talos' bootstrap
+// manifests would have written: each Node, registered and Ready (the
+// kubelet's status, node-role label on control planes: talos
+// pkg/cluster/check K8sAllNodesReportedAssertion, K8sFullControlPlane-
+// Assertion, K8sAllNodesReadyAssertion, K8sAllNodesSchedulableAssertion),
+// the mirror pods of each control plane's static pods, Ready
+// (K8sFullControlPlaneAssertion lists them by k8s-app), and kube-proxy
+// (a DaemonSet, one Ready pod per node) and CoreDNS (a Deployment of one
+// Ready pod), the two Talos deploys, so those checks do not skip.
+func (a *clusterAPI) seed(nodes []seedNode) error {
+	now := time.Now().UTC().Format(time.RFC3339)
+	ready := map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}
+	errs := []error{a.send(http.MethodPost, "/api/v1/namespaces/kube-system/serviceaccounts", "",
+		map[string]any{"metadata": map[string]any{"name": "default"}})}
+	pod := func(name, app, node string, extra map[string]any) {
+		meta := map[string]any{"name": name, "labels": map[string]any{"k8s-app": app}}
+		for k, v := range extra {
+			meta[k] = v
+		}
+		errs = append(errs, a.send(http.MethodPost, "/api/v1/namespaces/kube-system/pods", "", map[string]any{
+			"metadata": meta,
+			"spec": map[string]any{"nodeName": node, "automountServiceAccountToken": false,
+				"containers": []any{map[string]any{"name": app, "image": "registry.k8s.io/" + app + ":v1.32.3"}}},
+		}))
+		errs = append(errs, a.send(http.MethodPatch, "/api/v1/namespaces/kube-system/pods/"+name+"/status", "application/merge-patch+json", map[string]any{
+			"status": map[string]any{"phase": "Running", "conditions": []any{ready},
+				"containerStatuses": []any{map[string]any{"name": app, "ready": true, "restartCount": 0, "image": "registry.k8s.io/" + app + ":v1.32.3", "imageID": "",
+					"state": map[string]any{"running": map[string]any{"startedAt": now}}}}},
+		}))
+	}
+	for _, n := range nodes {
+		labels := map[string]any{"kubernetes.io/hostname": n.Name, "kubernetes.io/os": "linux"}
+		if n.ControlPlane {
+			labels["node-role.kubernetes.io/control-plane"] = ""
+		}
+		errs = append(errs, a.send(http.MethodPost, "/api/v1/nodes", "", map[string]any{"metadata": map[string]any{"name": n.Name, "labels": labels}}))
+		errs = append(errs, a.send(http.MethodPatch, "/api/v1/nodes/"+n.Name+"/status", "application/merge-patch+json", map[string]any{
+			"status": map[string]any{
+				"addresses":  []any{map[string]any{"type": "InternalIP", "address": n.IP.String()}, map[string]any{"type": "Hostname", "address": n.Name}},
+				"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}},
+			},
+		}))
+		if n.ControlPlane {
+			for _, app := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+				pod(app+"-"+n.Name, app, n.Name, map[string]any{"annotations": map[string]any{"kubernetes.io/config.source": "file"}})
+			}
+		}
+		pod("kube-proxy-"+n.Name, "kube-proxy", n.Name, nil)
+	}
+	selector := func(app string) map[string]any { return map[string]any{"matchLabels": map[string]any{"k8s-app": app}} }
+	template := func(app string) map[string]any {
+		return map[string]any{"metadata": map[string]any{"labels": map[string]any{"k8s-app": app}},
+			"spec": map[string]any{"containers": []any{map[string]any{"name": app, "image": "registry.k8s.io/" + app + ":v1.32.3"}}}}
+	}
+	errs = append(errs, a.send(http.MethodPost, "/apis/apps/v1/namespaces/kube-system/daemonsets", "", map[string]any{
+		"metadata": map[string]any{"name": "kube-proxy", "labels": map[string]any{"k8s-app": "kube-proxy"}},
+		"spec":     map[string]any{"selector": selector("kube-proxy"), "template": template("kube-proxy")},
+	}))
+	n := len(nodes)
+	errs = append(errs, a.send(http.MethodPatch, "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy/status", "application/merge-patch+json", map[string]any{
+		"status": map[string]any{"desiredNumberScheduled": n, "currentNumberScheduled": n, "numberReady": n, "numberAvailable": n, "updatedNumberScheduled": n, "numberMisscheduled": 0},
+	}))
+	errs = append(errs, a.send(http.MethodPost, "/apis/apps/v1/namespaces/kube-system/deployments", "", map[string]any{
+		"metadata": map[string]any{"name": "coredns", "labels": map[string]any{"k8s-app": "kube-dns"}},
+		"spec":     map[string]any{"replicas": 1, "selector": selector("kube-dns"), "template": template("kube-dns")},
+	}))
+	pod("coredns-"+nodes[0].Name, "kube-dns", nodes[0].Name, nil)
+	return errors.Join(errs...)
+}
+
+// reads returns, per user other than the seeding admin, the requests the
+// API server's audit log recorded as "<verb> <resource>" (e.g. "list
+// nodes"): who read the cluster, e.g. the health check with the admin
+// kubeconfig Talos handed out.
+func (a *clusterAPI) reads() (map[string][]string, error) {
+	b, err := os.ReadFile(filepath.Join(a.dir, "audit.log"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var ev struct {
+			Stage string `json:"stage"`
+			User  struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			Verb      string `json:"verb"`
+			ObjectRef struct {
+				Resource string `json:"resource"`
+			} `json:"objectRef"`
+		}
+		if json.Unmarshal(line, &ev) != nil || ev.Stage != "ResponseComplete" || ev.User.Username == "milner-it-seed" {
+			continue
+		}
+		if strings.HasPrefix(ev.User.Username, "system:") {
+			continue // the API server's own loops
+		}
+		out[ev.User.Username] = append(out[ev.User.Username], ev.Verb+" "+ev.ObjectRef.Resource)
+	}
+	return out, nil
+}
+
+// logs returns the tail of a daemon's log, for a failure message.
+func (a *clusterAPI) logs(name string) string {
+	b, _ := os.ReadFile(filepath.Join(a.dir, name+".log")) //nolint:errcheck // a missing log says nothing
+	if len(b) > 4096 {
+		b = b[len(b)-4096:]
+	}
+	return strings.TrimSpace(string(b))
+}
