@@ -149,7 +149,7 @@ func TestBadPathsAreCaught(t *testing.T) {
 			"See [state](docs/runbooks/state.md#restore) and [recover](docs/runbooks/recover.md).\n" +
 			"Talos' `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_runtime.go`; `tools/talos-validate-v*`; `stacks/nope-v*`; `stacks/config.Load`; `stacks/config.go`.\n",
 		"docs/runbooks/adopt.md": "[state](state.md), [cli](../cli.md), `cmd/milner/bootstrap.go`\n",
-		"internal/gate/cite.go": "package gate\n\n// docs/runbooks/state.md \"Restore\"\nconst a = \"see docs/runbooks/state.md \\\"State\\\"\"\nconst b = \"see docs/runbooks/state.md \\\"Gone\\\" and docs/missing.md \\\"X\\\"\"\n",
+		"internal/gate/cite.go":  "package gate\n\n// docs/runbooks/state.md \"Restore\"\nconst a = \"see docs/runbooks/state.md \\\"State\\\"\"\nconst b = \"see docs/runbooks/state.md \\\"Gone\\\" and docs/missing.md \\\"X\\\"\"\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
