@@ -56,7 +56,7 @@ minor without one fails, saying so.`,
 			if len(failed) > 0 {
 				err = refused("layer rules fail on %s; fix the program or the stack config before any up", strings.Join(failed, ", "))
 			}
-			return emit(asJSON, figures, err)
+			return emit(asJSON, figures, nil, err)
 		},
 	}
 	cmd.Flags().StringVarP(&stack, "stack", "s", "", "stack to check; its config is Pulumi.<stack>.yaml")

@@ -17,7 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/pipeline"
 )
 
 // exitCodes is the root help's (and so docs/cli.md's) one description of
@@ -42,16 +44,17 @@ const (
 )
 
 // refusal is an error that a rule refused the operation before anything
-// was changed (exit code 3).
-type refusal struct{ msg string }
-
-func (r *refusal) Error() string { return "refused: " + r.msg }
+// was changed (exit code 3); it names its rule (internal/pipeline).
+type refusal = pipeline.Refusal
 
 // refused returns a refusal with a formatted message.
-func refused(format string, a ...any) error { return &refusal{msg: fmt.Sprintf(format, a...)} }
+var refused = pipeline.Refused
+
+// confirm is the typed confirmation (pipeline.Confirm).
+var confirm = pipeline.Confirm
 
 // errPending is returned by --expect-no-changes when the stack has changes.
-var errPending = errors.New("changes pending")
+var errPending = pipeline.ErrPending
 
 // usageError marks a command-line mistake (exit code 2).
 type usageError struct{ error }
@@ -161,7 +164,7 @@ nothing is confirmed.
 	_ = root.PersistentFlags().MarkDeprecated("dir", "use -C/--cwd")
 	root.AddCommand(
 		previewCmd(), upCmd(), refreshCmd(), outputCmd(), statusCmd(),
-		clientCmd(kubeconfig), clientCmd(talosconfig),
+		clientCmd(clientfiles.Kube), clientCmd(clientfiles.Talos),
 		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), stateCmd(), checkCmd(), docsCmd(), versionCmd(),
 	)
 	root.InitDefaultCompletionCmd()

@@ -3,18 +3,16 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/milner/milner/internal/pipeline"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
-	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/secretgen"
 	"github.com/milner/milner/internal/secretsbundle"
 	"github.com/milner/milner/internal/stackfile"
@@ -42,7 +40,7 @@ func secretsExportCmd() *cobra.Command {
 		Short: "Write the secrets bundle from state to an age-encrypted file (0600)",
 		Example: `  age-keygen -o ~/milner-dev.key
   milner secrets export --stack dev --out milner-dev-secrets.age --recipient age1...`,
-		RunE: f.run(false, func(o *op) error {
+		RunE: f.run(false, func(o *pipeline.Op) error {
 			b, err := stackBundle(o)
 			if err != nil {
 				return err
@@ -58,7 +56,7 @@ func secretsExportCmd() *cobra.Command {
 			if err := engine.WritePrivateFile(out, sealed); err != nil {
 				return err
 			}
-			fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", o.st.Name(), len(recipients), out)
+			fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", o.St.Name(), len(recipients), out)
 			return nil
 		}),
 	}
@@ -108,23 +106,9 @@ nodes; docs/runbooks/recover.md.`,
 			file := filepath.Join(dir, "secrets.yaml")
 			f.program = stacks.SecretsBundle(file)
 			// Under Milner's stack lock: an import writes state, as up does.
-			return f.run(true, func(o *op) error {
-				name, err := bundleToImport(o)
-				if err != nil {
-					return err
-				}
-				if err := engine.WritePrivateFile(file, plain); err != nil {
-					return err
-				}
-				r, err := o.st.UpTarget(o.ctx, gate.TypeTalosSecrets, name)
-				if err != nil {
-					return err
-				}
-				if !slices.ContainsFunc(r.Steps, func(s gate.Step) bool { return s.Type == gate.TypeTalosSecrets && s.Op == apitype.OpImport }) {
-					return fmt.Errorf("stack %q: the update imported no %s", o.st.Name(), name)
-				}
-				fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected, its outputs secret); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", o.st.Name(), name, o.st.Name())
-				return nil
+			return f.run(true, func(o *pipeline.Op) error {
+				_, err := pipeline.Run(o, pipeline.SecretsImport(), pipeline.Input{BundleFile: file, Bundle: plain})
+				return err
 			})(cmd, nil)
 		},
 	}
@@ -134,44 +118,6 @@ nodes; docs/runbooks/recover.md.`,
 	_ = cmd.MarkFlagRequired("in")
 	_ = cmd.MarkFlagRequired("identity")
 	return cmd
-}
-
-// bundleToImport is the logical name of the stack's secrets bundle, refusing
-// a stack without a Talos layer and one whose state already holds a bundle:
-// importing again would replace the cluster's root of trust.
-func bundleToImport(o *op) (string, error) {
-	cfg, err := o.config()
-	if err != nil {
-		return "", err
-	}
-	if !cfg.Declares(config.LayerTalos) {
-		return "", refused("stack %q declares no Talos layer, so it has no secrets bundle; nothing was changed", o.st.Name())
-	}
-	held, err := o.find(gate.TypeTalosSecrets, "")
-	if err != nil {
-		return "", err
-	}
-	if held != nil {
-		return "", refused("stack %q already holds the secrets bundle %s; an import would replace the cluster's root of trust, so nothing was changed (a damaged state: docs/runbooks/recover.md)", o.st.Name(), held.Name())
-	}
-	return cfg.Cluster.Name + "-secrets", nil
-}
-
-// liveNodeVMs are the libvirt domains of the substrate view (nil: none)
-// named like the node VMs the preview declares: what
-// gate.CheckSecretsBundle weighs a created bundle against. The Proxmox
-// inventory declares no domain; there the rule sees state and imports only.
-func liveNodeVMs(v *substrateView) []string {
-	if v == nil {
-		return nil
-	}
-	var out []string
-	for _, d := range v.declared {
-		if d.Type == gate.TypeLibvirtDomain && slices.ContainsFunc(v.live, func(l guard.Object) bool { return l.Type == gate.TypeLibvirtDomain && l.Name == d.Name }) {
-			out = append(out, d.Name)
-		}
-	}
-	return out
 }
 
 // generated is one file `milner secrets generate` writes, and where its
@@ -328,14 +274,14 @@ func realPath(path string) (string, error) {
 }
 
 // stackBundle is the secrets bundle in the stack's state.
-func stackBundle(o *op) (*secrets.Bundle, error) {
-	_, outs, err := o.st.OutputsInClear(o.ctx, gate.TypeTalosSecrets)
+func stackBundle(o *pipeline.Op) (*secrets.Bundle, error) {
+	_, outs, err := o.St.OutputsInClear(o.Ctx, gate.TypeTalosSecrets)
 	if err != nil {
 		return nil, err
 	}
 	ms, ok := outs["machineSecrets"].(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("stack %q: the secrets bundle has no machineSecrets output", o.st.Name())
+		return nil, fmt.Errorf("stack %q: the secrets bundle has no machineSecrets output", o.St.Name())
 	}
 	return secretsbundle.FromState(ms)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/milner/milner/internal/pipeline"
 	"os"
 	"strings"
 	"syscall"
@@ -30,19 +31,17 @@ func stateBackupsCmd() *cobra.Command {
 		Use:     "backups",
 		Short:   "List the stack's state backups, newest first",
 		Example: `  milner state backups --stack dev`,
-		RunE: f.run(false, func(o *op) error {
-			backups, err := o.st.Backups(o.ctx)
+		RunE: f.run(false, func(o *pipeline.Op) error {
+			backups, err := o.St.Backups(o.Ctx)
 			if err != nil {
 				return err
 			}
-			if f.json {
-				return writeJSON(os.Stdout, backups)
-			}
-			fmt.Printf("stack %q: %d backups in %s (newest first)\n", o.st.Name(), len(backups), o.st.Backend())
-			for _, b := range backups {
-				fmt.Printf("  %s  %s  %d resources\n", b.ID, b.Time.Format("2006-01-02 15:04:05Z"), b.Resources)
-			}
-			return nil
+			return emit(f.json, backups, func() {
+				fmt.Printf("stack %q: %d backups in %s (newest first)\n", o.St.Name(), len(backups), o.St.Backend())
+				for _, b := range backups {
+					fmt.Printf("  %s  %s  %d resources\n", b.ID, b.Time.Format("2006-01-02 15:04:05Z"), b.Resources)
+				}
+			}, nil)
 		}),
 	}
 	f.addStack(cmd, false)
@@ -63,12 +62,12 @@ the same way. Afterwards 'milner preview' shows how reality differs from
 the restored state; docs/runbooks/state.md.`,
 		Example: `  milner state backups --stack dev
   milner state restore --stack dev --backup 1764561234567890123`,
-		RunE: f.run(true, func(o *op) error {
-			backup, err := o.st.ReadBackup(o.ctx, id)
+		RunE: f.run(true, func(o *pipeline.Op) error {
+			backup, err := o.St.ReadBackup(o.Ctx, id)
 			if err != nil {
 				return err
 			}
-			current, err := o.resources()
+			current, err := o.Resources()
 			if err != nil {
 				return err
 			}
@@ -91,14 +90,14 @@ the restored state; docs/runbooks/state.md.`,
 				delete(ids, r.URN)
 			}
 			fmt.Printf("milner state restore: stack %q from backup %s: %d resources; %d only in the backup, %d only in the current state, %d with another id; the current state is kept as a new backup first\n",
-				o.st.Name(), id, len(backup.Resources), only, len(ids), changed)
-			if err := o.confirm("Replace the stack's state with this backup?"); err != nil {
+				o.St.Name(), id, len(backup.Resources), only, len(ids), changed)
+			if err := o.Confirm("Replace the stack's state with this backup?"); err != nil {
 				return err
 			}
-			if err := o.st.Restore(o.ctx, id); err != nil {
+			if err := o.St.Restore(o.Ctx, id); err != nil {
 				return err
 			}
-			fmt.Printf("milner state restore: done; run `milner preview --stack %s` to see how reality differs from the restored state\n", o.st.Name())
+			fmt.Printf("milner state restore: done; run `milner preview --stack %s` to see how reality differs from the restored state\n", o.St.Name())
 			return nil
 		}),
 	}
@@ -118,16 +117,12 @@ func stateLocksCmd() *cobra.Command {
 takes too: pid, user, host, time) and Milner's own operation lock (the
 milner command, pid, user@host and since when). It changes nothing.`,
 		Example: `  milner state locks --stack dev`,
-		RunE: f.run(false, func(o *op) error {
-			locks, err := o.st.Locks(o.ctx)
+		RunE: f.run(false, func(o *pipeline.Op) error {
+			locks, err := o.St.Locks(o.Ctx)
 			if err != nil {
 				return err
 			}
-			if f.json {
-				return writeJSON(os.Stdout, locks)
-			}
-			printLocks(o.st.Name(), locks)
-			return nil
+			return emit(f.json, locks, func() { printLocks(o.St.Name(), locks) }, nil)
 		}),
 	}
 	f.addStack(cmd, false)
@@ -156,13 +151,13 @@ holder is gone first: clearing a live run's lock lets a second run write
 the same state.`,
 		Example: `  milner state locks --stack dev
   milner state unlock --stack dev          # asks for the stack name; --yes in scripts`,
-		RunE: f.run(false, func(o *op) error {
-			locks, err := o.st.Locks(o.ctx)
+		RunE: f.run(false, func(o *pipeline.Op) error {
+			locks, err := o.St.Locks(o.Ctx)
 			if err != nil {
 				return err
 			}
 			if len(locks) == 0 {
-				fmt.Printf("stack %q: no locks held; nothing to clear\n", o.st.Name())
+				fmt.Printf("stack %q: no locks held; nothing to clear\n", o.St.Name())
 				return nil
 			}
 			host, _ := os.Hostname()
@@ -171,14 +166,14 @@ the same state.`,
 					return refused("%s lock %s is held by pid %d on this host, which is running (%s); nothing was cleared", l.Lock, l.Where, l.PID, l.Command)
 				}
 			}
-			printLocks(o.st.Name(), locks)
-			if err := o.confirm("Clear these locks?"); err != nil {
+			printLocks(o.St.Name(), locks)
+			if err := o.Confirm("Clear these locks?"); err != nil {
 				return err
 			}
-			if err := o.st.ClearStaleLocks(o.ctx, locks); err != nil {
+			if err := o.St.ClearStaleLocks(o.Ctx, locks); err != nil {
 				return err
 			}
-			fmt.Printf("milner state unlock: cleared %d locks of stack %q\n", len(locks), o.st.Name())
+			fmt.Printf("milner state unlock: cleared %d locks of stack %q\n", len(locks), o.St.Name())
 			return nil
 		}),
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/milner/milner/internal/clientfiles"
+	"github.com/milner/milner/internal/pipeline"
 	"maps"
 	"os"
 	"slices"
@@ -48,20 +50,20 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 		Example: `  milner status --stack dev
   milner status --stack dev --versions
   milner status --stack dev --json`,
-		RunE: f.run(false, func(o *op) error {
-			cfg, err := o.config()
+		RunE: f.run(false, func(o *pipeline.Op) error {
+			cfg, err := o.Config()
 			if err != nil {
 				return err
 			}
-			resources, err := o.resources()
+			resources, err := o.Resources()
 			if err != nil {
 				return err
 			}
-			outs, err := o.outputs()
+			outs, err := o.Outputs()
 			if err != nil {
 				return err
 			}
-			s := status{Stack: o.st.Name(), Cluster: cfg.Cluster.Name, Backend: o.st.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"],
+			s := status{Stack: o.St.Name(), Cluster: cfg.Cluster.Name, Backend: o.St.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"],
 				Certificates: certLifetimes(o)}
 			for _, r := range resources {
 				s.Resources[string(gate.LayerOf(r.Type, r.Name()))]++
@@ -73,14 +75,10 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 				}
 			}
 			if versions {
-				v := askVersions(o, talosconfigFile)
+				v := o.AskVersions(talosconfigFile)
 				s.Versions = &v
 			}
-			if f.json {
-				return writeJSON(os.Stdout, s)
-			}
-			s.write()
-			return nil
+			return emit(f.json, s, s.write, nil)
 		}),
 	}
 	f.addStack(cmd, false)
@@ -123,13 +121,13 @@ func (s *status) write() {
 
 // certLifetimes are the stack's client certificates and CAs, as `milner
 // status` shows them; what cannot be read says why.
-func certLifetimes(o *op) []certs.Cert {
-	outs, err := o.outputs()
+func certLifetimes(o *pipeline.Op) []certs.Cert {
+	outs, err := o.Outputs()
 	if err != nil {
 		return []certs.Cert{{Name: "certificates", Err: err.Error()}}
 	}
-	talos, _ := outs[talosconfig.output].(string)
-	kube, _ := outs[kubeconfig.output].(string)
+	talos, _ := outs[clientfiles.Talos.Output].(string)
+	kube, _ := outs[clientfiles.Kube.Output].(string)
 	bundle, err := stackBundle(o)
 	return certs.Lifetimes(talos, kube, bundle, err)
 }
@@ -144,31 +142,29 @@ func outputCmd() *cobra.Command {
   milner output --stack dev nodes --json
   milner output --stack dev kubeconfig --show-secrets`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: f.run(false, func(o *op) error {
-			outs, err := o.st.Outputs(o.ctx, show)
+		RunE: f.run(false, func(o *pipeline.Op) error {
+			outs, err := o.St.Outputs(o.Ctx, show)
 			if err != nil {
 				return err
 			}
 			var v any = outs
-			if len(o.args) == 1 {
+			if len(o.Args) == 1 {
 				var ok bool
-				if v, ok = outs[o.args[0]]; !ok {
-					return fmt.Errorf("stack %q has no output %q", o.st.Name(), o.args[0])
+				if v, ok = outs[o.Args[0]]; !ok {
+					return fmt.Errorf("stack %q has no output %q", o.St.Name(), o.Args[0])
 				}
 			}
-			if !f.json {
-				switch v := v.(type) {
-				case string:
-					fmt.Println(v)
-					return nil
-				case map[string]any:
+			switch v := v.(type) {
+			case string:
+				return emit(f.json, v, func() { fmt.Println(v) }, nil)
+			case map[string]any:
+				return emit(f.json, v, func() {
 					for _, k := range slices.Sorted(maps.Keys(v)) {
 						fmt.Printf("%-12s %v\n", k, v[k])
 					}
-					return nil
-				}
+				}, nil)
 			}
-			return writeJSON(os.Stdout, v)
+			return emit(true, v, nil, nil)
 		}),
 	}
 	f.addStack(cmd, false)

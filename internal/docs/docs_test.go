@@ -128,8 +128,9 @@ func TestCommittedDocsCiteOnlyWhatExists(t *testing.T) {
 }
 
 // TestBadPathsAreCaught: a cited file that does not exist, a link to a
-// missing runbook and a package the Layout table leaves out are each
-// reported; another repository's path and a glob that matches are not.
+// missing runbook, a package the Layout table leaves out and a doc
+// section Go code cites that has no heading are each reported; another
+// repository's path and a glob that matches are not.
 func TestBadPathsAreCaught(t *testing.T) {
 	dir := t.TempDir()
 	for _, d := range []string{"docs/runbooks", "stacks/config", "internal/engine", "internal/gate", "tools/talos-validate-v1.9.5", "bin", "cmd/milner"} {
@@ -148,6 +149,7 @@ func TestBadPathsAreCaught(t *testing.T) {
 			"See [state](docs/runbooks/state.md#restore) and [recover](docs/runbooks/recover.md).\n" +
 			"Talos' `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_runtime.go`; `tools/talos-validate-v*`; `stacks/nope-v*`; `stacks/config.Load`; `stacks/config.go`.\n",
 		"docs/runbooks/adopt.md": "[state](state.md), [cli](../cli.md), `cmd/milner/bootstrap.go`\n",
+		"internal/gate/cite.go":  "package gate\n\n// docs/runbooks/state.md \"Restore\"\nconst a = \"see docs/runbooks/state.md \\\"State\\\"\"\nconst b = \"see docs/runbooks/state.md \\\"Gone\\\" and docs/missing.md \\\"X\\\"\"\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -166,6 +168,9 @@ func TestBadPathsAreCaught(t *testing.T) {
 		"docs/runbooks/adopt.md:1: cites `cmd/milner/bootstrap.go`, which does not exist",
 		"README.md: the ## Layout table does not name the folder `cmd/`",
 		"README.md: the ## Layout table does not name the package `internal/gate`",
+		`internal/gate/cite.go:3: cites docs/runbooks/state.md "Restore", which has no such heading`,
+		`internal/gate/cite.go:5: cites docs/runbooks/state.md "Gone", which has no such heading`,
+		"internal/gate/cite.go:5: cites docs/missing.md, which does not exist",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("CheckPaths:\n got %q\nwant %q", got, want)

@@ -119,7 +119,63 @@ func CheckPaths(root string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(problems, layout...), nil
+	sections, err := checkCitedSections(root)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(problems, layout...), sections...), nil
+}
+
+// citedSection is how Milner's messages point to a doc's section:
+// docs/apps.md "Where the charts come from", in a Go string (its quotes
+// escaped) or a comment.
+var citedSection = regexp.MustCompile(`(docs/[\w/.-]+\.md) \\?"([^"\\]+)\\?"`)
+
+// checkCitedSections returns every doc section Milner's Go code cites (an
+// error message's pointer) that the doc has no heading for. Tests are not
+// read: a message a user sees is production code's.
+func checkCitedSections(root string) ([]string, error) {
+	var problems []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for n, line := range strings.Split(string(b), "\n") {
+			for _, m := range citedSection.FindAllStringSubmatch(line, -1) {
+				doc, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(m[1])))
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("%s:%d: cites %s, which does not exist", filepath.ToSlash(rel), n+1, m[1]))
+					continue
+				}
+				if !hasHeading(string(doc), m[2]) {
+					problems = append(problems, fmt.Sprintf("%s:%d: cites %s %q, which has no such heading", filepath.ToSlash(rel), n+1, m[1], m[2]))
+				}
+			}
+		}
+		return nil
+	})
+	return problems, err
+}
+
+// hasHeading reports whether a Markdown doc has a heading whose text is
+// title (code spans as written: ## Chart mirror (`milner:chartMirrors`)).
+func hasHeading(doc, title string) bool {
+	for _, line := range strings.Split(doc, "\n") {
+		if text, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") && strings.TrimSpace(text) == title {
+			return true
+		}
+	}
+	return false
 }
 
 // checkLayout returns every top-level folder and every package under

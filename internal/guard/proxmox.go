@@ -73,7 +73,7 @@ func orphanVM(stack string, d Declared, v Object, declared []Declared, live []Ob
 		f.Fix = fmt.Sprintf("the stack wants VM id %d for %q; give nodes[%s].vmId the live id %d (its holder is then %d), or rename or remove the live VM by hand", d.VMID, d.Name, d.Node, vmid, vmid+1000)
 		return f, ""
 	case v.Host != d.Host:
-		f.Fix = fmt.Sprintf("the VM runs on %s: set nodes[%s].proxmoxNode to %s (moving it is the planned procedure of docs/proxmox.md \"Move a node to another host\"), then run the up again", v.Host, d.Node, v.Host)
+		f.Fix = fmt.Sprintf("the VM runs on %s: set nodes[%s].proxmoxNode to %s (moving it is the planned procedure of docs/proxmox.md \"Move a node to another host (planned, gated)\"), then run the up again", v.Host, d.Node, v.Host)
 		return f, ""
 	case d.Holder:
 		f.Fix = fmt.Sprintf("milner adopt --stack %s --node %s --holder --id %d", stack, d.Node, d.VMID)

@@ -13,19 +13,20 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// SetNodeField sets field of the node named node in the milner:nodes list
-// of the stack file at path to value, and returns the file's previous bytes
-// (to restore it if the caller's check fails).
-func SetNodeField(path, node, field, value string) ([]byte, error) {
-	return edit(path, func(config *yaml.Node) error { return setNodeField(config, node, field, value) })
+// Change is one edit of a stack file's config mapping.
+type Change func(config *yaml.Node) error
+
+// NodeField sets field of the node named node in milner:nodes to value
+// (adopt's adoptId, holderAdoptId).
+func NodeField(node, field, value string) Change {
+	return func(config *yaml.Node) error { return setNodeField(config, node, field, value) }
 }
 
-// SetAdoption records in one write what `milner adopt --all` adopts: each
-// node's domain id as its adoptId, and each other object's id under its
-// logical name in milner:substrate's libvirt.adopt. It returns the file's
-// previous bytes.
-func SetAdoption(path string, nodes, objects map[string]string) ([]byte, error) {
-	return edit(path, func(config *yaml.Node) error {
+// Adoption records what `milner adopt --all` adopts: each node's domain id
+// as its adoptId, and each other object's id under its logical name in
+// milner:substrate's libvirt.adopt.
+func Adoption(nodes, objects map[string]string) Change {
+	return func(config *yaml.Node) error {
 		for _, n := range slices.Sorted(maps.Keys(nodes)) {
 			if err := setNodeField(config, n, "adoptId", nodes[n]); err != nil {
 				return err
@@ -48,26 +49,35 @@ func SetAdoption(path string, nodes, objects map[string]string) ([]byte, error) 
 			setValue(adopt, logical, str(objects[logical]))
 		}
 		return nil
-	})
+	}
 }
 
-// SetClusterFlag sets the boolean field of the milner:cluster mapping of the
-// stack file at path to true (milner adopt's adoptBootstrap) and returns
-// the file's previous bytes.
-func SetClusterFlag(path, field string) ([]byte, error) {
-	return edit(path, func(config *yaml.Node) error {
+// ClusterFlag sets the boolean field of the milner:cluster mapping to true
+// (adopt's adoptBootstrap).
+func ClusterFlag(field string) Change {
+	return func(config *yaml.Node) error {
 		cl := lookup(config, "milner:cluster")
 		if cl == nil || cl.Kind != yaml.MappingNode {
 			return fmt.Errorf("no milner:cluster mapping")
 		}
 		setValue(cl, field, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 		return nil
-	})
+	}
 }
 
-// edit applies change to the config mapping of the stack file at path and
-// writes the file back; it returns the previous bytes.
-func edit(path string, change func(config *yaml.Node) error) ([]byte, error) {
+// SetNodeField is Edit(path, NodeField(node, field, value)).
+func SetNodeField(path, node, field, value string) ([]byte, error) {
+	return Edit(path, NodeField(node, field, value))
+}
+
+// SetClusterFlag is Edit(path, ClusterFlag(field)).
+func SetClusterFlag(path, field string) ([]byte, error) { return Edit(path, ClusterFlag(field)) }
+
+// Edit is the one edit of a stack file: it applies change to the config
+// mapping of the stack file at path, keeping its comments and layout, and
+// writes the file back; it returns the previous bytes (to restore it if
+// the caller's check fails).
+func Edit(path string, change Change) ([]byte, error) {
 	before, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

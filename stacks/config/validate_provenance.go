@@ -110,7 +110,7 @@ func checkChartSource(p *problems, at string, ch ChartConfig) {
 		return
 	}
 	if !slices.Contains(pc.Versions, ch.Version) && exactVersion(ch.Version) {
-		p.addf(at+".version", "%s is not a %s release recorded as published (recorded: %s); a newer release is recorded in stacks/config/charts.go PublishedCharts with the upstream tag that publishes it (docs/apps.md \"Chart provenance\")", ch.Version, pc.Name, strings.Join(pc.Versions, ", "))
+		p.addf(at+".version", "%s is not a %s release recorded as published (recorded: %s); a newer release is recorded in stacks/config/charts.go PublishedCharts with the upstream tag that publishes it (docs/apps.md \"Where the charts come from\")", ch.Version, pc.Name, strings.Join(pc.Versions, ", "))
 	}
 }
 

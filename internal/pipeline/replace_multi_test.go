@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ func TestReplaceTakesOneNodePerRunOnARunningCluster(t *testing.T) {
 		{"two nodes, running cluster", running, []string{"cp-1", "cp-2"}, true},
 	} {
 		err := oneNodeAtATime(c.resources, c.nodes)
-		var r *refusal
+		var r *Refusal
 		if got := errors.As(err, &r); got != c.refused {
 			t.Fatalf("%s: refused = %v (%v), want %v", c.name, got, err, c.refused)
 		}

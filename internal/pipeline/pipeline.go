@@ -1,0 +1,178 @@
+// Package pipeline is the one path every gated verb of milner runs
+// (preview, up, up --replace, up --os-disk, adopt, teardown, upgrade,
+// secrets import), in these stages:
+//
+//  1. observe: what the verb's rules need (the stack's config, state and
+//     outputs, the substrate's inventory, the Talos API's evidence, the apps'
+//     readiness), each fetched once per run, on first use (observe.go);
+//  2. plan: the engine's preview, whose plan the apply takes;
+//  3. judge: the verb's table of named rules (tables.go), each a function
+//     of the plan and the observations; a refusal names its rule;
+//  4. report: the delta by layer, the versions and every refusal;
+//  5. confirm: the stack name typed, or --yes;
+//  6. apply: exactly the reviewed plan;
+//  7. after: the verb's after-steps (the rolling apps gate, the rejoin).
+//
+// Adding a rule to a verb is one line in its table, the rule's function
+// and its test. cmd/milner keeps the flags, the wiring of a verb to its
+// table and the printing; `milner preview --explain` lists every table
+// with the file and function of each rule (Explain).
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/milner/milner/internal/gate"
+)
+
+// Stage is when a rule judges, and what its refusal does.
+type Stage int
+
+// The stages a rule judges at.
+const (
+	// Before judges the observations before the engine is asked to plan
+	// (and before anything is touched); a refusal stops the run.
+	Before Stage = iota
+	// Stop judges the plan before the report; a refusal stops the run
+	// (its findings printed) without a report.
+	Stop
+	// Report judges the plan; its refusals are reported with the delta,
+	// and the verb applies nothing.
+	Report
+	// Last judges right before the apply, after the confirmation, what
+	// must hold at that moment (the apps' readiness); a refusal stops the run.
+	Last
+)
+
+func (s Stage) String() string {
+	return [...]string{"before the plan", "on the plan, stops", "on the plan, reported", "before the apply"}[s]
+}
+
+// Rule is one named refusal rule of a verb's table.
+type Rule struct {
+	// Name is what a refusal of the rule says it comes from.
+	Name string
+	// Stage is when it judges.
+	Stage Stage
+	// Check judges the run's plan and observations: Report rules return
+	// their refusals, the other stages a *Refusal error.
+	Check func(*Op) ([]gate.Refusal, error)
+}
+
+// Where is the file and function that hold the rule's check, for
+// `--explain`: e.g. internal/pipeline/rules.go:layerRules.
+func (r Rule) Where() string {
+	f := runtime.FuncForPC(reflect.ValueOf(r.Check).Pointer())
+	if f == nil {
+		return "?"
+	}
+	file, _ := f.FileLine(f.Entry())
+	if i := strings.LastIndex(file, "/internal/"); i >= 0 {
+		file = file[i+1:]
+	}
+	name := f.Name()
+	return file + ":" + name[strings.LastIndex(name, ".")+1:]
+}
+
+// Verb is one gated verb: its table and what each of its stages does.
+type Verb struct {
+	// Name is the verb as typed (e.g. "up").
+	Name string
+	// Rules are its table, in the order they judge.
+	Rules []Rule
+	// plan is the plan stage (the engine's preview, for most verbs).
+	plan func(*Op) error
+	// report builds the outcome the report prints (and --json).
+	report func(*Op, []Finding) *Outcome
+	// question is the confirmation asked before the apply; "" applies
+	// without one (a verb whose apply changes only its own record).
+	question string
+	// apply applies exactly the reviewed plan; after runs once it did.
+	apply func(*Op, *Outcome) error
+	after func(*Op) error
+	// undo, when set, runs when the run ends with an error (adopt puts the
+	// stack file back).
+	undo func(*Op, error) error
+	// whenEmpty applies an empty delta too (a verb whose apply is no update).
+	whenEmpty bool
+	// verdict turns the outcome into the run's error; nil: Outcome.Verdict.
+	verdict func(*Op, *Outcome) error
+}
+
+// Refusal is an error that a rule refused the operation before anything
+// was changed (milner's exit code 3).
+type Refusal struct {
+	// Rule is the name of the rule that refused ("" outside a table).
+	Rule string
+	// Msg says what was refused and what to do instead.
+	Msg string
+}
+
+func (r *Refusal) Error() string {
+	if r.Rule == "" {
+		return "refused: " + r.Msg
+	}
+	return "refused: " + r.Msg + " [rule " + r.Rule + "]"
+}
+
+// Refused returns a refusal with a formatted message.
+func Refused(format string, a ...any) error { return &Refusal{Msg: fmt.Sprintf(format, a...)} }
+
+// ErrPending is returned by --expect-no-changes when the stack has changes.
+var ErrPending = errors.New("changes pending")
+
+// named names the rule of a refusal that names none.
+func named(err error, rule string) error {
+	var ref *Refusal
+	if errors.As(err, &ref) && ref.Rule == "" {
+		ref.Rule = rule
+	}
+	return err
+}
+
+// Finding is one refusal a Report rule found, with the rule's name.
+type Finding struct {
+	gate.Refusal
+	// Rule is the rule that found it.
+	Rule string `json:"rule"`
+}
+
+func (f Finding) String() string { return f.Refusal.String() + " [rule " + f.Rule + "]" }
+
+// judge runs the rules of one stage of the table in order. A Stop,
+// Before or Last rule's refusal ends it (named after the rule); Report
+// rules' refusals are collected.
+func judge(o *Op, rules []Rule, stages ...Stage) ([]Finding, error) {
+	var out []Finding
+	for _, r := range rules {
+		if !slices.Contains(stages, r.Stage) {
+			continue
+		}
+		found, err := r.Check(o)
+		if err != nil {
+			return nil, named(err, r.Name)
+		}
+		for _, f := range found {
+			out = append(out, Finding{Refusal: f, Rule: r.Name})
+		}
+	}
+	return out, nil
+}
+
+// Explain prints every verb's table: each rule's stage, name, and the
+// file and function holding it.
+func Explain(w io.Writer) {
+	for _, v := range Tables() {
+		_, _ = fmt.Fprintf(w, "milner %s:\n", v.Name)
+		for _, r := range v.Rules {
+			_, _ = fmt.Fprintf(w, "  %-24s %-22s %s\n", r.Name, r.Stage, filepath.ToSlash(r.Where()))
+		}
+	}
+}
