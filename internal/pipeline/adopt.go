@@ -189,7 +189,7 @@ func adoptReplacesNothing(o *Op) ([]gate.Refusal, error) {
 		case apitype.OpImport:
 			o.adopt.imported = true
 		case apitype.OpReplace, apitype.OpCreateReplacement, apitype.OpDeleteReplaced, apitype.OpDelete, apitype.OpImportReplacement:
-			bad = append(bad, gate.Refusal{Resource: string(s.URN), Reason: string(s.Op)})
+			bad = append(bad, gate.Refusal{Resource: s.URN, Reason: string(s.Op)})
 		}
 	}
 	return bad, nil

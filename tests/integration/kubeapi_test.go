@@ -120,7 +120,7 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 		}
 		if time.Now().After(deadline) {
 			a.stop()
-			return nil, fmt.Errorf("kube-apiserver not ready after 3m: %d %s %v (logs in %s)", code, body, err, dir)
+			return nil, fmt.Errorf("kube-apiserver not ready after 3m: %d %s %w (logs in %s)", code, body, err, dir)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

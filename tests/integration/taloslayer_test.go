@@ -242,14 +242,14 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		}
 	})
 
-	step("a change that needs a reboot is staged", func(t *testing.T, mark int) {
+	step("a change that needs a reboot is staged", func(t *testing.T, _ int) {
 		// An operator set machine.env on w-1 by hand and rebooted it into
 		// it (talosctl apply-config --mode=reboot); the stack's config
 		// does not have it, and drops w-1's labels: a change Talos can
 		// only apply with a reboot (Runtime.CanApplyImmediate: .machine.env
 		// is not among what applies live).
 		s.operatorApply(ctx, w1, `{"machine":{"env":{"GODEBUG":"x509sha1=1"}}}`)
-		mark = len(s.c.Journal())
+		mark := len(s.c.Journal())
 		running := w1.Config()
 		s.extra = map[string]any{"milner:workloads": workloads()}
 		s.apply()
