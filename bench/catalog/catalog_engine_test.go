@@ -87,7 +87,7 @@ func TestCatalogEngine(t *testing.T) {
 	}
 	runCatalog(t, "", func(t *testing.T, ch change) []step {
 		substrate(ch.edit)
-		r, err := st.Preview(ctx, false)
+		r, _, err := st.Preview(ctx, engine.PlanOptions{})
 		if err != nil {
 			// A change that deletes protected disks is refused by the
 			// engine, which is Milner's policy; the steps it planned up to

@@ -127,7 +127,7 @@ func runPreview(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := st.Preview(context.Background(), *refresh)
+	r, _, err := st.Preview(context.Background(), engine.PlanOptions{Refresh: *refresh})
 	summarize("preview", r)
 	return err
 }

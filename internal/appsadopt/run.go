@@ -19,7 +19,7 @@ type Stack interface {
 	// Lock takes Milner's stack lock: Run writes state, as up does.
 	Lock(ctx context.Context) (func(), error)
 	// Preview previews the stack's program.
-	Preview(ctx context.Context, refresh bool) (*engine.Result, error)
+	Preview(ctx context.Context, o engine.PlanOptions) (*engine.Result, *engine.Plan, error)
 	// UpTargets runs an up of the program with only urns targeted.
 	UpTargets(ctx context.Context, urns []string) (*engine.Result, error)
 	// EditState edits the stack's latest checkpoint.
@@ -68,7 +68,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer unlock()
 	name := o.Stack.Name()
-	before, err := o.Stack.Preview(ctx, false)
+	before, _, err := o.Stack.Preview(ctx, engine.PlanOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if len(missed) > 0 {
 		return nil, fmt.Errorf("stack %q: the import run imported none of %v", name, missed)
 	}
-	imported, err := o.Stack.Preview(ctx, false)
+	imported, _, err := o.Stack.Preview(ctx, engine.PlanOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		_, _ = fmt.Fprintf(o.Out, "milner adopt: recorded the program's run inputs (%v) of the imported releases %v\n", "atomic, timeout, chart source, ...", completed)
 	}
-	after, err := o.Stack.Preview(ctx, false)
+	after, _, err := o.Stack.Preview(ctx, engine.PlanOptions{})
 	if err != nil {
 		return nil, err
 	}

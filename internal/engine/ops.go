@@ -57,13 +57,6 @@ type Plan struct {
 	replace []string
 }
 
-// Preview runs a preview; with refresh it first reads every resource back
-// from its provider (preview --refresh).
-func (s *Stack) Preview(ctx context.Context, refresh bool) (*Result, error) {
-	r, _, err := s.preview(ctx, PlanOptions{Refresh: refresh}, false)
-	return r, err
-}
-
 // PlanOptions configure a preview whose plan an up then applies.
 type PlanOptions struct {
 	// Replace are URNs the engine replaces even though nothing changed
@@ -73,12 +66,9 @@ type PlanOptions struct {
 	Refresh bool
 }
 
-// PreviewPlan previews and returns the plan UpPlan applies.
-func (s *Stack) PreviewPlan(ctx context.Context, o PlanOptions) (*Result, *Plan, error) {
-	return s.preview(ctx, o, true)
-}
-
-func (s *Stack) preview(ctx context.Context, o PlanOptions, plan bool) (*Result, *Plan, error) {
+// Preview previews (with Refresh, every resource read back first) and
+// returns the plan UpPlan applies.
+func (s *Stack) Preview(ctx context.Context, o PlanOptions) (*Result, *Plan, error) {
 	r, p, err := s.run(ctx, apitype.PreviewUpdate, func(e *pkgengine.UpdateOptions) {
 		e.Refresh = o.Refresh
 		// No provider Diff after each refresh Read: the preview's own Diff of
@@ -90,16 +80,16 @@ func (s *Stack) preview(ctx context.Context, o PlanOptions, plan bool) (*Result,
 		// as `pulumi preview --refresh` with PULUMI_ENABLE_LEGACY_REFRESH_DIFF.
 		// Refresh (`milner refresh`, which writes state) is left as it was.
 		e.UseLegacyRefreshDiff = o.Refresh
-		e.GeneratePlan = plan
+		e.GeneratePlan = true
 		e.ReplaceTargets = deploy.NewUrnTargets(o.Replace)
 	})
-	if plan && p != nil {
+	if p != nil {
 		return r, &Plan{plan: p, replace: o.Replace}, err
 	}
 	return r, nil, err
 }
 
-// UpPlan applies exactly the plan PreviewPlan returned: the engine fails a
+// UpPlan applies exactly the plan Preview returned: the engine fails a
 // step the plan does not hold rather than take it.
 func (s *Stack) UpPlan(ctx context.Context, p *Plan) (*Result, error) {
 	return s.apply(ctx, apitype.UpdateUpdate, func(e *pkgengine.UpdateOptions) {

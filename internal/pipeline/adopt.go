@@ -50,7 +50,7 @@ func adoptable(o *Op) ([]gate.Refusal, error) {
 	if !o.in.Adopt.All || o.cfg.StartAt == config.LayerApps {
 		return nil, nil
 	}
-	res, _, err := o.St.PreviewPlan(o.Ctx, engine.PlanOptions{})
+	res, _, err := o.St.Preview(o.Ctx, engine.PlanOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func adoptPlan(o *Op) (err error) {
 		o.plan = nil
 		return nil // somethingToRecord refuses
 	}
-	res, _, err := o.St.PreviewPlan(o.Ctx, engine.PlanOptions{})
+	res, _, err := o.St.Preview(o.Ctx, engine.PlanOptions{})
 	if err != nil {
 		return err
 	}

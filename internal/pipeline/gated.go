@@ -189,7 +189,7 @@ func (o *Op) planPreview() error {
 	if err := o.applyModes(); err != nil {
 		return err
 	}
-	res, plan, err := o.St.PreviewPlan(o.Ctx, opts)
+	res, plan, err := o.St.Preview(o.Ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -280,7 +280,7 @@ func (s *scenario) up() *engine.Result {
 // preview runs a preview and fails the test if it fails.
 func (s *scenario) preview(refresh bool) *engine.Result {
 	s.t.Helper()
-	r, err := s.stack.Preview(context.Background(), refresh)
+	r, _, err := s.stack.Preview(context.Background(), engine.PlanOptions{Refresh: refresh})
 	if err != nil {
 		s.t.Fatal(err)
 	}

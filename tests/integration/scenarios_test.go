@@ -195,7 +195,7 @@ func TestProtectedVolumeReplaceIsRefused(t *testing.T) {
 	s.nodes[1].Data = 2 // a volume's size is ForceNew in provider 0.8.x
 	s.apply()
 	const protectErr = "as it is currently marked for protection"
-	if _, err := s.stack.Preview(context.Background(), false); err == nil || !strings.Contains(err.Error(), protectErr) {
+	if _, _, err := s.stack.Preview(context.Background(), engine.PlanOptions{}); err == nil || !strings.Contains(err.Error(), protectErr) {
 		t.Fatalf("preview: want the engine's protect error, got %v", err)
 	}
 	if _, err := s.stack.Up(context.Background()); err == nil || !strings.Contains(err.Error(), protectErr) {

@@ -70,7 +70,7 @@ func TestStackFileSecrets(t *testing.T) {
 		}
 		return st
 	}
-	if _, err := open("not-the-passphrase").Preview(context.Background(), false); err == nil || !strings.Contains(err.Error(), engine.PassphraseEnv) {
+	if _, _, err := open("not-the-passphrase").Preview(context.Background(), engine.PlanOptions{}); err == nil || !strings.Contains(err.Error(), engine.PassphraseEnv) {
 		t.Fatalf("preview with a wrong passphrase: got %v, want an error naming %s", err, engine.PassphraseEnv)
 	}
 	st := open(pass)
@@ -91,7 +91,7 @@ func TestStackFileSecrets(t *testing.T) {
 			t.Errorf("pulumi stack output token: %q, want the secret", got)
 		}
 	}
-	if _, err := st.Preview(context.Background(), false); err != nil {
+	if _, _, err := st.Preview(context.Background(), engine.PlanOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	upAndCheck("hello")

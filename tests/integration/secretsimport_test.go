@@ -147,7 +147,10 @@ func TestSecretsImportKeepsTheBundleEncrypted(t *testing.T) {
 			// id) is unchanged: a preview and an up plan "same".
 			st := openWith(t, dir, url, stacks.SecretsBundle(""))
 			for _, op := range []func(context.Context) (*engine.Result, error){
-				func(ctx context.Context) (*engine.Result, error) { return st.Preview(ctx, false) },
+				func(ctx context.Context) (*engine.Result, error) {
+					r, _, err := st.Preview(ctx, engine.PlanOptions{})
+					return r, err
+				},
 				st.Up,
 			} {
 				res, err := op(context.Background())
@@ -171,7 +174,7 @@ func TestSecretsImportKeepsTheBundleEncrypted(t *testing.T) {
 			if err := os.WriteFile(other, plain, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			res, err := openWith(t, dir, url, stacks.SecretsBundle(other)).Preview(context.Background(), false)
+			res, _, err := openWith(t, dir, url, stacks.SecretsBundle(other)).Preview(context.Background(), engine.PlanOptions{})
 			if err != nil {
 				t.Logf("preview with another import id: %v", err)
 			}

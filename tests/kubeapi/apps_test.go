@@ -232,7 +232,7 @@ func (s *appsScenario) apply() {
 func (s *appsScenario) preview(what string) *engine.Result {
 	s.t.Helper()
 	start := time.Now()
-	r, err := s.stack.Preview(context.Background(), false)
+	r, _, err := s.stack.Preview(context.Background(), engine.PlanOptions{})
 	if err != nil {
 		s.t.Fatalf("%s: preview: %v", what, err)
 	}

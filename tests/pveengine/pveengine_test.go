@@ -196,7 +196,7 @@ func TestProdSubstrateOnRealPlugin(t *testing.T) {
 	ctx := context.Background()
 
 	start := time.Now()
-	pre, err := st.Preview(ctx, false)
+	pre, _, err := st.Preview(ctx, engine.PlanOptions{})
 	require.NoError(t, err)
 	t.Logf("preview from empty: %v in %s; %d requests", pre.Summary, time.Since(start).Round(time.Millisecond), len(s.Journal()))
 	mark := len(s.Journal())
@@ -229,7 +229,7 @@ func TestProdSubstrateOnRealPlugin(t *testing.T) {
 	mark = len(s.Journal())
 
 	start = time.Now()
-	again, err := st.Preview(ctx, false)
+	again, _, err := st.Preview(ctx, engine.PlanOptions{})
 	require.NoError(t, err)
 	t.Logf("preview after up: %v in %s", again.Summary, time.Since(start).Round(time.Millisecond))
 	for _, c := range again.Changes() {
