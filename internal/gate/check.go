@@ -45,7 +45,7 @@ func Check(r Report, replaceNodes, targets []string) []Refusal {
 		if l == Disposable {
 			continue
 		}
-		for _, c := range r.Delta(l).Replaces {
+		for _, c := range r.Delta(l).Of(Replace) {
 			if slices.Contains(targets, c.URN) {
 				continue
 			}
@@ -58,7 +58,7 @@ func Check(r Report, replaceNodes, targets []string) []Refusal {
 			out = append(out, Refusal{c.Name, reason, instead})
 		}
 	}
-	for _, c := range r.Delta(Persistent).Deletes {
+	for _, c := range r.Delta(Persistent).Of(Delete) {
 		if c.Retained {
 			continue // e.g. an old boot image: it leaves state and stays.
 		}
@@ -67,14 +67,14 @@ func Check(r Report, replaceNodes, targets []string) []Refusal {
 			"restore it in the stack config; " + teardown})
 	}
 
-	for _, c := range r.Delta(Apps).Deletes {
+	for _, c := range r.Delta(Apps).Of(Delete) {
 		if c.Type == TypeHelmRelease && !c.Retained {
 			out = append(out, Refusal{c.Name,
 				"the Helm release would be deleted with its workloads",
 				"keep the app in milner:apps (rename it with previousNames), or set retainOnDelete before removing it"})
 		}
 	}
-	for _, c := range r.Delta(Talos).Deletes {
+	for _, c := range r.Delta(Talos).Of(Delete) {
 		if c.Type == TypeTalosSecrets {
 			out = append(out, Refusal{c.Name,
 				"the cluster secrets would be deleted; without them no node can be managed again",
@@ -83,10 +83,10 @@ func Check(r Report, replaceNodes, targets []string) []Refusal {
 	}
 
 	vmReplaced := map[string]bool{}
-	for _, c := range r.Delta(Disposable).Replaces {
+	for _, c := range r.Delta(Disposable).Of(Replace) {
 		vmReplaced[c.Node] = true
 	}
-	for _, c := range r.Delta(Talos).Updates {
+	for _, c := range r.Delta(Talos).Of(Update) {
 		// A node whose VM is replaced is judged by the VM rules below.
 		if c.Type != TypeConfigApply || vmReplaced[c.Node] || !slices.ContainsFunc(c.Diffs, isAddressProp) {
 			continue
@@ -97,7 +97,7 @@ func Check(r Report, replaceNodes, targets []string) []Refusal {
 	}
 
 	var replaced []string
-	for _, c := range r.Delta(Disposable).Replaces {
+	for _, c := range r.Delta(Disposable).Of(Replace) {
 		replaced = append(replaced, c.Node)
 		if !slices.Contains(replaceNodes, c.Node) {
 			out = append(out, Refusal{c.Name,

@@ -160,7 +160,7 @@ func TestReport(t *testing.T) {
 			}
 			for _, l := range Layers {
 				d := r.Delta(l)
-				got := [4][]string{names(d.Creates), names(d.Updates), names(d.Replaces), names(d.Deletes)}
+				got := [4][]string{names(d.Of(Create)), names(d.Of(Update)), names(d.Of(Replace)), names(d.Of(Delete))}
 				if !equal4(got, tt.want[l]) {
 					t.Errorf("%s: creates/updates/replaces/deletes %q, want %q", l, got, tt.want[l])
 				}
@@ -174,7 +174,7 @@ func TestReport(t *testing.T) {
 
 func TestReportReplaceKeysAndNode(t *testing.T) {
 	r := load(t, "domain-replace.jsonl")
-	rs := r.Delta(Disposable).Replaces
+	rs := r.Delta(Disposable).Of(Replace)
 	if len(rs) != 1 || rs[0].Node != "cp-2" || !slices.Equal(rs[0].Keys, []string{"memory"}) {
 		t.Fatalf("replaces %+v, want milner-dev-cp-2 (node cp-2) forced by memory", rs)
 	}

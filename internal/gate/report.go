@@ -29,25 +29,41 @@ type Change struct {
 	ApplyMode string
 }
 
-// Delta is what a preview changes in one layer.
+// Op is what a preview does to a resource, folded over its steps (a
+// replace's create-replacement, replace and delete-replaced are one).
+type Op string
+
+// The ops a delta lists, in the order a report prints them.
+const (
+	Create  Op = "create"
+	Update  Op = "update"
+	Replace Op = "replace"
+	Delete  Op = "delete"
+	Import  Op = "import"
+)
+
+// Ops are every op, in report order.
+var Ops = []Op{Create, Update, Replace, Delete, Import}
+
+// Delta is what a preview changes in one layer: one list of changes per op.
 type Delta struct {
 	// Layer is the layer.
-	Layer Layer
-	// Creates are new resources.
-	Creates []Change
-	// Updates are in-place updates.
-	Updates []Change
-	// Replaces are resources deleted and created again.
-	Replaces []Change
-	// Deletes are resources removed.
-	Deletes []Change
-	// Imports are existing resources adopted into state.
-	Imports []Change
+	Layer Layer `json:"layer"`
+	// Changes are the layer's changes by op.
+	Changes map[Op][]Change `json:"changes,omitempty"`
 }
+
+// Of returns the changes of one op.
+func (d Delta) Of(op Op) []Change { return d.Changes[op] }
 
 // Empty reports whether the delta changes nothing.
 func (d Delta) Empty() bool {
-	return len(d.Creates)+len(d.Updates)+len(d.Replaces)+len(d.Deletes)+len(d.Imports) == 0
+	for _, cs := range d.Changes {
+		if len(cs) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Report is a preview's delta, grouped by layer.
@@ -119,37 +135,27 @@ func (r Report) Empty() bool {
 	return true
 }
 
-// kind is what a preview does to one resource, folded over its steps: the
-// highest kind of its steps wins.
-type kind int
+// rank orders the ops a resource's steps fold into: the highest wins
+// (a same, read, refresh or discard step ranks 0: nothing changes).
+var rank = map[Op]int{Update: 1, Create: 2, Import: 3, Delete: 4, Replace: 5}
 
-const (
-	kindNone kind = iota // same, read, refresh, discard: nothing changes in the cluster
-	kindUpdate
-	kindCreate
-	kindImport
-	kindDelete
-	kindReplace
-)
-
-// kindOf maps an engine op to a kind. A replace shows as up to three steps
-// (create-replacement, replace, delete-replaced); all three fold into one.
-var kindOf = map[apitype.OpType]kind{
-	apitype.OpCreate:            kindCreate,
-	apitype.OpUpdate:            kindUpdate,
-	apitype.OpDelete:            kindDelete,
-	apitype.OpImport:            kindImport,
-	apitype.OpReplace:           kindReplace,
-	apitype.OpCreateReplacement: kindReplace,
-	apitype.OpDeleteReplaced:    kindReplace,
-	apitype.OpImportReplacement: kindReplace,
+// opOf maps an engine op to the op it folds into.
+var opOf = map[apitype.OpType]Op{
+	apitype.OpCreate:            Create,
+	apitype.OpUpdate:            Update,
+	apitype.OpDelete:            Delete,
+	apitype.OpImport:            Import,
+	apitype.OpReplace:           Replace,
+	apitype.OpCreateReplacement: Replace,
+	apitype.OpDeleteReplaced:    Replace,
+	apitype.OpImportReplacement: Replace,
 }
 
 // NewReport folds a preview's steps into a report. cluster is the cluster
 // name: node VMs are named "<cluster>-<node>", Talos configurations "<node>-apply".
 func NewReport(steps []Step, cluster string) Report {
 	type entry struct {
-		kind   kind
+		op     Op
 		change Change
 	}
 	byURN := map[string]*entry{}
@@ -166,7 +172,9 @@ func NewReport(steps []Step, cluster string) Report {
 			byURN[s.URN] = e
 			order = append(order, s.URN)
 		}
-		e.kind = max(e.kind, kindOf[s.Op])
+		if op, ok := opOf[s.Op]; ok && rank[op] > rank[e.op] {
+			e.op = op
+		}
 		e.change.Keys = union(e.change.Keys, s.Keys)
 		e.change.Diffs = union(e.change.Diffs, s.Diffs)
 		e.change.Retained = e.change.Retained || s.Retained
@@ -193,24 +201,18 @@ func NewReport(steps []Step, cluster string) Report {
 			c.Node = strings.TrimSuffix(c.Name, "-apply")
 		}
 		d := &r.Deltas[slices.Index(Layers, layer)]
-		switch e.kind {
-		case kindCreate:
-			d.Creates = append(d.Creates, c)
-			if c.Type == TypeConfigApply {
-				r.TalosApplies = append(r.TalosApplies, NodeApply{c.Node, c.ApplyMode})
-			}
-		case kindUpdate:
-			d.Updates = append(d.Updates, c)
-			if c.Type == TypeConfigApply {
+		if e.op == "" {
+			continue
+		}
+		if d.Changes == nil {
+			d.Changes = map[Op][]Change{}
+		}
+		d.Changes[e.op] = append(d.Changes[e.op], c)
+		if c.Type == TypeConfigApply && (e.op == Create || e.op == Update) {
+			r.TalosApplies = append(r.TalosApplies, NodeApply{c.Node, c.ApplyMode})
+			if e.op == Update {
 				r.Reboots = append(r.Reboots, c.Node)
-				r.TalosApplies = append(r.TalosApplies, NodeApply{c.Node, c.ApplyMode})
 			}
-		case kindReplace:
-			d.Replaces = append(d.Replaces, c)
-		case kindDelete:
-			d.Deletes = append(d.Deletes, c)
-		case kindImport:
-			d.Imports = append(d.Imports, c)
 		}
 	}
 	slices.Sort(r.Reboots)
@@ -245,11 +247,9 @@ func (r Report) String() string {
 			continue
 		}
 		fmt.Fprintf(&w, "\n%s:\n", d.Layer)
-		writeChanges(&w, "create", d.Creates, false)
-		writeChanges(&w, "update", d.Updates, false)
-		writeChanges(&w, "replace", d.Replaces, true)
-		writeChanges(&w, "delete", d.Deletes, false)
-		writeChanges(&w, "import", d.Imports, false)
+		for _, op := range Ops {
+			writeChanges(&w, string(op), d.Of(op), op == Replace)
+		}
 	}
 	if len(r.Options) > 0 {
 		fmt.Fprintf(&w, "\nresource options (recorded in state; nothing changes in the cluster):\n")
@@ -271,8 +271,7 @@ func (r Report) String() string {
 // configurations of the nodes named in replaced (a node VM replace alone
 // changes nothing in Talos: the node boots its own disk and config).
 func (r Report) TalosChanged(replaced []string) bool {
-	d := r.Delta(Talos)
-	for _, cs := range [][]Change{d.Creates, d.Updates, d.Replaces, d.Deletes, d.Imports} {
+	for _, cs := range r.Delta(Talos).Changes {
 		for _, c := range cs {
 			if c.Type == TypeConfigApply && slices.Contains(replaced, c.Node) {
 				continue

@@ -264,7 +264,7 @@ func (g *Outcome) Verdict(in Input) error {
 // API server runs before the bootstrap, which follows every apply).
 func (o *Op) awaitAPIServers(r gate.Report) (func(string, netip.Addr) error, error) {
 	updated := map[string]bool{}
-	for _, c := range r.Delta(gate.Talos).Updates {
+	for _, c := range r.Delta(gate.Talos).Of(gate.Update) {
 		if c.Type == gate.TypeConfigApply {
 			updated[c.Node] = true
 		}

@@ -248,7 +248,7 @@ func bootImage(o *Op) ([]gate.Refusal, error) {
 	if lv == nil || lv.BootImageSHA256 == "" {
 		return nil, nil
 	}
-	if !slices.ContainsFunc(o.plan.report.Delta(gate.Persistent).Creates, func(c gate.Change) bool {
+	if !slices.ContainsFunc(o.plan.report.Delta(gate.Persistent).Of(gate.Create), func(c gate.Change) bool {
 		return c.Type == gate.TypeLibvirtVolume && strings.HasSuffix(c.Name, vocab.BootSuffix)
 	}) {
 		return nil, nil
@@ -311,7 +311,7 @@ func replaceAppsReady(o *Op) ([]gate.Refusal, error) {
 // a replaced VM) is its install, at the declared versions.
 func configUpdated(r gate.Report, replaced []string) bool {
 	d := r.Delta(gate.Talos)
-	for _, cs := range [][]gate.Change{d.Updates, d.Replaces} {
+	for _, cs := range [][]gate.Change{d.Of(gate.Update), d.Of(gate.Replace)} {
 		for _, c := range cs {
 			if c.Type == gate.TypeConfigApply && !slices.Contains(replaced, c.Node) {
 				return true

@@ -111,12 +111,12 @@ func recordApply(o *Op, _ *Outcome) error {
 func notConfigUpdates(r gate.Report) []string {
 	var out []string
 	for _, d := range r.Deltas {
-		for _, cs := range [][]gate.Change{d.Creates, d.Replaces, d.Deletes, d.Imports} {
+		for _, cs := range [][]gate.Change{d.Of(gate.Create), d.Of(gate.Replace), d.Of(gate.Delete), d.Of(gate.Import)} {
 			for _, c := range cs {
 				out = append(out, c.Name)
 			}
 		}
-		for _, c := range d.Updates {
+		for _, c := range d.Of(gate.Update) {
 			if c.Type != gate.TypeConfigApply {
 				out = append(out, c.Name)
 			}
