@@ -19,24 +19,30 @@ import (
 	"github.com/milner/milner/stacks/config"
 )
 
-// Evidence is what the rules read.
+// Evidence is what the rules read: the stack's config and the program's
+// runs under the mock.
 type Evidence struct {
 	// Config is the stack's typed config.
 	Config *config.Config
-	// Regs are the registrations of one run of the program.
-	Regs []offline.Registration
-	// Invokes are the provider functions that run called.
-	Invokes []offline.Invoke
-	// Bumped are the registrations of a second run with the Talos version
-	// bumped (cluster.talosVersion, next patch release).
-	Bumped []offline.Registration
-	// BumpedInvokes are the invokes of the bumped run.
-	BumpedInvokes []offline.Invoke
-	// BumpedVersion is the Talos version of the bumped run.
-	BumpedVersion string
+	// Declared is the run of the program as configured.
+	Declared Run
+	// Bumped is a second run with the Talos version bumped
+	// (cluster.talosVersion, next patch release); empty for a stack that
+	// starts at the apps layer.
+	Bumped Run
 	// Tools is the directory of the Talos config validators
 	// (talos-validate-<machinery version>): <project>/.tools/bin.
 	Tools string
+}
+
+// Run is one run of the program under the mock.
+type Run struct {
+	// TalosVersion is the Talos version the run declared ("" as configured).
+	TalosVersion string
+	// Regs are its registrations.
+	Regs []offline.Registration
+	// Invokes are the provider functions it called.
+	Invokes []offline.Invoke
 }
 
 // Collect runs the program twice for one stack under the mock: as
@@ -46,7 +52,7 @@ func Collect(s *stackfile.Stack) (*Evidence, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: run: %w", s.Name, err)
 	}
-	ev := &Evidence{Config: s.Config, Regs: rec.Registrations(), Invokes: rec.Invokes()}
+	ev := &Evidence{Config: s.Config, Declared: Run{Regs: rec.Registrations(), Invokes: rec.Invokes()}}
 	if s.Config.StartAt == config.LayerApps {
 		// An existing cluster: no Talos version to bump, no substrate to check.
 		return ev, nil
@@ -59,7 +65,7 @@ func Collect(s *stackfile.Stack) (*Evidence, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conformance %s: run with Talos %s: %w", s.Name, version, err)
 	}
-	ev.Bumped, ev.BumpedInvokes, ev.BumpedVersion = bumped.Registrations(), bumped.Invokes(), version
+	ev.Bumped = Run{TalosVersion: version, Regs: bumped.Registrations(), Invokes: bumped.Invokes()}
 	return ev, nil
 }
 

@@ -43,10 +43,10 @@ func dev(t *testing.T) *Evidence {
 		t.Fatal(devErr)
 	}
 	ev := *devEv
-	ev.Regs = slices.Clone(devEv.Regs)
-	ev.Bumped = slices.Clone(devEv.Bumped)
-	ev.Invokes = slices.Clone(devEv.Invokes)
-	ev.BumpedInvokes = slices.Clone(devEv.BumpedInvokes)
+	ev.Declared.Regs = slices.Clone(devEv.Declared.Regs)
+	ev.Bumped.Regs = slices.Clone(devEv.Bumped.Regs)
+	ev.Declared.Invokes = slices.Clone(devEv.Declared.Invokes)
+	ev.Bumped.Invokes = slices.Clone(devEv.Bumped.Invokes)
 	return &ev
 }
 
@@ -94,52 +94,52 @@ type failureCase struct {
 // failureCases holds one case per way a rule can break.
 var failureCases = []failureCase{
 	{"persistent substrate is protected", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "milner-dev-cp-1-data", func(r *offline.Registration) { r.Options.Protect = false })
+		edit(t, ev.Declared.Regs, "milner-dev-cp-1-data", func(r *offline.Registration) { r.Options.Protect = false })
 	}, "milner-dev-cp-1-data (libvirt:index/volume:Volume) is not protected"},
 	{"replace-on-change and delete-before-replace on every node VM, and only there", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "milner-dev-cp-2", func(r *offline.Registration) { r.Options.DeleteBeforeReplace = false })
+		edit(t, ev.Declared.Regs, "milner-dev-cp-2", func(r *offline.Registration) { r.Options.DeleteBeforeReplace = false })
 	}, "node VM milner-dev-cp-2 lacks"},
 	{"replace-on-change and delete-before-replace on every node VM, and only there", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "milner-dev-pool", func(r *offline.Registration) { r.Options.ReplaceOnChanges = []string{"*"} })
+		edit(t, ev.Declared.Regs, "milner-dev-pool", func(r *offline.Registration) { r.Options.ReplaceOnChanges = []string{"*"} })
 	}, "milner-dev-pool (libvirt:index/pool:Pool) is not a node VM"},
 	{"node disks are separate resources attached to the replaceable VM", func(t *testing.T, ev *Evidence) {
-		ev.Regs = drop(ev.Regs, "milner-dev-cp-3-data")
+		ev.Declared.Regs = drop(ev.Declared.Regs, "milner-dev-cp-3-data")
 	}, "node cp-3: no disk resource milner-dev-cp-3-data"},
 	{"node disks are separate resources attached to the replaceable VM", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "milner-dev-cp-1", func(r *offline.Registration) { r.Options.Dependencies = nil })
+		edit(t, ev.Declared.Regs, "milner-dev-cp-1", func(r *offline.Registration) { r.Options.Dependencies = nil })
 	}, "VM milner-dev-cp-1 does not attach milner-dev-cp-1-data"},
 	{"a Talos version bump changes no substrate input", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Bumped, "milner-dev-cp-1", func(r *offline.Registration) { r.Inputs["memory"] = resource.NewProperty(8192.0) })
+		edit(t, ev.Bumped.Regs, "milner-dev-cp-1", func(r *offline.Registration) { r.Inputs["memory"] = resource.NewProperty(8192.0) })
 	}, "milner-dev-cp-1: Talos v1.9.6 changes memory"},
 	{"a Talos version bump changes no substrate input", func(t *testing.T, ev *Evidence) {
 		// Without its ignoreChanges, the boot volume's source (the
 		// image of the Talos version) would change on a bump.
-		edit(t, ev.Regs, "milner-dev-boot", func(r *offline.Registration) { r.Options.IgnoreChanges = nil })
+		edit(t, ev.Declared.Regs, "milner-dev-boot", func(r *offline.Registration) { r.Options.IgnoreChanges = nil })
 	}, "milner-dev-boot: Talos v1.9.6 changes source"},
 	{"a Talos version bump changes no substrate input", func(t *testing.T, ev *Evidence) {
-		ev.Bumped = drop(ev.Bumped, "milner-dev-net")
+		ev.Bumped.Regs = drop(ev.Bumped.Regs, "milner-dev-net")
 	}, "milner-dev-net leaves the program"},
 	{"every substrate, node and app resource has a parent component", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "cp-2-apply", func(r *offline.Registration) { r.Parent = "" })
+		edit(t, ev.Declared.Regs, "cp-2-apply", func(r *offline.Registration) { r.Parent = "" })
 	}, "cp-2-apply (talos:machine/configurationApply:ConfigurationApply) has no parent component"},
 	{"Talos config is applied staged_if_needing_reboot", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "cp-1-apply", func(r *offline.Registration) { r.Inputs["applyMode"] = resource.NewProperty("reboot") })
+		edit(t, ev.Declared.Regs, "cp-1-apply", func(r *offline.Registration) { r.Inputs["applyMode"] = resource.NewProperty("reboot") })
 	}, `cp-1-apply applies with mode "reboot"`},
 	{"destroying a Talos config never resets the node", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "cp-3-apply", func(r *offline.Registration) {
+		edit(t, ev.Declared.Regs, "cp-3-apply", func(r *offline.Registration) {
 			r.Inputs["onDestroy"] = resource.NewProperty(resource.PropertyMap{"reset": resource.NewProperty(true)})
 		})
 	}, "cp-3-apply: onDestroy.reset is not set to false"},
 	{"destroying a Talos config never resets the node", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "cp-3-apply", func(r *offline.Registration) { delete(r.Inputs, "onDestroy") })
+		edit(t, ev.Declared.Regs, "cp-3-apply", func(r *offline.Registration) { delete(r.Inputs, "onDestroy") })
 	}, "cp-3-apply: onDestroy.reset is not set to false"},
 	{"exactly one bootstrap, named after the cluster", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "milner-dev-bootstrap", func(r *offline.Registration) { r.Name = "cp-1-bootstrap" })
+		edit(t, ev.Declared.Regs, "milner-dev-bootstrap", func(r *offline.Registration) { r.Name = "cp-1-bootstrap" })
 	}, "bootstrap cp-1-bootstrap is not the cluster-level milner-dev-bootstrap"},
 	{"exactly one bootstrap, named after the cluster", func(t *testing.T, ev *Evidence) {
-		b, _ := byName(ev.Regs, "milner-dev-bootstrap")
+		b, _ := byName(ev.Declared.Regs, "milner-dev-bootstrap")
 		b.Name = "cp-2-bootstrap"
-		ev.Regs = append(ev.Regs, b)
+		ev.Declared.Regs = append(ev.Declared.Regs, b)
 	}, "2 bootstraps, want exactly 1"},
 	{"every node config, generated by the provider's machinery, passes the validator of the Talos the nodes run (talosVersion), for the stack's platform", func(t *testing.T, ev *Evidence) {
 		// A VIP that is not an address: the provider would only refuse it
@@ -161,19 +161,19 @@ var failureCases = []failureCase{
 		ev.Config = &cfg
 	}, `no validator for Talos v1.10 (the stack's talosVersion v1.10.6)`},
 	{"cluster secrets are protected and secret", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "milner-dev-secrets", func(r *offline.Registration) { r.Options.Protect = false })
+		edit(t, ev.Declared.Regs, "milner-dev-secrets", func(r *offline.Registration) { r.Options.Protect = false })
 	}, "milner-dev-secrets is not protected"},
 	{"cluster secrets are protected and secret", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "milner-dev-secrets", func(r *offline.Registration) { r.Options.AdditionalSecretOutputs = nil })
+		edit(t, ev.Declared.Regs, "milner-dev-secrets", func(r *offline.Registration) { r.Options.AdditionalSecretOutputs = nil })
 	}, "milner-dev-secrets does not mark output machineSecrets secret"},
 	{"releases have a fixed name and are atomic", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "vault-release", func(r *offline.Registration) { delete(r.Inputs, "name") })
+		edit(t, ev.Declared.Regs, "vault-release", func(r *offline.Registration) { delete(r.Inputs, "name") })
 	}, "vault-release has no fixed release name"},
 	{"releases have a fixed name and are atomic", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "woodpecker-release", func(r *offline.Registration) { r.Inputs["atomic"] = resource.NewProperty(false) })
+		edit(t, ev.Declared.Regs, "woodpecker-release", func(r *offline.Registration) { r.Inputs["atomic"] = resource.NewProperty(false) })
 	}, "woodpecker-release is not atomic"},
 	{"chart versions are pinned", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Regs, "vault-release", func(r *offline.Registration) { r.Inputs["version"] = resource.NewProperty("^0.29") })
+		edit(t, ev.Declared.Regs, "vault-release", func(r *offline.Registration) { r.Inputs["version"] = resource.NewProperty("^0.29") })
 	}, `vault-release: chart version "^0.29" is not pinned`},
 }
 
@@ -272,7 +272,7 @@ func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
 		t.Fatalf("prod: %q", p)
 	}
 	var image string
-	for _, r := range ev.Regs {
+	for _, r := range ev.Declared.Regs {
 		// The image itself: the first-config snippets are boot media too.
 		if slices.Contains(bootMediaTypes, r.Type) && r.Type == gate.TypeProxmoxImage {
 			image = r.Name
@@ -281,7 +281,7 @@ func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
 	if image == "" {
 		t.Fatal("prod declares no boot image")
 	}
-	edit(t, ev.Regs, image, func(r *offline.Registration) { r.Options.RetainOnDelete, r.Options.Protect = false, false })
+	edit(t, ev.Declared.Regs, image, func(r *offline.Registration) { r.Options.RetainOnDelete, r.Options.Protect = false, false })
 	if p := persistentProtected(ev); len(p) != 1 || !strings.Contains(p[0], image+" (proxmoxve:Download/file:File) is not protected") {
 		t.Errorf("image neither retained nor protected: problems %q", p)
 	}
@@ -294,7 +294,7 @@ func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
 // invoke, replacing old with new.
 func breakPatch(t *testing.T, ev *Evidence, node, old, new string) {
 	t.Helper()
-	for i, inv := range ev.Invokes {
+	for i, inv := range ev.Declared.Invokes {
 		if inv.Token != TokenGetConfiguration {
 			continue
 		}
@@ -307,7 +307,7 @@ func breakPatch(t *testing.T, ev *Evidence, node, old, new string) {
 		}
 		args := inv.Args.Copy()
 		args["configPatches"] = resource.NewProperty([]resource.PropertyValue{resource.NewProperty(strings.Replace(p[0], old, new, 1))})
-		ev.Invokes[i].Args = args
+		ev.Declared.Invokes[i].Args = args
 		return
 	}
 	t.Fatalf("no node config for %s", node)
@@ -316,7 +316,7 @@ func breakPatch(t *testing.T, ev *Evidence, node, old, new string) {
 // addPatch appends a patch to a node's config patches.
 func addPatch(t *testing.T, ev *Evidence, node, patch string) {
 	t.Helper()
-	for i, inv := range ev.Invokes {
+	for i, inv := range ev.Declared.Invokes {
 		if h, _ := hostname(strs(inv.Args["configPatches"])); inv.Token != TokenGetConfiguration || h != node {
 			continue
 		}
@@ -326,7 +326,7 @@ func addPatch(t *testing.T, ev *Evidence, node, patch string) {
 		}
 		args := inv.Args.Copy()
 		args["configPatches"] = resource.NewProperty(patches)
-		ev.Invokes[i].Args = args
+		ev.Declared.Invokes[i].Args = args
 		return
 	}
 	t.Fatalf("no node config for %s", node)
@@ -336,7 +336,7 @@ func addPatch(t *testing.T, ev *Evidence, node, patch string) {
 // by the repository that holds it; a repository chart without a version is not.
 func TestLocalChartsArePinnedByTheRepository(t *testing.T) {
 	release := func(inputs resource.PropertyMap) *Evidence {
-		return &Evidence{Regs: []offline.Registration{{Type: gate.TypeHelmRelease, Name: "web-release", Custom: true, Inputs: inputs}}}
+		return &Evidence{Declared: Run{Regs: []offline.Registration{{Type: gate.TypeHelmRelease, Name: "web-release", Custom: true, Inputs: inputs}}}}
 	}
 	local := release(resource.PropertyMap{"chart": resource.NewProperty("charts/web")})
 	if p := chartsPinned(local); len(p) != 0 {

@@ -100,7 +100,7 @@ func boolInput(r offline.Registration, path string) (bool, bool) {
 
 func persistentProtected(ev *Evidence) []string {
 	var out []string
-	regs := inLayer(ev.Regs, gate.Persistent)
+	regs := inLayer(ev.Declared.Regs, gate.Persistent)
 	if len(regs) == 0 {
 		out = append(out, "the stack declares no persistent substrate")
 	}
@@ -118,7 +118,7 @@ func persistentProtected(ev *Evidence) []string {
 func replaceOnlyNodeVMs(ev *Evidence) []string {
 	var out []string
 	vms := 0
-	for _, r := range ev.Regs {
+	for _, r := range ev.Declared.Regs {
 		if !r.Custom {
 			continue
 		}
@@ -163,19 +163,19 @@ func dataOutsideVM(ev *Evidence) []string {
 	var out []string
 	for _, n := range ev.Config.Nodes {
 		vmName := ev.Config.Cluster.Name + "-" + n.Name
-		vm, ok := byName(ev.Regs, vmName)
+		vm, ok := byName(ev.Declared.Regs, vmName)
 		if !ok || layer(vm) != gate.Disposable {
 			out = append(out, fmt.Sprintf("node %s: no node VM %s", n.Name, vmName))
 			continue
 		}
-		data, ok := byName(ev.Regs, vmName+suffix)
+		data, ok := byName(ev.Declared.Regs, vmName+suffix)
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("node %s: no disk resource %s%s", n.Name, vmName, suffix))
 		case layer(data) != gate.Persistent:
 			out = append(out, fmt.Sprintf("node %s: data disk %s (%s) is not persistent substrate", n.Name, data.Name, data.Type))
 		case !slices.ContainsFunc(vm.Options.Dependencies, func(urn string) bool {
-			d, ok := find(ev.Regs, urn)
+			d, ok := find(ev.Declared.Regs, urn)
 			return ok && d.Name == data.Name && d.Type == data.Type
 		}):
 			out = append(out, fmt.Sprintf("node %s: VM %s does not attach %s", n.Name, vm.Name, data.Name))
@@ -190,19 +190,19 @@ func dataOutsideVM(ev *Evidence) []string {
 // is retained on delete (an old boot image).
 func versionBumpSafe(ev *Evidence) []string {
 	var out []string
-	for _, r := range ev.Regs {
+	for _, r := range ev.Declared.Regs {
 		if !r.Custom || (layer(r) != gate.Persistent && layer(r) != gate.Disposable) {
 			continue
 		}
-		b, ok := offline.Find(ev.Bumped, r.Type, r.Name)
+		b, ok := offline.Find(ev.Bumped.Regs, r.Type, r.Name)
 		if !ok {
 			if !r.Options.RetainOnDelete {
-				out = append(out, fmt.Sprintf("%s leaves the program (a delete) when Talos becomes %s", r.Name, ev.BumpedVersion))
+				out = append(out, fmt.Sprintf("%s leaves the program (a delete) when Talos becomes %s", r.Name, ev.Bumped.TalosVersion))
 			}
 			continue
 		}
 		if changed := changedInputs(r, b); len(changed) > 0 {
-			out = append(out, fmt.Sprintf("%s: Talos %s changes %s", r.Name, ev.BumpedVersion, strings.Join(changed, ", ")))
+			out = append(out, fmt.Sprintf("%s: Talos %s changes %s", r.Name, ev.Bumped.TalosVersion, strings.Join(changed, ", ")))
 		}
 	}
 	if ev.Config.StopAfter.Includes(config.LayerTalos) {
@@ -210,15 +210,15 @@ func versionBumpSafe(ev *Evidence) []string {
 		// life) and reaches the nodes' install image, unless one is pinned.
 		cl := ev.Config.Cluster
 		pinned := cl.InstallImage != config.DefaultInstallImage(cl.TalosVersion)
-		for _, inv := range ev.BumpedInvokes {
+		for _, inv := range ev.Bumped.Invokes {
 			if inv.Token != TokenGetConfiguration {
 				continue
 			}
 			if v := str(inv.Args["talosVersion"]); v != ev.Config.Cluster.ConfigContract {
 				out = append(out, fmt.Sprintf("a machine configuration of the bumped run has contract %q, want the fixed %s", v, ev.Config.Cluster.ConfigContract))
 			}
-			if patches := strings.Join(strs(inv.Args["configPatches"]), "\n"); !pinned && !strings.Contains(patches, ":"+ev.BumpedVersion) {
-				out = append(out, fmt.Sprintf("a machine configuration of the bumped run does not install Talos %s", ev.BumpedVersion))
+			if patches := strings.Join(strs(inv.Args["configPatches"]), "\n"); !pinned && !strings.Contains(patches, ":"+ev.Bumped.TalosVersion) {
+				out = append(out, fmt.Sprintf("a machine configuration of the bumped run does not install Talos %s", ev.Bumped.TalosVersion))
 			}
 		}
 	}
@@ -259,11 +259,11 @@ func unionKeys(a, b resource.PropertyMap) []resource.PropertyKey {
 // on purpose: stacks/program.go lists them.
 func parented(ev *Evidence) []string {
 	var out []string
-	for _, r := range ev.Regs {
+	for _, r := range ev.Declared.Regs {
 		if !r.Custom || !needsParent(r) {
 			continue
 		}
-		p, ok := find(ev.Regs, r.Parent)
+		p, ok := find(ev.Declared.Regs, r.Parent)
 		if !ok || p.Custom {
 			out = append(out, fmt.Sprintf("%s (%s) has no parent component (parent %q)", r.Name, r.Type, r.Parent))
 		}
@@ -283,7 +283,7 @@ func needsParent(r offline.Registration) bool {
 
 func applyModeStaged(ev *Evidence) []string {
 	var out []string
-	applies := offline.OfType(ev.Regs, gate.TypeConfigApply)
+	applies := offline.OfType(ev.Declared.Regs, gate.TypeConfigApply)
 	if len(applies) != len(ev.Config.Nodes) {
 		out = append(out, fmt.Sprintf("%d configuration applies for %d nodes", len(applies), len(ev.Config.Nodes)))
 	}
@@ -297,7 +297,7 @@ func applyModeStaged(ev *Evidence) []string {
 
 func noReset(ev *Evidence) []string {
 	var out []string
-	applies := offline.OfType(ev.Regs, gate.TypeConfigApply)
+	applies := offline.OfType(ev.Declared.Regs, gate.TypeConfigApply)
 	if len(applies) == 0 {
 		out = append(out, "no configuration apply")
 	}
@@ -311,7 +311,7 @@ func noReset(ev *Evidence) []string {
 
 func oneBootstrap(ev *Evidence) []string {
 	want := ev.Config.Cluster.Name + "-bootstrap"
-	bs := offline.OfType(ev.Regs, gate.TypeTalosBootstrap)
+	bs := offline.OfType(ev.Declared.Regs, gate.TypeTalosBootstrap)
 	switch {
 	case len(bs) != 1:
 		return []string{fmt.Sprintf("%d bootstraps, want exactly 1", len(bs))}
@@ -322,7 +322,7 @@ func oneBootstrap(ev *Evidence) []string {
 }
 
 func secretsProtected(ev *Evidence) []string {
-	ss := offline.OfType(ev.Regs, gate.TypeTalosSecrets)
+	ss := offline.OfType(ev.Declared.Regs, gate.TypeTalosSecrets)
 	if len(ss) != 1 {
 		return []string{fmt.Sprintf("%d secrets bundles, want exactly 1", len(ss))}
 	}
@@ -341,7 +341,7 @@ func secretsProtected(ev *Evidence) []string {
 
 func releasesNamedAtomic(ev *Evidence) []string {
 	var out []string
-	rs := offline.OfType(ev.Regs, gate.TypeHelmRelease)
+	rs := offline.OfType(ev.Declared.Regs, gate.TypeHelmRelease)
 	want := len(ev.Config.Apps)
 	if ev.Config.Storage.On() {
 		want++ // the storage layer's provisioner
@@ -364,7 +364,7 @@ func releasesNamedAtomic(ev *Evidence) []string {
 
 func chartsPinned(ev *Evidence) []string {
 	var out []string
-	for _, r := range offline.OfType(ev.Regs, gate.TypeHelmRelease) {
+	for _, r := range offline.OfType(ev.Declared.Regs, gate.TypeHelmRelease) {
 		v := str(r.Inputs["version"])
 		if !r.Inputs.HasValue("version") && !r.Inputs.HasValue("repositoryOpts") && !strings.HasPrefix(str(r.Inputs["chart"]), "oci://") {
 			continue // a local chart (chart.path): the repository's commit pins it

@@ -31,7 +31,7 @@ func PlatformOf(k config.Kind) talosconfig.Platform {
 // the node's apply.
 func NodeInputs(ev *Evidence) (map[string]talosconfig.Input, error) {
 	out := map[string]talosconfig.Input{}
-	for _, inv := range ev.Invokes {
+	for _, inv := range ev.Declared.Invokes {
 		if inv.Token != TokenGetConfiguration {
 			continue
 		}
@@ -51,7 +51,7 @@ func NodeInputs(ev *Evidence) (map[string]talosconfig.Input, error) {
 		// A Proxmox node's first-boot config (stacks/firstconfig.go) is
 		// rendered with the apply's patches already after its own: the
 		// same config, so they are not applied twice.
-		if apply, ok := offline.Find(ev.Regs, gate.TypeConfigApply, host+"-apply"); ok {
+		if apply, ok := offline.Find(ev.Declared.Regs, gate.TypeConfigApply, host+"-apply"); ok {
 			if extra := strs(apply.Inputs["configPatches"]); !hasSuffix(in.Patches, extra) {
 				in.Patches = append(in.Patches, extra...)
 			}
