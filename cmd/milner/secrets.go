@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"github.com/milner/milner/internal/pipeline"
 	"os"
@@ -74,40 +73,30 @@ func secretsImportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import",
 		Short: "Import an exported secrets bundle as the program's secrets resource (recovery from lost state)",
-		Long: `import decrypts the bundle into a private temporary file, checks it, and
+		Long: `import decrypts the bundle into memory (a memfd the Talos provider reads as
+/proc/<milner's pid>/fd/<n>, never a file on disk), checks it, and
 imports it as <cluster>-secrets (protected) through the program itself: an
 update targeted at the bundle alone, which the engine stores in secret
 envelopes in the checkpoint, its history and backups (the program's
-AdditionalSecretOutputs); the clear file is removed whatever happens. A stack
+AdditionalSecretOutputs); the clear bundle is gone when milner exits,
+however it exits. A stack
 whose state already holds a bundle is refused. Run it before adopting the
 nodes; docs/runbooks/recover.md.`,
 		Example: `  milner secrets import --stack dev --in milner-dev-secrets.age --identity ~/milner-dev.key`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sealed, err := os.ReadFile(in)
+			plain, err := secretsbundle.Open(in, identity)
 			if err != nil {
 				return err
 			}
-			key, err := os.ReadFile(identity)
+			clear, err := secretsbundle.NewClearFile(plain)
 			if err != nil {
 				return err
 			}
-			plain, err := secretsbundle.Decrypt(sealed, bytes.NewReader(key))
-			if err != nil {
-				return fmt.Errorf("%s: %w", in, err)
-			}
-			if _, err := secretsbundle.Parse(plain); err != nil {
-				return fmt.Errorf("%s: %w", in, err)
-			}
-			dir, err := os.MkdirTemp("", "milner-secrets-")
-			if err != nil {
-				return err
-			}
-			defer func() { _ = os.RemoveAll(dir) }()
-			file := filepath.Join(dir, "secrets.yaml")
-			f.program = stacks.SecretsBundle(file)
+			defer func() { _ = clear.Close() }()
+			f.program = stacks.SecretsBundle(clear.Path())
 			// Under Milner's stack lock: an import writes state, as up does.
 			return f.run(true, func(o *pipeline.Op) error {
-				_, err := pipeline.Run(o, pipeline.SecretsImport(), pipeline.Input{BundleFile: file, Bundle: plain})
+				_, err := pipeline.Run(o, pipeline.SecretsImport(), pipeline.Input{})
 				return err
 			})(cmd, nil)
 		},

@@ -40,10 +40,6 @@ type Input struct {
 	Adopt AdoptInput
 	// ConfirmName is teardown's deprecated --confirm <cluster>.
 	ConfirmName string
-	// BundleFile and Bundle are secrets import's: the checked clear bundle
-	// and the private file the program reads it from.
-	BundleFile string
-	Bundle     []byte
 	// RunOpts are the program's per-run options: the apply modes decided
 	// for the plan, the health check the apply runs.
 	RunOpts *stacks.RunOptions

@@ -6,7 +6,6 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
-	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/stacks/config"
 )
@@ -33,13 +32,9 @@ func importNoBundle(o *Op) ([]gate.Refusal, error) {
 // bundleName is the logical name of the stack's secrets bundle.
 func (o *Op) bundleName() string { return o.cfg.Cluster.Name + "-secrets" }
 
-// importApply writes the checked bundle to the private file the program
-// (stacks.SecretsBundle) reads, and imports it by an update targeted at
-// the bundle alone.
+// importApply imports the bundle the program (stacks.SecretsBundle) was
+// given by an update targeted at the bundle alone.
 func importApply(o *Op, _ *Outcome) error {
-	if err := engine.WritePrivateFile(o.in.BundleFile, o.in.Bundle); err != nil {
-		return err
-	}
 	r, err := o.St.UpTarget(o.Ctx, gate.TypeTalosSecrets, o.bundleName())
 	if err != nil {
 		return err
