@@ -10,10 +10,10 @@ import (
 	"github.com/milner/milner/stacks/config"
 )
 
-// TestDevPinnedRemoteBootImageIsTheVerifiedCopy: a remote bootImage with
-// its digest reaches the pool only from the verified local copy `milner
-// up` downloads (named by the digest), never from the URL; a local image
-// is its own source, and the unpinned default stays the factory URL.
+// TestDevPinnedRemoteBootImageIsTheVerifiedCopy: a bootImage with its
+// digest, remote or local, reaches the pool only from the verified copy
+// `milner up` makes (named by the digest), never from the URL or the file
+// hashed at preview; the unpinned default stays the factory URL.
 func TestDevPinnedRemoteBootImageIsTheVerifiedCopy(t *testing.T) {
 	sum := strings.Repeat("ab", 32)
 	source := func(edit func(lv map[string]any)) string {
@@ -25,7 +25,7 @@ func TestDevPinnedRemoteBootImageIsTheVerifiedCopy(t *testing.T) {
 	assert.Equal(t, config.BootImageCache(sum), source(func(lv map[string]any) {
 		lv["bootImage"], lv["bootImageSha256"] = "https://images.example/talos/metal-amd64.qcow2", sum
 	}))
-	assert.Equal(t, "/var/lib/milner/talos.qcow2", source(func(lv map[string]any) {
+	assert.Equal(t, config.BootImageCache(sum), source(func(lv map[string]any) {
 		lv["bootImage"], lv["bootImageSha256"] = "/var/lib/milner/talos.qcow2", sum
 	}))
 	assert.True(t, strings.HasPrefix(source(func(map[string]any) {}), "https://factory.talos.dev/"), "the unpinned default")

@@ -238,9 +238,9 @@ func oneBootstrap(o *Op) ([]gate.Refusal, error) {
 
 // bootImage checks the boot image when the plan creates the boot media
 // (the only time libvirt reads the image: its source is ignored
-// afterwards): a local image against its pinned digest; a remote one with
-// a digest is downloaded into its verified local copy, which the program
-// names as the media's source (config.LibvirtConfig.BootSource). The
+// afterwards): an image with a pinned digest, local or remote, is copied
+// into its verified, content-addressed local copy, which the program names
+// as the media's source (config.LibvirtConfig.BootSource). The
 // default factory image without a digest is downloaded by the provider,
 // unverified: config validation warns about it.
 func bootImage(o *Op) ([]gate.Refusal, error) {
@@ -257,13 +257,7 @@ func bootImage(o *Op) ([]gate.Refusal, error) {
 	if url == "" {
 		url = config.DefaultBootImage(o.cfg.Cluster.TalosVersion)
 	}
-	var err error
-	if strings.Contains(url, "://") {
-		err = guard.FetchBootImage(http.DefaultClient, url, lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256))
-	} else {
-		err = guard.VerifyBootImage(url, lv.BootImageSHA256)
-	}
-	if err != nil {
+	if err := guard.CopyBootImage(o.Ctx, http.DefaultClient, url, lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256)); err != nil {
 		return nil, Refused("%v", err)
 	}
 	return nil, nil

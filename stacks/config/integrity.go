@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // checkProxmoxImage refuses a malformed milner:substrate.proxmox.imageSha256
@@ -34,16 +33,18 @@ func DefaultBootImage(talosVersion string) string {
 	return fmt.Sprintf("https://factory.talos.dev/image/%s/%s/metal-amd64.qcow2", DefaultSchematic, talosVersion)
 }
 
-// BootSource is the source the boot media is created from: for a remote
-// bootImage with a digest, the verified local copy `milner up` downloads
-// first (BootImageCache); otherwise bootImage itself. The libvirt provider
-// would download a URL source straight into the pool with no check
+// BootSource is the source the boot media is created from: for a bootImage
+// with a digest, local or remote, the verified copy `milner up` makes first
+// (BootImageCache); otherwise bootImage itself. The libvirt provider would
+// download a URL source straight into the pool with no check
 // (terraform-provider-libvirt 0.8.3 libvirt/volume_image.go
-// httpImage.Import), so a pinned image only ever reaches the pool from a
-// file whose digest was checked. A plain `pulumi up` without that copy
-// fails on the missing file when it creates the boot media.
+// httpImage.Import), and reads a local file when it creates the volume,
+// after the confirmation; a copy named by its digest, written only once its
+// bytes matched, is what a pinned image reaches the pool from. A plain
+// `pulumi up` without that copy fails on the missing file when it creates
+// the boot media (the volume ignores a changed source once created).
 func (lv *LibvirtConfig) BootSource() string {
-	if strings.Contains(lv.BootImage, "://") && lv.BootImageSHA256 != "" {
+	if lv.BootImageSHA256 != "" {
 		return BootImageCache(lv.BootImageSHA256)
 	}
 	return lv.BootImage
