@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/clientfiles"
-	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/pipeline"
 )
 
@@ -61,7 +60,19 @@ type usageError struct{ error }
 
 func (u usageError) Unwrap() error { return u.error }
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	flush, err := redactStdio()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "milner: %v\n", err)
+		os.Exit(exitError)
+	}
+	exit = func(code int) { flush(); os.Exit(code) }
+	exit(run(os.Args[1:]))
+}
+
+// exit ends the process with code once what it printed has been written
+// (main sets it; a second signal outside an engine operation calls it).
+var exit = os.Exit
 
 // run runs the milner command line and returns its exit code.
 func run(args []string) int {
@@ -73,7 +84,7 @@ func run(args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(os.Stderr, "milner: %s\n", engine.Redact(err.Error()))
+	fmt.Fprintf(os.Stderr, "milner: %s\n", err) // masked on its way out (redactStdio)
 	if in.interrupted() {
 		return exitInterrupted
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/milner/milner/internal/redact"
 	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 	stackconfig "github.com/milner/milner/stacks/config"
@@ -158,8 +159,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if s.url, err = backendURL(o.Backend, project); err != nil {
 		return nil, fmt.Errorf("stack %q: %w", o.Stack, err)
 	}
-	remember(s.url)
-	s.shown = redactURL(s.url)
+	s.shown = redact.URL(s.url)
 	if err := privateStateDir(s.url); err != nil {
 		return nil, fmt.Errorf("stack %q: %w", o.Stack, err)
 	}
@@ -180,7 +180,7 @@ func (s *Stack) Name() string { return s.name }
 func (s *Stack) File() string { return s.file }
 
 // Backend is the backend URL the stack's state lives in, its credentials
-// redacted (redact.go): what Milner prints.
+// masked where they stand (redact.URL): what Milner prints.
 func (s *Stack) Backend() string { return s.shown }
 
 // stackFile reads the stack file. Milner runs only committed stacks: a
@@ -361,7 +361,7 @@ func backendURL(explicit string, project *workspace.Project) (string, error) {
 	case url == "":
 		return "", fmt.Errorf("no Pulumi backend: set %s or run `pulumi login` (file://~ for a local file backend, postgres://... for a team)", BackendEnv)
 	case !diy.IsDIYBackendURL(url):
-		return "", fmt.Errorf("backend %q: Milner runs on self-managed (DIY) backends: file://, postgres://, s3://, gs://, azblob://", redactURL(url))
+		return "", fmt.Errorf("backend %q: Milner runs on self-managed (DIY) backends: file://, postgres://, s3://, gs://, azblob://", redact.URL(url))
 	}
 	return url, nil
 }

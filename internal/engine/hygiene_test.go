@@ -52,22 +52,6 @@ func TestWeakPassphraseRefused(t *testing.T) {
 	assert.ErrorContains(t, err, "empty")
 }
 
-// TestRedact: a backend URL's credentials never reach what Milner prints.
-func TestRedact(t *testing.T) {
-	for raw, want := range map[string]string{
-		"postgres://milner:s3cr%40t@db:5432/state?sslmode=disable&table=t": "postgres://milner:xxxxx@db:5432/state?sslmode=disable&table=t",
-		"postgres://db/state?password=hunter2&table=t":                     "postgres://db/state?password=xxxxx&table=t",
-		"file:///var/lib/milner":                                           "file:///var/lib/milner",
-		"s3://bucket?region=x&secret_access_key=abc":                       "s3://bucket?region=x&secret_access_key=xxxxx",
-	} {
-		assert.Equal(t, want, redactURL(raw), raw)
-	}
-	remember("postgres://milner:s3cr%40t@db/state?sslpassword=k3y")
-	msg := Redact(`dial postgres://milner:s3cr%40t@db/state: password "s3cr@t" rejected; k3y`)
-	assert.NotContains(t, msg, "s3cr")
-	assert.NotContains(t, msg, "k3y")
-}
-
 // TestScopeCancelsThenTerminates: the caller's context cancelled asks the
 // engine to cancel (not terminate), Terminate closed terminates, and the
 // context the backend runs on is cancelled by neither.

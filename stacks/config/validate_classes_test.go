@@ -199,7 +199,7 @@ func TestHardeningValues(t *testing.T) {
 		{"a password by its key", vault("postgresql.auth.password", "hunter2"), "milner:apps[0].values.postgresql.auth.password: is a credential in plain text"},
 		{"a forge secret as an env value", wp("server.env.WOODPECKER_FORGEJO_SECRET", "s3cr3t"), "milner:apps[1].values.server.env.WOODPECKER_FORGEJO_SECRET: is a credential in plain text"},
 		{"a password in the chart repository URL", func(c obj) { at(c, "apps", 0, "chart")["repo"] = "https://milner:hunter2@charts.example.org" },
-			"milner:apps[0].chart.repo: carries a password in plain text (https://%5Bcredential%5D@charts.example.org)"},
+			"milner:apps[0].chart.repo: carries a password in plain text (https://milner:xxxxx@charts.example.org)"},
 		{"a token as the forge URL's user", func(c obj) {
 			asWoodpecker(c)
 			at(c, "apps", 1, "woodpecker", "forge")["url"] = "https://" + ghToken + "@forge.example.org"

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/milner/milner/internal/redact"
 )
 
 // envName is how an environment variable is named in an env map.
@@ -36,13 +38,9 @@ var tlsOffWhenFalse = []string{"NODE_TLS_REJECT_UNAUTHORIZED", "PYTHONHTTPSVERIF
 // turns TLS verification off when true.
 var tlsOffKey = regexp.MustCompile(`^(insecureskipverify|skiptlsverify|tlsskipverify|skipverify|tlsinsecure|insecuretls)$`)
 
-// privateKey and tokenShapes are credentials by their shape: a PEM private
-// key, and the published prefixes of GitHub, GitLab, Gitea/Forgejo-free
-// (none), Vault, Slack and AWS tokens, and a JWT.
-var (
-	privateKey  = regexp.MustCompile(`-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY-----`)
-	tokenShapes = regexp.MustCompile(`(^|[^A-Za-z0-9_])(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|hv[sb]\.[A-Za-z0-9_-]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`)
-)
+// privateKey is a credential by its shape: a PEM private key (a token by
+// its shape: redact.TokenShaped).
+var privateKey = regexp.MustCompile(`-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY-----`)
 
 // credentialKey is a chart value key (lowercased, without '_' and '-')
 // whose plain value is a credential: the value belongs in secretValues.
@@ -136,7 +134,7 @@ func (c *Config) checkValue(p *problems, at, key string, v any) {
 		switch {
 		case privateKey.MatchString(s):
 			p.addf(at, "holds a private key in plain text (the stack file, the Helm release record); put it in a secret key and map it with secretValues")
-		case tokenShapes.MatchString(s):
+		case redact.TokenShaped(s):
 			p.addf(at, "holds a token in plain text (its shape is a published token format); put it in a secret key and map it with secretValues")
 		case s != "" && !isBool(s) && (credentialKey.MatchString(norm) || envName.MatchString(key) && strings.HasSuffix(key, "_SECRET")):
 			p.addf(at, "is a credential in plain text; put it in a secret key and map it with secretValues")
@@ -246,17 +244,10 @@ func checkPlainURL(p *problems, at, raw string, userAllowed bool) {
 	_, hasPassword := u.User.Password()
 	switch name := u.User.Username(); {
 	case hasPassword:
-		p.addf(at, "carries a password in plain text (%s); give the credential through the tool's own secret (a secret key, a credentials helper), never in the URL", redactURL(u))
-	case tokenShapes.MatchString(name) || !userAllowed && name != "":
-		p.addf(at, "carries a credential as its user name (%s); give it through the tool's own secret, never in the URL", redactURL(u))
+		p.addf(at, "carries a password in plain text (%s); give the credential through the tool's own secret (a secret key, a credentials helper), never in the URL", redact.URL(raw))
+	case redact.TokenShaped(name) || !userAllowed && name != "":
+		p.addf(at, "carries a credential as its user name (%s); give it through the tool's own secret, never in the URL", redact.URL(raw))
 	}
-}
-
-// redactURL writes u with its user information masked.
-func redactURL(u *url.URL) string {
-	r := *u
-	r.User = url.User("[credential]")
-	return r.String()
 }
 
 // checkChartInProject refuses a local chart outside the project: the
