@@ -70,7 +70,7 @@ func TestConfirmIsTheWholeLine(t *testing.T) {
 // (the first cancels gracefully); unhandled, it would kill the process.
 func TestSIGHUPInterrupts(t *testing.T) {
 	var stderr bytes.Buffer
-	in := watchInterrupts(context.Background(), &stderr)
+	in := watchInterrupts(context.Background(), &stderr, func(int) {})
 	defer in.stop()
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
 	select {
@@ -79,4 +79,45 @@ func TestSIGHUPInterrupts(t *testing.T) {
 		t.Fatal("SIGHUP did not cancel the command's context")
 	}
 	assert.True(t, in.interrupted())
+}
+
+// TestSecondSignalOutsideAnEngineOperationExits: the second signal
+// terminates an engine operation in flight; outside one nothing listens to
+// terminate, so the command stops at once with exitInterrupted.
+func TestSecondSignalOutsideAnEngineOperationExits(t *testing.T) {
+	twice := func(t *testing.T, held bool) (exited chan int, in *interrupt) {
+		var stderr bytes.Buffer
+		exited = make(chan int, 1)
+		in = watchInterrupts(context.Background(), &stderr, func(code int) { exited <- code })
+		t.Cleanup(in.stop)
+		if held {
+			t.Cleanup(in.Operation())
+		}
+		require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+		<-in.ctx.Done()
+		require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+		select {
+		case <-in.Terminate():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the second signal did not close terminate")
+		}
+		return exited, in
+	}
+	t.Run("outside an engine operation", func(t *testing.T) {
+		exited, _ := twice(t, false)
+		select {
+		case code := <-exited:
+			assert.Equal(t, exitInterrupted, code)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the second signal outside an engine operation did not stop the command")
+		}
+	})
+	t.Run("during an engine operation", func(t *testing.T) {
+		exited, _ := twice(t, true)
+		select {
+		case code := <-exited:
+			t.Fatalf("exited %d while the engine operation could still terminate and save the state", code)
+		case <-time.After(200 * time.Millisecond):
+		}
+	})
 }

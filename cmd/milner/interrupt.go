@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/milner/milner/internal/engine"
 )
 
 // interruptSignals are the signals that interrupt a command: SIGINT and
@@ -24,18 +26,36 @@ var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP
 //     finish, the state is saved and the backend's lock row is deleted),
 //     work between operations (guards, prompts) stops, Milner's lock is
 //     released by the deferred unlock, and milner exits exitInterrupted;
-//   - the second closes terminate: the engine terminates.
+//   - the second closes terminate: an engine operation in flight
+//     terminates; outside one (a guard, a download, a prompt that did not
+//     stop at the first), nothing would listen, so milner exits at once
+//     (exitInterrupted). Its own lock goes with the process (flock, the
+//     advisory lock's session).
 type interrupt struct {
 	ctx       context.Context
 	terminate chan struct{}
 	stop      func()
 	got       atomic.Int32 // signals received
+	ops       atomic.Int32 // engine operations in flight (Operation)
+	exit      func(code int)
 }
 
-// watchInterrupts starts the handling; stop ends it.
-func watchInterrupts(parent context.Context, stderr io.Writer) *interrupt {
+var _ engine.Interrupts = (*interrupt)(nil)
+
+// Terminate is closed by the second signal.
+func (in *interrupt) Terminate() <-chan struct{} { return in.terminate }
+
+// Operation marks an engine operation in flight until done.
+func (in *interrupt) Operation() (done func()) {
+	in.ops.Add(1)
+	return sync.OnceFunc(func() { in.ops.Add(-1) })
+}
+
+// watchInterrupts starts the handling; stop ends it. exit ends the process
+// on a second signal outside an engine operation.
+func watchInterrupts(parent context.Context, stderr io.Writer, exit func(code int)) *interrupt {
 	ctx, cancel := context.WithCancel(parent)
-	in := &interrupt{ctx: ctx, terminate: make(chan struct{})}
+	in := &interrupt{ctx: ctx, terminate: make(chan struct{}), exit: exit}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, interruptSignals...)
 	done := make(chan struct{})
@@ -55,8 +75,13 @@ func watchInterrupts(parent context.Context, stderr io.Writer) *interrupt {
 					_, _ = fmt.Fprintf(stderr, "milner: %v: cancelling gracefully (the steps in flight finish, the state is saved, every lock is released); send it again to terminate\n", sig)
 					cancel()
 				case 2:
-					_, _ = fmt.Fprintf(stderr, "milner: %v again: terminating\n", sig)
 					close(in.terminate)
+					if in.ops.Load() == 0 {
+						_, _ = fmt.Fprintf(stderr, "milner: %v again: stopping now (no engine operation is running)\n", sig)
+						in.exit(exitInterrupted)
+						continue
+					}
+					_, _ = fmt.Fprintf(stderr, "milner: %v again: terminating\n", sig)
 				}
 			}
 		}
@@ -67,10 +92,10 @@ func watchInterrupts(parent context.Context, stderr io.Writer) *interrupt {
 // interrupted reports whether a signal was received.
 func (in *interrupt) interrupted() bool { return in.got.Load() > 0 }
 
-// terminateOf is the channel closed on the second signal (nil outside run).
-func terminateOf(ctx context.Context) <-chan struct{} {
+// interruptsOf is the command's signal handling (nil outside run).
+func interruptsOf(ctx context.Context) engine.Interrupts {
 	if in, ok := ctx.Value(interruptKey{}).(*interrupt); ok {
-		return in.terminate
+		return in
 	}
 	return nil
 }

@@ -78,7 +78,7 @@ var exit = os.Exit
 func run(args []string) int {
 	root := newRoot()
 	root.SetArgs(args)
-	in := watchInterrupts(context.Background(), os.Stderr)
+	in := watchInterrupts(context.Background(), os.Stderr, exit)
 	defer in.stop()
 	err := root.ExecuteContext(context.WithValue(in.ctx, interruptKey{}, in))
 	if err == nil {

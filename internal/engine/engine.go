@@ -83,10 +83,11 @@ type Options struct {
 	// Progress receives Pulumi's own progress output; default os.Stdout.
 	// io.Discard silences it.
 	Progress io.Writer
-	// Terminate, closed, terminates a running engine operation; cancelling
-	// an operation's ctx only asks the engine to cancel gracefully
-	// (interrupt.go). Nil: never.
-	Terminate <-chan struct{}
+	// Interrupts is the caller's signal handling: its Terminate, closed,
+	// terminates a running engine operation (cancelling an operation's ctx
+	// only asks the engine to cancel gracefully: interrupt.go), and each
+	// operation is marked with its Operation. Nil: never terminated.
+	Interrupts Interrupts
 	// Command names the milner command, recorded with Milner's lock.
 	Command string
 }
@@ -102,7 +103,7 @@ type Stack struct {
 	pass     string
 	program  pulumi.RunFunc
 	progress io.Writer
-	stop     <-chan struct{}
+	stop     Interrupts
 	command  string
 	project  *workspace.Project
 	backend  backend.Backend
@@ -147,7 +148,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s := &Stack{
 		name: o.Stack, dir: dir, file: stackfile.Path(dir, o.Stack), tools: o.Tools,
-		program: o.Program, progress: o.Progress, stop: o.Terminate, command: o.Command, project: project,
+		program: o.Program, progress: o.Progress, stop: o.Interrupts, command: o.Command, project: project,
 	}
 	ps, err := s.stackFile()
 	if err != nil {

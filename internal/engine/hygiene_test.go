@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,24 +55,39 @@ func TestWeakPassphraseRefused(t *testing.T) {
 
 // TestScopeCancelsThenTerminates: the caller's context cancelled asks the
 // engine to cancel (not terminate), Terminate closed terminates, and the
-// context the backend runs on is cancelled by neither.
+// context the backend runs on is cancelled by neither; the operation is
+// marked in flight from the scope's start to its Close.
 func TestScopeCancelsThenTerminates(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	term := make(chan struct{})
+	in := &testInterrupts{term: make(chan struct{})}
 	base := engineContext(ctx)
 	events := make(chan pkgengine.Event, 4)
-	sc := scopes{graceful: ctx, terminate: term}.NewScope(base, events, false)
+	sc := scopes{graceful: ctx, in: in}.NewScope(base, events, false)
+	assert.Equal(t, int32(1), in.ops.Load(), "the operation is marked")
 	c := sc.Context()
 	assert.NoError(t, c.CancelErr())
 	cancel()
 	waitFor(t, c.Canceled())
 	assert.NoError(t, c.TerminateErr(), "the first interrupt does not terminate")
 	assert.NoError(t, base.Err(), "the backend's context outlives the interrupt")
-	close(term)
+	close(in.term)
 	waitFor(t, c.Terminated())
 	sc.Close()
+	assert.Zero(t, in.ops.Load(), "Close ends the mark")
 	assert.NoError(t, base.Err())
 	assert.Len(t, events, 2, "the engine's log says both")
+}
+
+// testInterrupts counts the operations marked in flight.
+type testInterrupts struct {
+	term chan struct{}
+	ops  atomic.Int32
+}
+
+func (i *testInterrupts) Terminate() <-chan struct{} { return i.term }
+func (i *testInterrupts) Operation() func() {
+	i.ops.Add(1)
+	return func() { i.ops.Add(-1) }
 }
 
 func waitFor(t *testing.T, ch <-chan struct{}) {

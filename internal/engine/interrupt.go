@@ -22,23 +22,35 @@ import (
 // Milner does the same with its own scope source, driven by the caller's
 // context rather than by signals it would catch a second time:
 //   - the caller's ctx cancelled → the engine is asked to cancel gracefully;
-//   - Options.Terminate closed → the engine terminates;
+//   - Options.Interrupts' Terminate closed → the engine terminates;
 //   - the backend (persister, lock row, history) runs on
 //     context.WithoutCancel(ctx), which neither cancels.
 
+// Interrupts is the caller's handling of signals as an engine operation
+// needs it.
+type Interrupts interface {
+	// Terminate is closed by the signal that terminates an operation.
+	Terminate() <-chan struct{}
+	// Operation marks an engine operation in flight until done is called:
+	// outside one, no engine listens to Terminate, and the caller acts on
+	// that signal itself.
+	Operation() (done func())
+}
+
 // scopes is the backend.CancellationScopeSource of one operation.
 type scopes struct {
-	graceful  context.Context
-	terminate <-chan struct{}
+	graceful context.Context
+	in       Interrupts // nil: never terminated
 }
 
 var _ backend.CancellationScopeSource = scopes{}
 
 // scope is one engine run's cancellation scope.
 type scope struct {
-	ctx  *cancel.Context
-	done chan struct{}
-	left chan struct{}
+	ctx       *cancel.Context
+	done      chan struct{}
+	left      chan struct{}
+	operation func() // ends the caller's mark of the operation
 }
 
 func (s *scope) Context() *cancel.Context { return s.ctx }
@@ -47,14 +59,19 @@ func (s *scope) Context() *cancel.Context { return s.ctx }
 func (s *scope) Close() {
 	close(s.done)
 	<-s.left
+	s.operation()
 }
 
 // NewScope ties the engine's cancel and terminate to the caller's context
-// and Terminate. The engine's events carry the engine's own note of it, as
+// and Terminate, and marks the operation in flight until Close. The engine's events carry the engine's own note of it, as
 // the CLI's scope does.
 func (src scopes) NewScope(base context.Context, events chan<- pkgengine.Event, _ bool) backend.CancellationScope {
 	c, source := cancel.NewContext(base)
-	s := &scope{ctx: c, done: make(chan struct{}), left: make(chan struct{})}
+	var terminate <-chan struct{}
+	s := &scope{ctx: c, done: make(chan struct{}), left: make(chan struct{}), operation: func() {}}
+	if src.in != nil {
+		terminate, s.operation = src.in.Terminate(), src.in.Operation()
+	}
 	say := func(msg string) {
 		select {
 		case events <- pkgengine.NewEvent(pkgengine.StdoutEventPayload{Message: msg, Color: colors.Never}):
@@ -71,7 +88,7 @@ func (src scopes) NewScope(base context.Context, events chan<- pkgengine.Event, 
 			return
 		}
 		select {
-		case <-src.terminate:
+		case <-terminate:
 			source.Terminate()
 			say("milner: interrupted again; the engine terminates\n")
 		case <-s.done:

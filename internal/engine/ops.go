@@ -209,7 +209,7 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 		StackConfiguration: backend.StackConfiguration{Config: cfg, Decrypter: sm.Decrypter()},
 		SecretsManager:     sm,
 		SecretsProvider:    lazyProvider{pass: s.pass},
-		Scopes:             scopes{graceful: ctx, terminate: s.stop},
+		Scopes:             scopes{graceful: ctx, in: s.stop},
 	}
 	set(&op.Opts.Engine)
 	var plan *deploy.Plan
