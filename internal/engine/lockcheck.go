@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -34,8 +37,11 @@ var ErrLockLost = errors.New("milner's lock on the stack was lost")
 // saveCheckpoint -> bucket.WriteAll), so a lost lock stops the engine at
 // its next state write, before anything is written. The backend's own
 // lock objects (.pulumi/locks/) are not checked: releasing them must not
-// fail. A lock lost between a check and its write (one round trip) is
-// caught at the next write.
+// fail. A state object is written on the lock's own session, in one
+// statement that writes only while that session holds the lock
+// (lockedWriter, Copy): a session-level advisory lock ends only with an
+// unlock or its session, so no gap is left between the check and the
+// write. Delete is checked first, then done.
 const lockScheme = "milner+postgres"
 
 // lockParam carries, in a lockScheme URL, which Stack's check applies.
@@ -67,6 +73,10 @@ type lockCheck struct {
 	name  string
 }
 
+// heldBy is the condition, in SQL, that the session running the statement
+// holds the lock: $1 and $2 are advisoryLockArgs.
+const heldBy = `EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ` + advisoryLockRow + `)`
+
 // hold records the session holding the lock named name; release forgets it.
 func (c *lockCheck) hold(conn *sql.Conn, key int64, name string) {
 	c.mu.Lock()
@@ -75,6 +85,14 @@ func (c *lockCheck) hold(conn *sql.Conn, key int64, name string) {
 }
 
 func (c *lockCheck) release() { c.hold(nil, 0, "") }
+
+// holding reports whether this process holds the lock (or held it, and
+// lost it: the write then fails).
+func (c *lockCheck) holding() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn != nil
+}
 
 // verify returns nil while this process holds no lock or the session that
 // took it still holds it.
@@ -85,11 +103,35 @@ func (c *lockCheck) verify(ctx context.Context) error {
 		return nil
 	}
 	var held bool
-	err := c.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND `+advisoryLockRow+`)`,
-		advisoryLockArgs(c.key)...).Scan(&held)
+	err := c.conn.QueryRowContext(ctx, `SELECT `+heldBy, advisoryLockArgs(c.key)...).Scan(&held)
 	if err == nil && held {
 		return nil
 	}
+	return c.lost(err)
+}
+
+// write runs stmt, whose condition is heldBy, on the lock's own session:
+// it changes a row only while that session holds the lock. held is false
+// when no lock is held by this process (write did nothing).
+func (c *lockCheck) write(ctx context.Context, stmt string, args ...any) (held bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return false, nil
+	}
+	res, err := c.conn.ExecContext(ctx, stmt, append(advisoryLockArgs(c.key), args...)...)
+	if err != nil {
+		return true, c.lost(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return true, c.lost(err)
+	}
+	return true, nil
+}
+
+// lost is the error of a state write refused because the lock is lost
+// (err: why the session could not answer; nil: it no longer holds it).
+func (c *lockCheck) lost(err error) error {
 	why := "its session no longer holds it"
 	if err != nil {
 		why = "its session ended: " + err.Error()
@@ -134,7 +176,11 @@ func (lockOpener) OpenBucketURL(ctx context.Context, u *url.URL) (*blob.Bucket, 
 	if err != nil {
 		return nil, err
 	}
-	return blob.NewBucket(&checkedBucket{inner: inner, check: c.(*lockCheck)}), nil
+	table := q.Get("table")
+	if table == "" {
+		table = "pulumi_state" // pkg/v3 backend/diy/postgres NewPostgresBucket's default
+	}
+	return blob.NewBucket(&checkedBucket{inner: inner, check: c.(*lockCheck), table: table}), nil
 }
 
 // checkedBucket is a driver.Bucket over a *blob.Bucket that verifies the
@@ -142,13 +188,20 @@ func (lockOpener) OpenBucketURL(ctx context.Context, u *url.URL) (*blob.Bucket, 
 type checkedBucket struct {
 	inner *blob.Bucket
 	check *lockCheck
+	table string // the state table (the URL's table parameter)
 }
 
 var _ driver.Bucket = (*checkedBucket)(nil)
 
+// backendLock reports whether key is one of the DIY backend's own lock
+// objects, which are never checked.
+func backendLock(key string) bool {
+	return strings.HasPrefix(key, ".pulumi/locks/") || strings.Contains(key, "/.pulumi/locks/")
+}
+
 // before refuses a write to key when the lock is lost.
 func (b *checkedBucket) before(ctx context.Context, key string) error {
-	if strings.HasPrefix(key, ".pulumi/locks/") || strings.Contains(key, "/.pulumi/locks/") {
+	if backendLock(key) {
 		return nil
 	}
 	return b.check.verify(ctx)
@@ -157,6 +210,9 @@ func (b *checkedBucket) before(ctx context.Context, key string) error {
 func (b *checkedBucket) NewTypedWriter(ctx context.Context, key, contentType string, o *driver.WriterOptions) (driver.Writer, error) {
 	if err := b.before(ctx, key); err != nil {
 		return nil, err
+	}
+	if !backendLock(key) && b.check.holding() {
+		return &lockedWriter{ctx: ctx, b: b, key: key}, nil
 	}
 	return b.inner.NewWriter(ctx, key, &blob.WriterOptions{
 		BufferSize: o.BufferSize, MaxConcurrency: o.MaxConcurrency, CacheControl: o.CacheControl,
@@ -170,7 +226,45 @@ func (b *checkedBucket) Copy(ctx context.Context, dst, src string, _ *driver.Cop
 	if err := b.before(ctx, dst); err != nil {
 		return err
 	}
+	if !backendLock(dst) {
+		// SECURITY: the table name is the backend URL's, as pkg/v3's own statements use it.
+		stmt := fmt.Sprintf(`INSERT INTO %s (key, data) SELECT $3, data FROM %s WHERE key = $4 AND `+heldBy+
+			` ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data, updated_at = now()`, b.table, b.table) //nolint:gosec
+		if held, err := b.check.write(ctx, stmt, dst, src); held {
+			return err // a missing src reads as a lost lock: the engine copies only what it has written
+		}
+	}
 	return b.inner.Copy(ctx, dst, src, nil)
+}
+
+// lockedWriter writes one state object as pkg/v3's PostgreSQL bucket does
+// (backend/diy/postgres bucket.go postgresWriter.Close: the bytes base64 in
+// a JSON {"data": ...}, upserted by key), but on the lock's own session and
+// only while it holds the lock.
+type lockedWriter struct {
+	ctx context.Context
+	b   *checkedBucket
+	key string
+	buf bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) { return w.buf.Write(p) }
+func (w *lockedWriter) As(any) bool                 { return false }
+
+func (w *lockedWriter) Close() error {
+	data, err := json.Marshal(struct {
+		Data string `json:"data"`
+	}{base64.StdEncoding.EncodeToString(w.buf.Bytes())})
+	if err != nil {
+		return err
+	}
+	// SECURITY: the table name is the backend URL's, as pkg/v3's own statements use it.
+	stmt := fmt.Sprintf(`INSERT INTO %s (key, data) SELECT $3, $4::json WHERE `+heldBy+
+		` ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data, updated_at = now()`, w.b.table) //nolint:gosec
+	if held, err := w.b.check.write(w.ctx, stmt, w.key, string(data)); held {
+		return err
+	}
+	return w.b.inner.WriteAll(w.ctx, w.key, w.buf.Bytes(), nil) // released since NewTypedWriter: unchecked, as before the lock
 }
 
 func (b *checkedBucket) Delete(ctx context.Context, key string, _ *driver.DeleteOptions) error {
