@@ -85,14 +85,47 @@ type Ref struct{ Type, Logical string }
 // logical name: each one's ID (and Host).
 type State map[Ref]Object
 
-// index keys live objects by liveKey and by type and id ("<type>#<id>").
-func index(live []Object) map[string]Object {
-	byKey := map[string]Object{}
+// liveIndex finds live objects by identity (type and id) and by name
+// (liveKey). Names are not unique everywhere: PVE lets two guests share
+// one, and a listing of several hosts may repeat one.
+type liveIndex struct {
+	byID   map[string]Object
+	byName map[string][]Object
+}
+
+func index(live []Object) liveIndex {
+	x := liveIndex{byID: map[string]Object{}, byName: map[string][]Object{}}
 	for _, o := range live {
-		byKey[liveKey(o.Type, o.Pool, o.Name)] = o
-		byKey[o.Type+"#"+o.ID] = o
+		k := liveKey(o.Type, o.Pool, o.Name)
+		x.byName[k] = append(x.byName[k], o)
+		x.byID[o.Type+"#"+o.ID] = o
 	}
-	return byKey
+	return x
+}
+
+// id is the live object of type typ whose id is id.
+func (x liveIndex) id(typ, id string) (Object, bool) {
+	o, ok := x.byID[typ+"#"+id]
+	return o, ok && id != ""
+}
+
+// named are the live objects of type typ named name (in pool, for a volume).
+func (x liveIndex) named(typ, pool, name string) []Object {
+	return x.byName[liveKey(typ, pool, name)]
+}
+
+// duplicate is the finding of a name several live objects carry: the guard
+// cannot tell which one is the stack's, and never picks one.
+func duplicate(stack string, d Declared, same []Object) Finding {
+	ids := make([]string, len(same))
+	for i, o := range same {
+		ids[i] = identity(d.Type, o)
+	}
+	return Finding{
+		Problem: fmt.Sprintf("%d live objects are named %q (%s of stack %q): %s; milner cannot tell which one is the stack's",
+			len(same), d.Name, d.Logical, stack, strings.Join(ids, ", ")),
+		Fix: "rename or remove the ones that are not this stack's by hand, then run the command again",
+	}
 }
 
 // liveKey keys live and declared objects alike: volumes by pool and name
@@ -128,9 +161,12 @@ func Check(stack string, declared []Declared, state State, live []Object, config
 	for _, m := range missing {
 		var f Finding
 		var step string
-		if m.d.Type == gate.TypeProxmoxVM {
+		switch {
+		case m.same != nil:
+			f = duplicate(stack, m.d, m.same)
+		case m.d.Type == gate.TypeProxmoxVM:
 			f, step = orphanVM(stack, m.d, m.o, declared, live, configOf)
-		} else {
+		default:
 			f, step = orphan(stack, m.d, m.o)
 		}
 		orphans = append(orphans, f)
@@ -184,10 +220,12 @@ func orphan(stack string, d Declared, o Object) (Finding, string) {
 	return f, start
 }
 
-// pair is a declared object and the live object of its name.
+// pair is a declared object and the live object of its name; same holds
+// every live object of that name when there are several (o is then unset).
 type pair struct {
-	d Declared
-	o Object
+	d    Declared
+	o    Object
+	same []Object
 }
 
 // lost returns the declared objects that are absent from state but live on
@@ -195,7 +233,7 @@ type pair struct {
 // by name) and not already being imported under their live id, and whether
 // the state holds any declared object at all.
 func lost(declared []Declared, state State, live []Object) ([]pair, bool) {
-	byKey := index(live)
+	x := index(live)
 	var out []pair
 	stateHasSubstrate := false
 	for _, d := range declared {
@@ -203,14 +241,21 @@ func lost(declared []Declared, state State, live []Object) ([]pair, bool) {
 			stateHasSubstrate = true
 			continue
 		}
-		o, ok := byKey[d.Type+"#"+strconv.Itoa(d.VMID)]
+		o, ok := x.id(d.Type, strconv.Itoa(d.VMID))
 		if !ok || d.VMID == 0 {
-			o, ok = byKey[liveKey(d.Type, d.Pool, d.Name)]
+			same := x.named(d.Type, d.Pool, d.Name)
+			if len(same) > 1 {
+				out = append(out, pair{d: d, same: same})
+				continue
+			}
+			if ok = len(same) == 1; ok {
+				o = same[0]
+			}
 		}
 		if !ok || (d.ImportID != "" && (strings.EqualFold(d.ImportID, o.ID) || d.ImportID == o.Host+"/"+o.ID)) {
 			continue
 		}
-		out = append(out, pair{d, o})
+		out = append(out, pair{d: d, o: o})
 	}
 	return out, stateHasSubstrate
 }
@@ -233,6 +278,10 @@ func Adopt(stack string, declared []Declared, state State, live []Object) (Adopt
 	var refused []Finding
 	for _, m := range missing {
 		d, o := m.d, m.o
+		if m.same != nil {
+			refused = append(refused, duplicate(stack, d, m.same))
+			continue
+		}
 		if f, foreign := foreignObject(stack, d, o); foreign {
 			refused = append(refused, f)
 			continue

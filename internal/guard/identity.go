@@ -7,35 +7,66 @@ import (
 )
 
 // Stale compares identities, not names: for each declared object the state
-// records, a live object of the same name with another id (or, for a
-// Proxmox VM, on another host) than the state records means the state is
-// not the substrate's present: typically a state restored from an older
-// backup, after which a domain was replaced (new UUID), a volume recreated
-// (new key), or a VM's vmId changed or the VM moved host. A preview
-// without refresh, and the name-based Check, would both pass, and the next
-// up would act on objects that no longer exist. Proxmox VM ids are fixed
-// in the stack's config, so a replace alone keeps them: the guard compares
-// what a restore can make disagree. A guest carrying the state's VM id
-// under another name is not stale: an adoption that stopped between its
-// import and its rename looks the same. It refuses before anything changes.
+// records, the live object is found by the state's id first, then by name.
+//   - Found by its id under another name than the state records: renamed
+//     on the substrate, outside Milner (a domain or network by virsh, a
+//     guest in PVE); an up would act on the state's name.
+//   - Found by its id on another host than the state records (a Proxmox
+//     VM moved).
+//   - Not found by its id, but a live object has its name: the state is
+//     not the substrate's present, typically a state restored from an
+//     older backup after which a domain was replaced (new UUID), a volume
+//     recreated under a new key, a VM's vmId changed.
+//   - Several live objects of its name: a refusal, never the last listed.
+//
+// A preview without refresh, and the name-based Check, would pass each of
+// these, and the next up would act on objects that are not what the state
+// says. A state that records no name (an adoption stopped between a
+// Proxmox import and its rename records the live one) is compared by id
+// and host only. A volume's id is its key, its path: one recreated at the
+// same path has the same key, and libvirt exposes nothing else that tells
+// the two apart (docs/threat-model.md says what is left). It refuses
+// before anything changes.
 func Stale(stack string, declared []Declared, state State, live []Object) []Finding {
-	byKey := index(live)
+	x := index(live)
 	var out []Finding
 	for _, d := range declared {
 		s, ok := state[Ref{d.Type, d.Logical}]
-		o, live := byKey[liveKey(d.Type, d.Pool, d.Name)]
-		if !ok || s.ID == "" || !live || (o.ID == s.ID && (s.Host == "" || o.Host == s.Host)) {
+		if !ok || s.ID == "" {
 			continue
 		}
 		where := "host"
 		if d.Type == gate.TypeProxmoxVM {
 			where = "cluster"
 		}
-		out = append(out, Finding{
-			Problem: fmt.Sprintf("the state of stack %q records %s %q (%s) as %s, but the %s's %q is %s: the state is older than the %s (restored from an older backup?)",
-				stack, kind(d.Type), d.Name, d.Logical, identity(d.Type, s), where, d.Name, identity(d.Type, o), where),
-			Fix: staleFix(stack),
-		})
+		if o, ok := x.id(d.Type, s.ID); ok {
+			switch {
+			case s.Host != "" && o.Host != s.Host:
+				out = append(out, Finding{
+					Problem: fmt.Sprintf("the state of stack %q records %s %q (%s) as %s, but the %s's %q is %s: the state is older than the %s (restored from an older backup?)",
+						stack, kind(d.Type), d.Name, d.Logical, identity(d.Type, s), where, d.Name, identity(d.Type, o), where),
+					Fix: staleFix(stack),
+				})
+			case s.Name != "" && o.Name != s.Name:
+				out = append(out, Finding{
+					Problem: fmt.Sprintf("the state of stack %q records %s %s (%s) as %q, but on the %s it is named %q: renamed outside milner",
+						stack, kind(d.Type), identity(d.Type, o), d.Logical, s.Name, where, o.Name),
+					Fix: fmt.Sprintf("rename it back to %q on the %s, or `milner refresh --stack %s` records the new name and `milner preview --stack %s` shows what the up would change", s.Name, where, stack, stack),
+				})
+			}
+			continue
+		}
+		switch same := x.named(d.Type, d.Pool, d.Name); len(same) {
+		case 0:
+		case 1:
+			out = append(out, Finding{
+				Problem: fmt.Sprintf("the state of stack %q records %s %q (%s) as %s, but the %s's %q is %s: the state is older than the %s (restored from an older backup?)",
+					stack, kind(d.Type), d.Name, d.Logical, identity(d.Type, s), where, d.Name, identity(d.Type, same[0]), where),
+				Fix: staleFix(stack),
+			})
+		default:
+			out = append(out, duplicate(stack, d, same))
+		}
 	}
 	return out
 }

@@ -79,7 +79,8 @@ func (o *Op) substrate() (*substrateView, error) {
 	v := &substrateView{declared: declared, state: guard.State{}}
 	for _, r := range resources {
 		host, _ := r.Inputs["nodeName"].(string) // a Proxmox VM's host
-		v.state[guard.Ref{Type: r.Type, Logical: r.Name()}] = guard.Object{ID: r.ID, Host: host}
+		name, _ := r.Inputs["name"].(string)     // the libvirt or PVE name (libvirt, bpg: input "name")
+		v.state[guard.Ref{Type: r.Type, Logical: r.Name()}] = guard.Object{ID: r.ID, Host: host, Name: name}
 	}
 	if v.live, v.configOf, err = o.listLive(o.Ctx); err != nil {
 		return nil, err
