@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/milner/milner/internal/redact"
 )
 
@@ -42,8 +44,12 @@ func redactStdio() (flush func(), err error) {
 
 // redactFD puts a pipe in place of fd and copies what arrives on it,
 // masked, to fd's former file; restore puts that file back and drains.
+// The copy of the former file is close-on-exec: a child (every plugin the
+// engine starts) inherits fd, the pipe, never the file behind it. A
+// plugin outliving a killed milner would otherwise hold the terminal, or
+// the caller's pipe, open.
 func redactFD(fd int) (restore func(), err error) {
-	orig, err := syscall.Dup(fd)
+	orig, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

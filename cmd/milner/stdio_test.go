@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -93,4 +95,27 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestChildrenNeverInheritTheFormerStdio: a process started after the
+// redaction holds the pipe in fd's place, not the file fd held before
+// (the caller's pipe or terminal): a plugin that outlives a SIGKILLed
+// milner must not keep its caller waiting for EOF.
+func TestChildrenNeverInheritTheFormerStdio(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer func() { _ = r.Close(); _ = w.Close() }()
+	former, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(w.Fd())))
+	require.NoError(t, err)
+	restore, err := redactFD(int(w.Fd()))
+	require.NoError(t, err)
+	child := exec.Command("sleep", "30")
+	require.NoError(t, child.Start())
+	defer func() { _ = child.Process.Kill(); _ = child.Wait(); restore() }()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", child.Process.Pid))
+	require.NoError(t, err)
+	for _, fd := range fds {
+		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", child.Process.Pid, fd.Name()))
+		assert.NotEqual(t, former, target, "the child holds fd %s on the former file", fd.Name())
+	}
 }
