@@ -142,6 +142,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	if o.Progress == nil {
 		o.Progress = os.Stdout
 	}
+	pluginsStopOnInterrupt()
 	project, err := workspace.LoadProject(filepath.Join(dir, "Pulumi.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: project: %w", o.Stack, err)
