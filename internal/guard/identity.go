@@ -42,11 +42,7 @@ func Stale(stack string, declared []Declared, state State, live []Object) []Find
 		if o, ok := x.id(d.Type, s.ID); ok {
 			switch {
 			case s.Host != "" && o.Host != s.Host:
-				out = append(out, Finding{
-					Problem: fmt.Sprintf("the state of stack %q records %s %q (%s) as %s, but the %s's %q is %s: the state is older than the %s (restored from an older backup?)",
-						stack, kind(d.Type), d.Name, d.Logical, identity(d.Type, s), where, d.Name, identity(d.Type, o), where),
-					Fix: staleFix(stack),
-				})
+				out = append(out, stale(stack, d, s, o, where))
 			case s.Name != "" && o.Name != s.Name:
 				out = append(out, Finding{
 					Problem: fmt.Sprintf("the state of stack %q records %s %s (%s) as %q, but on the %s it is named %q: renamed outside milner",
@@ -59,11 +55,7 @@ func Stale(stack string, declared []Declared, state State, live []Object) []Find
 		switch same := x.named(d.Type, d.Pool, d.Name); len(same) {
 		case 0:
 		case 1:
-			out = append(out, Finding{
-				Problem: fmt.Sprintf("the state of stack %q records %s %q (%s) as %s, but the %s's %q is %s: the state is older than the %s (restored from an older backup?)",
-					stack, kind(d.Type), d.Name, d.Logical, identity(d.Type, s), where, d.Name, identity(d.Type, same[0]), where),
-				Fix: staleFix(stack),
-			})
+			out = append(out, stale(stack, d, s, same[0], where))
 		default:
 			out = append(out, duplicate(stack, d, same))
 		}
@@ -80,7 +72,13 @@ func identity(typ string, o Object) string {
 	return o.ID
 }
 
-// staleFix is what to do about a state older than the host.
-func staleFix(stack string) string {
-	return fmt.Sprintf("if a restore caused it, `milner state restore --stack %s --backup latest` undoes it; otherwise `milner refresh --stack %s` records what lives, and `milner preview --stack %s` shows the rest", stack, stack, stack)
+// stale is the finding of a state that records d as s while the host (or
+// cluster) holds it as o: a state older than the substrate. A restore
+// undoes it when a restore caused it.
+func stale(stack string, d Declared, s, o Object, where string) Finding {
+	return Finding{
+		Problem: fmt.Sprintf("the state of stack %q records %s %q (%s) as %s, but the %s's %q is %s: the state is older than the %s (restored from an older backup?)",
+			stack, kind(d.Type), d.Name, d.Logical, identity(d.Type, s), where, d.Name, identity(d.Type, o), where),
+		Fix: fmt.Sprintf("if a restore caused it, `milner state restore --stack %s --backup latest` undoes it; otherwise `milner refresh --stack %s` records what lives, and `milner preview --stack %s` shows the rest", stack, stack, stack),
+	}
 }
