@@ -46,6 +46,11 @@ func CopyBootImage(ctx context.Context, client *http.Client, src, wantHex, dst s
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		// A cancel can reach the transport as the end of the body: the
+		// copy then ends short, and the command was interrupted anyway.
+		err = ctx.Err()
+	}
 	if err != nil {
 		return fmt.Errorf("boot image %s: %w", src, err)
 	}
