@@ -32,12 +32,6 @@ var KubeconfigSecretOutputs = []string{"kubeconfigRaw", "kubernetesClientConfigu
 // after it instead of holding it.
 const HealthTimeout = "10m"
 
-// BootstrapImportID is the id terraform-provider-talos v0.10.1 gives every
-// bootstrap (talos_machine_bootstrap_resource.go: Create and ImportState set
-// "machine_bootstrap"; Read and Delete do nothing): importing it records a
-// bootstrap in state without calling the Talos API.
-const BootstrapImportID = "machine_bootstrap"
-
 // RenderedConfig is one node's rendered machine configuration, its own patch
 // applied. It needs nothing of the machine, so a substrate may take it
 // before the node exists (e.g. on a cloud-init drive).
@@ -193,29 +187,6 @@ func renderConfig(ctx *pulumi.Context, cfg *config.Config, secrets *machine.Secr
 	return pulumi.ToSecret(rendered.MachineConfiguration()).(pulumi.StringOutput)
 }
 
-// bootstrapOptions are the bootstrap's options for a cluster bootstrapped in
-// this state (adopted false) or outside it (adopted true).
-//
-// Bootstrapped here: the node and endpoint it dialled are ignored later, so
-// removing or readdressing the first control plane never plans a change.
-//
-// Adopted: the provider's import records only the id (its ImportState sets
-// nothing else and its Read does nothing), and Pulumi resets an ignored
-// input to the imported value, deleting it when the import has none
-// (pulumi v3.276.0 step_generator.go processIgnoreChanges, PropertyPath.Reset
-// in properties_path.go): an ignored node would leave the required input
-// empty and the import would fail. So an adopted bootstrap ignores nothing;
-// the engine follows the import with an update that stores the program's
-// node, endpoint and client configuration (the provider's Update only
-// stores its plan). A later change of the first control plane's address is
-// then such a state-only update too.
-func bootstrapOptions(adopted bool) []pulumi.ResourceOption {
-	if adopted {
-		return []pulumi.ResourceOption{pulumi.Import(pulumi.ID(BootstrapImportID))}
-	}
-	return []pulumi.ResourceOption{pulumi.IgnoreChanges([]string{"node", "endpoint"})}
-}
-
 // decidedMode is the node's apply mode as opts.ApplyMode decides it from
 // the config the provider will apply, or nil (talosnode.ApplyMode) without
 // a decider. The mode names nothing secret, so it is not a secret.
@@ -363,22 +334,41 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 	// One bootstrap per cluster, named after the cluster: removing,
 	// reordering or replacing nodes never plans another (Talos refuses a
 	// second bootstrap of a running cluster). It is done once, so later
-	// changes to the node it dialled are ignored.
-	bootstrap, err := machine.NewBootstrap(ctx, name+"-bootstrap", &machine.BootstrapArgs{
-		ClientConfiguration: clientCfg,
-		// From the apply's output: etcd is bootstrapped only after the node
-		// holds its configuration.
-		Node:     firstCP.Apply.Node,
-		Endpoint: firstCP.Apply.Endpoint,
-	}, append(bootstrapOptions(cfg.Cluster.AdoptBootstrap),
-		pulumi.Aliases(aliases),
-		pulumi.AdditionalSecretOutputs(BootstrapSecretOutputs),
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("talos %q: bootstrap: %w", name, err)
+	// changes to the node it dialled are ignored. From the apply's output:
+	// etcd is bootstrapped only after the node holds its configuration, and
+	// a kubeconfig is asked for only once etcd exists.
+	//
+	// A cluster bootstrapped outside this state
+	// (milner:cluster.adoptBootstrap, which `milner adopt` records on the
+	// evidence of etcd's members) declares none: its bootstrap cannot be
+	// imported with the Talos plugin users install. The provider's
+	// ImportState sets a non-null timeouts object {create: null}
+	// (terraform-provider-talos v0.10.1 talos_machine_bootstrap_resource.go),
+	// and the bridge pulumi-talos v0.7.1 is built with
+	// (pulumi-terraform-bridge v3.116.0 pkg/tfbridge/rawstate.go) gives
+	// timeouts an empty raw-state delta that it then cannot recover for an
+	// object: every import preview fails "rawStateRecoverNatural cannot
+	// process Object values" (tests/integration TestTalosLayerOnRealPlugin,
+	// "recover after state loss"; v3.120.0 drops that delta). Nothing needs
+	// the resource once etcd runs: its Create is the Bootstrap call, its Read
+	// and Delete do nothing.
+	kcNode, kcEndpoint := firstCP.Apply.Node, firstCP.Apply.Endpoint
+	if !cfg.Cluster.AdoptBootstrap {
+		bootstrap, err := machine.NewBootstrap(ctx, name+"-bootstrap", &machine.BootstrapArgs{
+			ClientConfiguration: clientCfg,
+			Node:                firstCP.Apply.Node,
+			Endpoint:            firstCP.Apply.Endpoint,
+		}, pulumi.IgnoreChanges([]string{"node", "endpoint"}),
+			pulumi.Aliases(aliases),
+			pulumi.AdditionalSecretOutputs(BootstrapSecretOutputs),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("talos %q: bootstrap: %w", name, err)
+		}
+		layer.Bootstrap = bootstrap
+		applied = append(applied, bootstrap)
+		kcNode, kcEndpoint = bootstrap.Node, bootstrap.Endpoint
 	}
-	layer.Bootstrap = bootstrap
-	applied = append(applied, bootstrap)
 
 	kubeconfig, err := cluster.NewKubeconfig(ctx, name+"-kubeconfig", &cluster.KubeconfigArgs{
 		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
@@ -386,9 +376,8 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 			ClientCertificate: clientCfg.ClientCertificate(),
 			ClientKey:         clientCfg.ClientKey(),
 		},
-		// From the bootstrap's outputs: a kubeconfig only once etcd exists.
-		Node:     bootstrap.Node,
-		Endpoint: bootstrap.Endpoint,
+		Node:     kcNode,
+		Endpoint: kcEndpoint,
 	}, pulumi.AdditionalSecretOutputs(KubeconfigSecretOutputs))
 	if err != nil {
 		return nil, fmt.Errorf("talos %q: kubeconfig: %w", name, err)

@@ -12,11 +12,12 @@ package tests
 //     AlreadyExists "etcd data directory is not empty" (machined
 //     v1alpha1_server.go Bootstrap), which the provider retries until its
 //     timeout (only InvalidArgument stops it) and then fails.
-//   - ImportState sets only id "machine_bootstrap" (and null timeouts);
-//     Read does nothing; Update stores the plan; Delete does nothing.
+//   - Read does nothing; Update stores the plan; Delete does nothing.
 //
 // The bootstrap's options are taken from the real program's registration
 // (the recording mock), so the test fails if the program's options change.
+// An adopted cluster declares no bootstrap (stacks/talos.go says why: the
+// real plugin cannot import one), so nothing here imports.
 
 import (
 	"context"
@@ -33,7 +34,6 @@ import (
 	"github.com/pulumi/pulumi/pkg/v3/display"
 	"github.com/pulumi/pulumi/pkg/v3/engine"
 	lt "github.com/pulumi/pulumi/pkg/v3/engine/lifecycletest/framework"
-	pkgresource "github.com/pulumi/pulumi/pkg/v3/resource"
 	"github.com/pulumi/pulumi/pkg/v3/resource/deploy"
 	"github.com/pulumi/pulumi/pkg/v3/resource/deploy/deploytest"
 	"github.com/pulumi/pulumi/pkg/v3/resource/plugin"
@@ -42,7 +42,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 
 	"github.com/milner/milner/internal/stackfile"
-	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/tests/offlinetest"
 )
 
@@ -83,15 +82,6 @@ func (p *talosBootstrapProvider) provider() *deploytest.Provider {
 			p.creates++
 			return plugin.CreateResponse{}, errors.New(`rpc error: code = AlreadyExists desc = etcd data directory is not empty`)
 		},
-		ReadF: func(_ context.Context, req plugin.ReadRequest) (plugin.ReadResponse, error) {
-			// ImportState: the fixed id, nothing else; Read: a no-op.
-			outs := property.NewMap(map[string]property.Value{"id": property.New(stacks.BootstrapImportID)})
-			if req.State.Len() > 0 {
-				outs = req.State
-			}
-			ins := property.Map{}
-			return plugin.ReadResponse{ReadResult: plugin.ReadResult{ID: req.ID, Inputs: &ins, Outputs: &outs}, Status: resource.StatusOK}, nil
-		},
 		UpdateF: func(_ context.Context, req plugin.UpdateRequest) (plugin.UpdateResponse, error) {
 			return plugin.UpdateResponse{Properties: req.NewInputs, Status: resource.StatusOK}, nil
 		},
@@ -120,9 +110,9 @@ type bootstrapRun struct {
 	reg  deploytest.ResourceOptions
 }
 
-func newBootstrapRun(t *testing.T, importID string, ignore []string) *bootstrapRun {
+func newBootstrapRun(t *testing.T, ignore []string) *bootstrapRun {
 	r := &bootstrapRun{t: t, prov: &talosBootstrapProvider{}, node: "10.73.0.11",
-		reg: deploytest.ResourceOptions{ImportID: resource.ID(importID), IgnoreChanges: ignore}}
+		reg: deploytest.ResourceOptions{IgnoreChanges: ignore}}
 	loaders := []*deploytest.ProviderLoader{
 		deploytest.NewProviderLoader("talos", semver.MustParse("0.7.1"), func() (plugin.Provider, error) {
 			return r.prov.provider(), nil
@@ -154,86 +144,39 @@ func (r *bootstrapRun) op(snap *deploy.Snapshot, dryRun bool) (*deploy.Snapshot,
 	return out, ops, err
 }
 
-// programBootstrap is the real program's bootstrap registration on the dev
-// stack, adopted (the record written as `milner adopt` writes it, into a
-// copy of Pulumi.dev.yaml) or not.
-func programBootstrap(t *testing.T, adopted bool) (importID string, ignore []string) {
-	cfg := stackConfig(t, "dev", devSecrets)
-	if adopted {
-		orig, err := os.ReadFile("../Pulumi.dev.yaml")
-		require.NoError(t, err)
-		path := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
-		require.NoError(t, os.WriteFile(path, orig, 0o644))
-		_, err = stackfile.SetClusterFlag(path, "adoptBootstrap")
-		require.NoError(t, err)
-		recorded, err := offlinetest.ReadStackConfig(path)
-		require.NoError(t, err)
-		maps.Copy(recorded, devSecrets)
-		require.NotEqual(t, cfg["milner:cluster"], recorded["milner:cluster"])
-		cfg = recorded
-	}
-	b, ok := runStack(t, "dev", cfg).ByName(tBootstrap, "milner-dev-bootstrap")
-	require.True(t, ok)
-	return b.Options.ImportID, b.Options.IgnoreChanges
+// adoptedDev is the dev stack's config with the record `milner adopt`
+// writes (into a copy of Pulumi.dev.yaml) when etcd lists members.
+func adoptedDev(t *testing.T) map[string]string {
+	orig, err := os.ReadFile("../Pulumi.dev.yaml")
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
+	require.NoError(t, os.WriteFile(path, orig, 0o644))
+	_, err = stackfile.SetClusterFlag(path, "adoptBootstrap")
+	require.NoError(t, err)
+	recorded, err := offlinetest.ReadStackConfig(path)
+	require.NoError(t, err)
+	maps.Copy(recorded, devSecrets)
+	require.NotEqual(t, stackConfig(t, "dev", devSecrets)["milner:cluster"], recorded["milner:cluster"])
+	return recorded
 }
 
-// An adopted cluster's bootstrap is imported, a state-only record: the
-// engine plans an import and an update, never a create, and the Bootstrap
-// API is never called; after it, a preview plans nothing for it.
-func TestAdoptedBootstrapIsImportedNeverCreated(t *testing.T) {
-	id, ignore := programBootstrap(t, true)
-	require.Equal(t, stacks.BootstrapImportID, id)
-	r := newBootstrapRun(t, id, ignore)
-
-	_, ops, err := r.op(nil, true)
-	require.NoError(t, err)
-	assert.NotContains(t, ops, deploy.OpCreate, "the preview after adoption plans no bootstrap")
-	assert.Contains(t, ops, deploy.OpImport)
-
-	snap, ops, err := r.op(nil, false)
-	require.NoError(t, err)
-	assert.NotContains(t, ops, deploy.OpCreate)
-	assert.Zero(t, r.prov.creates, "the Bootstrap API is never called")
-	var rec *pkgresource.State
-	for _, s := range snap.Resources {
-		if s.URN.Name() == "milner-dev-bootstrap" {
-			rec = s
-		}
-	}
-	require.NotNil(t, rec)
-	assert.Equal(t, resource.ID(stacks.BootstrapImportID), rec.ID)
-	assert.Equal(t, r.node, rec.Inputs["node"].StringValue(), "the follow-up update stored the program's node")
-
-	_, ops, err = r.op(snap, true)
-	require.NoError(t, err)
-	assert.Equal(t, []display.StepOp{deploy.OpSame}, ops, "after the adoption the bootstrap is unchanged")
-
-	// A later change of the first control plane is a state-only update.
-	r.node = "10.73.0.12"
-	_, ops, err = r.op(snap, false)
-	require.NoError(t, err)
-	assert.Equal(t, []display.StepOp{deploy.OpUpdate}, ops)
-	assert.Zero(t, r.prov.creates)
-}
-
-// Why the adopted bootstrap ignores nothing: with the non-adopted options
-// (node and endpoint ignored) the engine resets the ignored inputs to the
-// import's, which has none, and the required node is gone.
-func TestImportedBootstrapCannotIgnoreTheNode(t *testing.T) {
-	_, ignore := programBootstrap(t, false)
-	require.ElementsMatch(t, []string{"node", "endpoint"}, ignore)
-	r := newBootstrapRun(t, stacks.BootstrapImportID, ignore)
-	_, _, err := r.op(nil, false)
-	require.Error(t, err, "an import that ignores the node leaves the required node empty")
-	assert.Zero(t, r.prov.creates)
+// A cluster bootstrapped outside this state declares no bootstrap, so no
+// up can call the Bootstrap API, and its kubeconfig dials the first
+// control plane's apply; the dev stack as committed declares one.
+func TestAdoptedClusterDeclaresNoBootstrap(t *testing.T) {
+	_, ok := runStack(t, "dev", adoptedDev(t)).ByName(tBootstrap, "milner-dev-bootstrap")
+	assert.False(t, ok, "an adopted cluster declares a bootstrap")
+	_, ok = runStack(t, "dev", stackConfig(t, "dev", devSecrets)).ByName(tBootstrap, "milner-dev-bootstrap")
+	assert.True(t, ok, "the committed dev stack declares no bootstrap")
 }
 
 // Without the record, a state that lost the bootstrap plans a create, which
 // a running cluster refuses: what `milner adopt` records it to avoid.
 func TestUnrecordedBootstrapOnARunningClusterIsACreate(t *testing.T) {
-	id, ignore := programBootstrap(t, false)
-	require.Empty(t, id)
-	r := newBootstrapRun(t, id, ignore)
+	b, ok := runStack(t, "dev", stackConfig(t, "dev", devSecrets)).ByName(tBootstrap, "milner-dev-bootstrap")
+	require.True(t, ok)
+	require.Empty(t, b.Options.ImportID)
+	r := newBootstrapRun(t, b.Options.IgnoreChanges)
 	_, ops, err := r.op(nil, true)
 	require.NoError(t, err)
 	assert.Equal(t, []display.StepOp{deploy.OpCreate}, ops)

@@ -41,9 +41,8 @@ Every adoption of a stack that declares the Talos layer also records the
 cluster's bootstrap when its state lacks it: Milner asks the control
 planes, through the Talos API with the client certificate of the secrets
 bundle in state, for etcd's members (talosctl etcd members); if one lists
-members, milner:cluster.adoptBootstrap is set and the next up imports
-<cluster>-bootstrap (a state-only record) instead of bootstrapping etcd a
-second time. Live VMs alone are no evidence. Without the bundle in state
+members, milner:cluster.adoptBootstrap is set and the program declares
+no <cluster>-bootstrap, so no up bootstraps etcd a second time. Live VMs alone are no evidence. Without the bundle in state
 the adoption is refused: run 'milner secrets import' first. --bootstrap
 records only that (e.g. after the gate refused a second bootstrap).`,
 		Example: `  milner adopt --stack dev --node cp-2 --id "$(virsh domuuid milner-dev-cp-2)"

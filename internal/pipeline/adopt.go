@@ -12,7 +12,6 @@ import (
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/stackfile"
-	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -73,7 +72,7 @@ func adoptPlan(o *Op) (err error) {
 	a.what, a.id = fmt.Sprintf("node %q", in.Node), in.ID
 	switch {
 	case in.Bootstrap:
-		a.what, a.id = "the bootstrap", stacks.BootstrapImportID
+		a.what, a.id = "the bootstrap", "milner:cluster.adoptBootstrap"
 	case in.All && o.cfg.StartAt == config.LayerApps:
 		return o.adoptApps()
 	case in.All:
@@ -155,7 +154,7 @@ func (o *Op) recordBootstrap() (before []byte, err error) {
 	if before, err = stackfile.Edit(o.St.File(), stackfile.ClusterFlag("adoptBootstrap")); err != nil {
 		return nil, err
 	}
-	fmt.Printf("milner adopt: the cluster was bootstrapped (%s): recorded milner:cluster.adoptBootstrap, so the next up imports <cluster>-bootstrap instead of bootstrapping again\n", b.Etcd)
+	fmt.Printf("milner adopt: the cluster was bootstrapped (%s): recorded milner:cluster.adoptBootstrap, so the program declares no <cluster>-bootstrap and never bootstraps etcd again\n", b.Etcd)
 	return before, nil
 }
 
@@ -226,6 +225,9 @@ func adoptVerdict(o *Op, g *Outcome) error {
 // adoptApply keeps the record and says what the next up does.
 func adoptApply(o *Op, _ *Outcome) error {
 	a := o.adopt
+	if o.in.Adopt.Bootstrap {
+		return nil // recordBootstrap said what it recorded
+	}
 	if !a.imported {
 		fmt.Printf("milner adopt: %s already in the state of stack %q; recorded %s in %s (no import needed)\n", a.what, o.St.Name(), a.id, o.St.File())
 		return nil

@@ -91,8 +91,8 @@ type ClusterConfig struct {
 	AllowSchedulingOnControlPlanes *bool `json:"allowSchedulingOnControlPlanes,omitempty"`
 	// AdoptBootstrap records that the cluster's etcd was bootstrapped
 	// outside this state (a control plane answered the Talos API with etcd
-	// members; `milner adopt` writes it): <cluster>-bootstrap is imported,
-	// a state-only record, instead of bootstrapping etcd a second time.
+	// members; `milner adopt` writes it): the program declares no
+	// <cluster>-bootstrap, so etcd is never bootstrapped a second time.
 	AdoptBootstrap bool `json:"adoptBootstrap,omitempty"`
 	// OIDC is milner:cluster.oidc: kubectl through the site's OIDC
 	// provider, the admin certificate as break-glass (optional).

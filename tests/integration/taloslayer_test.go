@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -107,7 +108,15 @@ type talosLayer struct {
 //     stack's config drops): staged, never rebooted, pending in the
 //     preview and in `milner status`;
 //  5. cp-1 unreachable at plan time with its config changed: the preview
-//     reports it staged, never live.
+//     reports it staged, never live;
+//  6. `milner up --replace w-1` (its memory changed): the graceful Shutdown
+//     reaches w-1 alone, only w-1's domain is new, the applies are kept and
+//     nothing is applied again (the OS disk kept the config);
+//  7. recover after state loss: `secrets export`, the state removed, `up`
+//     refused, `secrets import`, `adopt --all` (the bootstrap recorded on
+//     etcd's members), then `up`: no Bootstrap call, every apply NO_REBOOT,
+//     the bundle and domains as before, no bootstrap in state, and a
+//     no-op after.
 //
 // No node is ever sent Reset or Reboot.
 func TestTalosLayerOnRealPlugin(t *testing.T) {
@@ -292,6 +301,103 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		}
 	})
 
+	step("milner up --replace w-1", func(t *testing.T, mark int) {
+		// The replaced domain boots from w-1's kept OS disk, so its Talos
+		// comes back configured: the double powers on once the new domain
+		// runs (the engine's create started it).
+		s.extra = map[string]any{"milner:workloads": workloads()}
+		s.nodes[1].Memory = 1536
+		s.apply()
+		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
+		stop := s.powerOnWhenReplaced(w1, domains[s.domain("w-1")])
+		up := s.mustMilner("up", "--yes", "--replace", "w-1")
+		stop()
+		j := s.c.Journal()[mark:]
+		t.Logf("journal of the replace (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		if got := j.Calls("Shutdown").Nodes(); !slices.Equal(got, []string{"w-1"}) {
+			t.Errorf("Shutdown reached %v, want w-1 alone", got)
+		}
+		after := s.uuids()
+		if after[s.domain("w-1")] == "" || after[s.domain("w-1")] == domains[s.domain("w-1")] {
+			t.Errorf("w-1's domain was not replaced: %v, was %v", after, domains)
+		}
+		if after[s.domain("cp-1")] != domains[s.domain("cp-1")] {
+			t.Errorf("cp-1's domain changed: %v, was %v", after, domains)
+		}
+		// The OS disk survived, and with it the node's config: the apply
+		// is kept, and nothing is sent to the node again.
+		if got := s.stateIDs(gate.TypeConfigApply); !maps.Equal(got, applies) {
+			t.Errorf("applies changed: %v, were %v", got, applies)
+		}
+		if a := j.Calls("ApplyConfiguration"); len(a) > 0 {
+			t.Errorf("the replace sent ApplyConfiguration:\n%s", strings.Join(a.Strings(), "\n"))
+		}
+		if !w1.Status().Booted || w1.Config() == nil {
+			t.Errorf("w-1 is not back with its config: %+v", w1.Status())
+		}
+		if strings.Contains(up.stdout, "cp-1-apply") {
+			t.Errorf("the up touched cp-1's apply:\n%s", up.out())
+		}
+		s.hasNoChanges("up after the replace", s.mustMilner("up", "--yes"))
+	})
+
+	step("recover after state loss", func(t *testing.T, mark int) {
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle, key := filepath.Join(s.dir, "bundle.age"), filepath.Join(s.dir, "key.txt")
+		if err := os.WriteFile(key, []byte(id.String()+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s.mustMilner("secrets", "export", "--out", bundle, "--recipient", id.Recipient().String())
+		before := map[string]map[string]string{}
+		for _, typ := range []string{gate.TypeTalosSecrets, tDomain} {
+			before[typ] = s.stateIDs(typ)
+		}
+		if err := os.RemoveAll(filepath.Join(s.dir, "state")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(s.dir, "state"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, "up on lost state", s.milner("up", "--yes"), "milner adopt --stack it --all")
+		s.mustMilner("secrets", "import", "--in", bundle, "--identity", key)
+		if r := s.mustMilner("adopt", "--all"); !strings.Contains(r.stdout, "recorded milner:cluster.adoptBootstrap") {
+			t.Errorf("adopt --all: want the bootstrap recorded from the control plane's etcd members:\n%s", r.out())
+		}
+		p := s.mustMilner("preview")
+		for _, name := range []string{"-secrets", "-bootstrap"} {
+			if regexp.MustCompile(`create\s+\S*` + name).MatchString(p.stdout) {
+				t.Errorf("the preview after adoption creates %s:\n%s", name, p.out())
+			}
+		}
+		s.mustMilner("up", "--yes")
+		j := s.c.Journal()[mark:]
+		if b := j.Calls("Bootstrap"); len(b) > 0 {
+			t.Errorf("the recovery bootstrapped again:\n%s", strings.Join(b.Strings(), "\n"))
+		}
+		for _, a := range j.Applies() {
+			if a.Mode() != machine.ApplyConfigurationRequest_NO_REBOOT || a.Err != nil {
+				t.Errorf("the recovery's apply to %s: want NO_REBOOT, got %s", a.Node, a)
+			}
+		}
+		for typ, want := range before {
+			if got := s.stateIDs(typ); !maps.Equal(got, want) {
+				t.Errorf("%s in state after recovery: %v, before the loss %v", typ, got, want)
+			}
+		}
+		// An adopted cluster declares no bootstrap (stacks/talos.go: the
+		// plugin cannot import one).
+		if got := s.stateIDs(gate.TypeTalosBootstrap); len(got) != 0 {
+			t.Errorf("state holds bootstraps %v, want none", got)
+		}
+		if p := s.mustMilner("preview"); !strings.Contains(p.stdout, "no changes") {
+			t.Errorf("preview after the recovery: want no changes:\n%s", p.out())
+		}
+		s.hasNoChanges("up after the recovery", s.mustMilner("up", "--yes"))
+	})
+
 	j := s.c.Journal()
 	for _, m := range []string{"Reset", "Reboot"} {
 		if calls := j.Calls(m); len(calls) > 0 {
@@ -470,4 +576,35 @@ func (s *talosLayer) operatorApply(ctx context.Context, n *talosapi.Node, patch 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// powerOnWhenReplaced powers the node's double on once its domain runs
+// with another uuid than was (the replace's new VM, booted by the
+// engine's create), as the VM's firmware would boot Talos from the kept
+// OS disk. The returned func stops the watch.
+func (s *talosLayer) powerOnWhenReplaced(n *talosapi.Node, was string) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	dom := s.domain(n.Name())
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			uuid, err := exec.Command("virsh", "-c", uri, "domuuid", dom).Output()
+			if err != nil || strings.TrimSpace(string(uuid)) == was {
+				continue
+			}
+			state, err := exec.Command("virsh", "-c", uri, "domstate", dom).Output()
+			if err == nil && strings.TrimSpace(string(state)) == "running" {
+				if err := n.PowerOn(); err != nil {
+					fmt.Fprintf(os.Stderr, "power on %s: %v\n", n.Name(), err)
+				}
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
