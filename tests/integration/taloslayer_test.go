@@ -309,7 +309,7 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		s.nodes[1].Memory = 1536
 		s.apply()
 		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
-		stop := s.powerOnWhenReplaced(w1, domains[s.domain("w-1")])
+		stop := s.bootWhenReplaced(w1, domains[s.domain("w-1")], false)
 		up := s.mustMilner("up", "--yes", "--replace", "w-1")
 		stop()
 		j := s.c.Journal()[mark:]
@@ -339,6 +339,49 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 			t.Errorf("the up touched cp-1's apply:\n%s", up.out())
 		}
 		s.hasNoChanges("up after the replace", s.mustMilner("up", "--yes"))
+	})
+
+	step("milner up --replace w-1 --os-disk", func(t *testing.T, mark int) {
+		// A fresh OS disk holds no config: the new domain boots Talos into
+		// maintenance mode, and its first config must be taken there.
+		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
+		data, osVol := s.vol("w-1", "data"), s.vol("w-1", "os")
+		dataInode := inode(t, data)
+		// Mark the OS volume's file old: a fresh volume has a new mtime
+		// (an inode number can be reused).
+		old := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+		if err := os.Chtimes(osVol, old, old); err != nil {
+			t.Fatal(err)
+		}
+		stop := s.bootWhenReplaced(w1, domains[s.domain("w-1")], true)
+		s.mustMilner("up", "--yes", "--replace", "w-1", "--os-disk")
+		stop()
+		j := s.c.Journal()[mark:]
+		t.Logf("journal of the --os-disk replace (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		if got := j.Calls("Shutdown").Nodes(); !slices.Equal(got, []string{"w-1"}) {
+			t.Errorf("Shutdown reached %v, want w-1 alone", got)
+		}
+		a := j.Applies()
+		if len(a) != 1 || a[0].Node != "w-1" || !a[0].Client.Insecure || a[0].Mode() != machine.ApplyConfigurationRequest_AUTO || a[0].Err != nil {
+			t.Errorf("want one apply, w-1's first config in maintenance mode (AUTO, no client certificate), got:\n%s", strings.Join(a.Strings(), "\n"))
+		}
+		if w1.Config() == nil {
+			t.Errorf("w-1 runs no config after the replace")
+		}
+		after := s.uuids()
+		if after[s.domain("w-1")] == domains[s.domain("w-1")] || after[s.domain("cp-1")] != domains[s.domain("cp-1")] {
+			t.Errorf("domains: %v, were %v; want w-1's alone new", after, domains)
+		}
+		if got := s.stateIDs(gate.TypeConfigApply); got["cp-1-apply"] != applies["cp-1-apply"] {
+			t.Errorf("cp-1's apply changed: %v, were %v", got, applies)
+		}
+		if fi, err := os.Stat(osVol); err != nil || !fi.ModTime().After(old.Add(24*time.Hour)) {
+			t.Errorf("the OS volume %s is not new: %v", osVol, err)
+		}
+		if inode(t, data) != dataInode {
+			t.Errorf("the data volume %s was recreated", data)
+		}
+		s.hasNoChanges("up after the --os-disk replace", s.mustMilner("up", "--yes"))
 	})
 
 	step("recover after state loss", func(t *testing.T, mark int) {
@@ -578,11 +621,12 @@ func (s *talosLayer) operatorApply(ctx context.Context, n *talosapi.Node, patch 
 	}
 }
 
-// powerOnWhenReplaced powers the node's double on once its domain runs
-// with another uuid than was (the replace's new VM, booted by the
-// engine's create), as the VM's firmware would boot Talos from the kept
-// OS disk. The returned func stops the watch.
-func (s *talosLayer) powerOnWhenReplaced(n *talosapi.Node, was string) (stop func()) {
+// bootWhenReplaced powers the node's double on once its domain runs with
+// another uuid than was (the replace's new VM, booted by the engine's
+// create), as the VM's firmware boots Talos: from the kept OS disk, or,
+// fresh, from a new one that holds no config (maintenance mode). The
+// returned func stops the watch.
+func (s *talosLayer) bootWhenReplaced(n *talosapi.Node, was string, fresh bool) (stop func()) {
 	done, exited := make(chan struct{}), make(chan struct{})
 	dom := s.domain(n.Name())
 	go func() {
@@ -599,7 +643,13 @@ func (s *talosLayer) powerOnWhenReplaced(n *talosapi.Node, was string) (stop fun
 			}
 			state, err := exec.Command("virsh", "-c", uri, "domstate", dom).Output()
 			if err == nil && strings.TrimSpace(string(state)) == "running" {
-				if err := n.PowerOn(); err != nil {
+				if fresh {
+					err = n.Wipe()
+				}
+				if err == nil {
+					err = n.PowerOn()
+				}
+				if err != nil {
 					fmt.Fprintf(os.Stderr, "power on %s: %v\n", n.Name(), err)
 				}
 				return
