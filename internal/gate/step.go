@@ -51,18 +51,26 @@ type Step struct {
 const resolvedApplyMode = "resolvedApplyMode"
 
 // applyModeOf reads resolvedApplyMode from a step's new state; "" when it is
-// absent or unknown.
+// absent or unknown. A preview's output is often unknown, but a mode the
+// program sends (internal/applymode: anything but staged_if_needing_reboot)
+// is the one the provider applies: terraform-provider-talos v0.10.1
+// handleRebootPrevention resolves any other mode to itself, without a dry
+// run.
 func applyModeOf(st *apitype.StepEventStateMetadata) string {
 	if st == nil {
 		return ""
 	}
 	// Anything else (the engine's unknown sentinel in a preview) is unknown.
-	switch mode, _ := st.Outputs[resolvedApplyMode].(string); mode {
-	case ModeAuto, ModeStaged, ModeNoReboot, "reboot":
-		return mode
-	default:
-		return ""
+	known := func(mode string) bool {
+		return mode == ModeAuto || mode == ModeStaged || mode == ModeNoReboot || mode == "reboot"
 	}
+	if mode, _ := st.Outputs[resolvedApplyMode].(string); known(mode) {
+		return mode
+	}
+	if mode, _ := st.Inputs["applyMode"].(string); known(mode) {
+		return mode
+	}
+	return ""
 }
 
 // The apply modes milner sends (internal/applymode) and

@@ -80,6 +80,24 @@ func TestReportSaysHowEachNodeApplies(t *testing.T) {
 		}
 	}
 
+	// In a preview the provider's output is often unknown; the mode the
+	// program sends is the one applied, unless it leaves the choice to the
+	// provider (staged_if_needing_reboot, a plain `pulumi preview`).
+	unknown := "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+	evs = nil
+	for node, mode := range map[string]string{"w-1": "no_reboot", "w-2": "staged", "w-3": "auto", "w-4": "staged_if_needing_reboot"} {
+		st := &apitype.StepEventStateMetadata{Inputs: map[string]any{"applyMode": mode}, Outputs: map[string]any{"resolvedApplyMode": unknown}}
+		evs = append(evs, events.EngineEvent{EngineEvent: apitype.EngineEvent{ResourcePreEvent: &apitype.ResourcePreEvent{
+			Metadata: apitype.StepEventMetadata{Op: apitype.OpUpdate, URN: applyURN(node), Type: TypeConfigApply, New: st, Diffs: []string{"machineConfigurationInput"}},
+		}}})
+	}
+	out = NewReport(StepsFromEvents(evs), "milner-dev").String()
+	for _, want := range []string{"w-1: applies live (no_reboot", "w-2: staged, applies", "w-3: first config", "w-4: decided when applied"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("preview report does not say %q:\n%s", want, out)
+		}
+	}
+
 	// After an update, the staged nodes are named.
 	var up []events.EngineEvent
 	for node, mode := range map[string]string{"cp-1": "auto", "cp-2": "staged"} {

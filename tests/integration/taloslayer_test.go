@@ -112,7 +112,14 @@ type talosLayer struct {
 //  6. `milner up --replace w-1` (its memory changed): the graceful Shutdown
 //     reaches w-1 alone, only w-1's domain is new, the applies are kept and
 //     nothing is applied again (the OS disk kept the config);
-//  7. recover after state loss: `secrets export`, the state removed, `up`
+//  7. `milner up --replace w-1 --os-disk`: Shutdown to w-1 alone, the
+//     fresh OS disk's first config taken in maintenance mode (AUTO, no
+//     client certificate), the data volume kept;
+//  8. a Talos version bump: updates of the applies only, refused by
+//     preview and up while the nodes run the old version, `milner upgrade`
+//     upgrades each node once and records the configs (every apply
+//     NO_REBOOT), nothing replaced, a no-op after;
+//  9. recover after state loss: `secrets export`, the state removed, `up`
 //     refused, `secrets import`, `adopt --all` (the bootstrap recorded on
 //     etcd's members), then `up`: no Bootstrap call, every apply NO_REBOOT,
 //     the bundle and domains as before, no bootstrap in state, and a
@@ -220,11 +227,11 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		s.extra = map[string]any{"milner:workloads": workloads("w-1")}
 		s.apply()
 		p := s.mustMilner("preview")
-		// The real plugin leaves resolvedApplyMode unknown in this preview
-		// (the report says "decided when applied"; see the report), so
-		// the mode is asserted on the apply the node received.
-		if !strings.Contains(p.stdout, "update  w-1-apply") || strings.Contains(p.stdout, "cp-1-apply") {
-			t.Errorf("preview: want w-1's apply alone updated:\n%s", p.out())
+		// The real plugin leaves resolvedApplyMode unknown in this preview;
+		// the report shows the mode milner decided and sends, which the
+		// provider applies as given.
+		if !strings.Contains(p.stdout, "update  w-1-apply") || strings.Contains(p.stdout, "cp-1-apply") || !strings.Contains(p.stdout, "w-1: applies live") {
+			t.Errorf("preview: want w-1's apply alone updated, live:\n%s", p.out())
 		}
 		before := s.stateIDs(gate.TypeConfigApply)
 		s.mustMilner("up", "--yes")
@@ -262,7 +269,7 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		running := w1.Config()
 		s.extra = map[string]any{"milner:workloads": workloads()}
 		s.apply()
-		if p := s.mustMilner("preview"); !strings.Contains(p.stdout, "update  w-1-apply") {
+		if p := s.mustMilner("preview"); !strings.Contains(p.stdout, "update  w-1-apply") || !strings.Contains(p.stdout, "w-1: staged") {
 			t.Errorf("preview: want w-1 staged:\n%s", p.out())
 		}
 		s.mustMilner("up", "--yes")
@@ -290,11 +297,10 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		s.extra = map[string]any{"milner:workloads": workloads("cp-1")}
 		s.apply()
 		p := s.milner("preview")
-		// milner decides "staged" (applymode); the report cannot show it yet:
-		// the real plugin leaves resolvedApplyMode unknown in the preview, so
-		// it says "decided when applied". It must never say live or auto.
-		if !strings.Contains(p.stdout, "update  cp-1-apply") || regexp.MustCompile(`cp-1: (applies live|first config)`).MatchString(p.stdout) {
-			t.Errorf("preview: want cp-1's apply, never reported live or auto:\n%s", p.out())
+		// No answer: milner decides "staged" (applymode), and the report
+		// says so. It must never say live or auto.
+		if !strings.Contains(p.stdout, "update  cp-1-apply") || !strings.Contains(p.stdout, "cp-1: staged") {
+			t.Errorf("preview: want cp-1's apply staged, never live or auto:\n%s", p.out())
 		}
 		if a := s.c.Journal()[mark:].Calls("ApplyConfiguration"); len(a) > 0 {
 			t.Errorf("the preview sent ApplyConfiguration:\n%s", strings.Join(a.Strings(), "\n"))
@@ -382,6 +388,49 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 			t.Errorf("the data volume %s was recreated", data)
 		}
 		s.hasNoChanges("up after the --os-disk replace", s.mustMilner("up", "--yes"))
+	})
+
+	step("a Talos version bump, then milner upgrade", func(t *testing.T, mark int) {
+		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
+		s.talos = "v1.9.6"
+		s.boot = filepath.Join(s.dir, "boot-v1.9.6.qcow2")
+		run(t, "qemu-img", "create", "-q", "-f", "qcow2", s.boot, "64M")
+		s.apply()
+		// The preview is refused too (the interlock is a layer rule), and
+		// its delta is updates of the applies alone.
+		p := s.milner("preview")
+		refused(t, "preview while the nodes run v1.9.5", p, "milner upgrade --stack it", "[rule versions-interlock]")
+		if regexp.MustCompile(`(?m)^\s+(create|replace|delete)\s`).MatchString(p.stdout) || !strings.Contains(p.stdout, "update  cp-1-apply") {
+			t.Errorf("the bump's preview plans more than updates:\n%s", p.out())
+		}
+		refused(t, "up while the nodes run v1.9.5", s.milner("up", "--yes"), "milner upgrade --stack it")
+		// (Deciding the apply modes sent dry runs, which change nothing.)
+		if a := s.c.Journal()[mark:].Applies(); len(a) > 0 {
+			t.Errorf("the refused up applied a config:\n%s", strings.Join(a.Strings(), "\n"))
+		}
+		s.mustMilner("upgrade", "--yes")
+		j := s.c.Journal()[mark:]
+		t.Logf("journal of the upgrade (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		if got := j.Calls("Upgrade").Nodes(); len(got) != 2 || !slices.Contains(got, "cp-1") || !slices.Contains(got, "w-1") {
+			t.Errorf("Upgrade reached %v, want each node once", got)
+		}
+		for _, n := range []*talosapi.Node{cp1, w1} {
+			if v := n.Status().Version; v != "v1.9.6" {
+				t.Errorf("%s runs %s after the upgrade, want v1.9.6", n.Name(), v)
+			}
+		}
+		for _, a := range j.Applies() {
+			if a.Mode() != machine.ApplyConfigurationRequest_NO_REBOOT || a.Err != nil {
+				t.Errorf("the record's apply to %s: want NO_REBOOT, got %s", a.Node, a)
+			}
+		}
+		if got := s.uuids(); !maps.Equal(got, domains) {
+			t.Errorf("domains changed: %v, were %v", got, domains)
+		}
+		if got := s.stateIDs(gate.TypeConfigApply); !maps.Equal(got, applies) {
+			t.Errorf("applies were replaced: %v, were %v", got, applies)
+		}
+		s.hasNoChanges("up after the upgrade", s.mustMilner("up", "--yes"))
 	})
 
 	step("recover after state loss", func(t *testing.T, mark int) {
