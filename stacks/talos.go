@@ -401,9 +401,20 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 	// blocking the very recovery (`up --replace <node>`) meant to revive it.
 	// It runs only in an update that changes the Talos layer (the caller
 	// says so, RunOptions), never in a preview, and is bounded by
-	// HealthTimeout. Otherwise the apps get the kubeconfig directly.
+	// HealthTimeout. Otherwise the apps get the kubeconfig without it.
+	//
+	// Either way the apps' kubeconfig depends on the same resources (the
+	// bundle, every applied config, the bootstrap): `milner up` applies
+	// exactly its preview's plan, and the engine refuses a resource whose
+	// dependencies differ from the plan's ("violates plan: dependencies
+	// changed", pulumi pkg/v3 v3.276.0 resource/deploy/plan.go), which the
+	// health check's output would add in an update.
+	ready := []any{clientCfg.CaCertificate()}
+	for _, r := range applied {
+		ready = append(ready, r.URN())
+	}
 	if ctx.DryRun() || opts.SkipHealthCheck {
-		layer.HealthyKubeconfig = layer.Kubeconfig
+		layer.HealthyKubeconfig = resolvedAfter(layer.Kubeconfig, ready)
 		return layer, nil
 	}
 	// No data edge to the nodes (its inputs are plain addresses), so it
@@ -419,8 +430,14 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 		Endpoints:         controlPlanes,
 		Timeouts:          cluster.GetHealthTimeoutsArgs{Read: pulumi.String(HealthTimeout)},
 	}, pulumi.DependsOn(applied))
-	layer.HealthyKubeconfig = health.Id().ApplyT(func(string) pulumi.StringOutput {
-		return layer.Kubeconfig
-	}).(pulumi.StringOutput)
+	layer.HealthyKubeconfig = resolvedAfter(layer.Kubeconfig, append(ready, health.Id()))
 	return layer, nil
+}
+
+// resolvedAfter is v, resolved once every one of after is and depending on
+// their resources.
+func resolvedAfter(v pulumi.StringOutput, after []any) pulumi.StringOutput {
+	return pulumi.All(append([]any{v}, after...)...).ApplyT(func(all []any) string {
+		return all[0].(string)
+	}).(pulumi.StringOutput)
 }

@@ -196,6 +196,25 @@ func TestHealthGateDoesNotBlockRecovery(t *testing.T) {
 	assert.Equal(t, stacks.HealthTimeout, health[0].Args["timeouts"].ObjectValue()["read"].StringValue(), "bounded: a dead node fails the up, never holds it")
 }
 
+// The apps' Kubernetes provider depends on the same resources in the
+// preview and in every update: `milner up` applies exactly the preview's
+// plan, and the engine refuses a resource whose dependencies differ from
+// the plan's ("violates plan: dependencies changed"; run with the real
+// plugins: tests/integration TestTalosLayerOnRealPlugin, the OIDC step,
+// where the health check's output added every apply and the bundle).
+func TestAppsProviderDependsOnTheSameInPreviewAndUp(t *testing.T) {
+	cfg := stackConfig(t, "dev", devSecrets)
+	deps := func(rec *offline.Recorder) []string {
+		p, ok := rec.ByName("pulumi:providers:kubernetes", "milner-dev-k8s")
+		require.True(t, ok)
+		return slices.Sorted(slices.Values(p.Options.Dependencies))
+	}
+	preview := deps(runMode(t, "dev", cfg, true, stacks.RunOptions{}))
+	assert.Contains(t, preview, "urn:pulumi:dev::milner::milner:components:TalosNode$talos:machine/configurationApply:ConfigurationApply::cp-3-apply", "the apps wait for every applied config")
+	assert.Equal(t, preview, deps(runMode(t, "dev", cfg, false, stacks.RunOptions{})), "an update that runs the health check")
+	assert.Equal(t, preview, deps(runMode(t, "dev", cfg, false, stacks.RunOptions{SkipHealthCheck: true})), "an update that skips it")
+}
+
 // Item 5 (the program side): the address the apply dials is the node's
 // configured address, a plain value known in every preview, never derived
 // from the VM (a replaced VM would make it unknown).

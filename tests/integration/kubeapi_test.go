@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -116,7 +117,7 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 	for {
 		body, code, err := a.do(http.MethodGet, "/readyz", "", nil)
 		if err == nil && code == http.StatusOK && string(body) == "ok" {
-			return a, nil
+			return a, a.garbageCollector(caFile, admin, adminKey)
 		}
 		if time.Now().After(deadline) {
 			a.stop()
@@ -124,6 +125,28 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// garbageCollector runs kube-controller-manager with its garbage collector
+// alone, as the seeding admin: the Kubernetes provider deletes with
+// foreground propagation (pulumi-kubernetes' default), whose finalizer
+// only the garbage collector removes.
+func (a *clusterAPI) garbageCollector(caFile string, crt, key []byte) error {
+	b64 := base64.StdEncoding.EncodeToString
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: it, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: it, user: {client-certificate-data: %s, client-key-data: %s}}]
+contexts: [{name: it, context: {cluster: it, user: it}}]
+current-context: it
+`, a.url, caFile, b64(crt), b64(key))
+	file := filepath.Join(a.dir, "controller-manager.kubeconfig")
+	if err := os.WriteFile(file, []byte(kc), 0o600); err != nil {
+		return err
+	}
+	// No HTTPS endpoint: nothing asks the controller manager.
+	return a.daemon("kube-controller-manager", "--kubeconfig="+file, "--leader-elect=false",
+		"--secure-port=0", "--controllers=garbagecollector", "--v=0")
 }
 
 // issue makes a certificate from the CA, returning its PEM and its key's.

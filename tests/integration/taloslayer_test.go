@@ -4,8 +4,10 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -22,8 +24,10 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tests/harness"
 	"github.com/milner/milner/tests/talosapi"
 )
@@ -123,7 +127,11 @@ type talosLayer struct {
 //     refused, `secrets import`, `adopt --all` (the bootstrap recorded on
 //     etcd's members), then `up`: no Bootstrap call, every apply NO_REBOOT,
 //     the bundle and domains as before, no bootstrap in state, and a
-//     no-op after.
+//     no-op after;
+//  10. the apps layer added to the recovered stack with two OIDC group
+//     bindings (no storage, no app): both are ClusterRoleBindings of the
+//     prefixed groups on the cluster's API server; one removed from config
+//     is removed from the cluster, the other stays the same object.
 //
 // No node is ever sent Reset or Reboot.
 func TestTalosLayerOnRealPlugin(t *testing.T) {
@@ -490,6 +498,54 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		s.hasNoChanges("up after the recovery", s.mustMilner("up", "--yes"))
 	})
 
+	step("an OIDC group binding removed from config is removed from the cluster", func(t *testing.T, _ int) {
+		// The apps layer on the cluster's API server (on the VIP), as the
+		// recovered stack file declares it: the OIDC bindings and the
+		// workloads' objects, no storage and no app, no wait for pods.
+		oidc := func(bindings map[string]string) map[string]any {
+			return map[string]any{"issuerUrl": "https://sso.example.org/realms/site", "clientId": "kubernetes",
+				"usernameClaim": "preferred_username", "groupsClaim": "groups", "groupBindings": bindings}
+		}
+		s.editConfig(func(cfg map[string]any) {
+			cfg["milner:stopAfter"], cfg["milner:waitForApps"] = "apps", false
+			cfg["milner:storage"] = map[string]any{"enabled": false}
+			cfg["milner:cluster"].(map[string]any)["oidc"] = oidc(map[string]string{"platform-admins": "cluster-admin", "viewers": "view"})
+		})
+		s.mustMilner("up", "--yes")
+		api := s.clusterAPI()
+		binding := func(group string) (map[string]any, int) {
+			t.Helper()
+			b, code, err := api.do(http.MethodGet, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+config.OIDCBindingName(group), "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := map[string]any{}
+			_ = json.Unmarshal(b, &obj)
+			return obj, code
+		}
+		for group, role := range map[string]string{"platform-admins": "cluster-admin", "viewers": "view"} {
+			crb, code := binding(group)
+			subjects, _ := crb["subjects"].([]any)
+			ref, _ := crb["roleRef"].(map[string]any)
+			if code != http.StatusOK || len(subjects) != 1 || subjects[0].(map[string]any)["name"] != "oidc:"+group || ref["name"] != role {
+				t.Fatalf("binding of %s: %d %v", group, code, crb)
+			}
+		}
+		admins, _ := binding("platform-admins")
+
+		s.editConfig(func(cfg map[string]any) {
+			cfg["milner:cluster"].(map[string]any)["oidc"] = oidc(map[string]string{"platform-admins": "cluster-admin"})
+		})
+		s.mustMilner("up", "--yes")
+		if _, code := binding("viewers"); code != http.StatusNotFound {
+			t.Errorf("the removed binding: GET answers %d, want 404", code)
+		}
+		kept, _ := binding("platform-admins")
+		if uid := func(o map[string]any) any { return o["metadata"].(map[string]any)["uid"] }; uid(kept) != uid(admins) {
+			t.Errorf("the kept binding was recreated: uid %v, was %v", uid(kept), uid(admins))
+		}
+	})
+
 	j := s.c.Journal()
 	for _, m := range []string{"Reset", "Reboot"} {
 		if calls := j.Calls(m); len(calls) > 0 {
@@ -706,4 +762,25 @@ func (s *talosLayer) bootWhenReplaced(n *talosapi.Node, was string, fresh bool) 
 		}
 	}()
 	return func() { close(done); <-exited }
+}
+
+// editConfig edits the stack file's config in place (keeping what milner
+// wrote to it, such as an adoption's records).
+func (s *talosLayer) editConfig(edit func(cfg map[string]any)) {
+	s.t.Helper()
+	b, err := os.ReadFile(s.stackFile())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	doc := map[string]any{}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		s.t.Fatal(err)
+	}
+	edit(doc["config"].(map[string]any))
+	if b, err = yaml.Marshal(doc); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(s.stackFile(), b, 0o600); err != nil {
+		s.t.Fatal(err)
+	}
 }
