@@ -128,7 +128,7 @@ func certLifetimes(o *pipeline.Op) []certs.Cert {
 	}
 	talos, _ := outs[clientfiles.Talos.Output].(string)
 	kube, _ := outs[clientfiles.Kube.Output].(string)
-	bundle, err := stackBundle(o)
+	bundle, err := o.Bundle()
 	return certs.Lifetimes(talos, kube, bundle, err)
 }
 
