@@ -1,14 +1,13 @@
 package main
 
 import (
-	"fmt"
-	"path/filepath"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/conformance"
-	"github.com/milner/milner/internal/stackfile"
 )
 
 func checkCmd() *cobra.Command {
@@ -32,26 +31,13 @@ minor without one fails, saying so.`,
 			if !all {
 				names = []string{stack}
 			}
-			stacks, err := stackfile.ReadDir(dir, names...)
+			var w io.Writer = os.Stdout
+			if asJSON {
+				w = nil
+			}
+			figures, failed, err := conformance.Check(w, dir, names...)
 			if err != nil {
 				return err
-			}
-			var failed []string
-			var figures []conformance.Figure
-			for _, s := range stacks {
-				ev, err := conformance.Collect(s)
-				if err != nil {
-					return err
-				}
-				ev.Tools = filepath.Join(dir, ".tools", "bin")
-				fig := conformance.Evaluate(s.Name, ev)
-				figures = append(figures, fig)
-				if !asJSON {
-					fmt.Print(fig)
-				}
-				if !fig.OK() {
-					failed = append(failed, s.Name)
-				}
 			}
 			if len(failed) > 0 {
 				err = refused("layer rules fail on %s; fix the program or the stack config before any up", strings.Join(failed, ", "))

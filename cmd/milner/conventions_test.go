@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/internal/docs"
 )
 
 // explicitStack are the verbs that destroy or overwrite: they never fall
@@ -148,7 +150,7 @@ func TestExitCodesDocumentedOnce(t *testing.T) {
 	root.SetArgs([]string{"--help"})
 	require.NoError(t, root.Execute())
 	assert.Contains(t, out.String(), exitCodes)
-	ref, err := cliReference(newRoot())
+	ref, err := docs.CLIReference(newRoot())
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(ref, exitCodes))
 	for _, sub := range []string{"## milner secrets export", "## milner state restore", "## milner vault unseal", "## milner secrets generate"} {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/pipeline"
+	"github.com/milner/milner/internal/redact"
 )
 
 // exitCodes is the root help's (and so docs/cli.md's) one description of
@@ -61,7 +62,7 @@ type usageError struct{ error }
 func (u usageError) Unwrap() error { return u.error }
 
 func main() {
-	flush, err := redactStdio()
+	flush, err := redact.Stdio()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "milner: %v\n", err)
 		os.Exit(exitError)
@@ -84,7 +85,7 @@ func run(args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(os.Stderr, "milner: %s\n", err) // masked on its way out (redactStdio)
+	fmt.Fprintf(os.Stderr, "milner: %s\n", err) // masked on its way out (redact.Stdio)
 	if in.interrupted() {
 		return exitInterrupted
 	}

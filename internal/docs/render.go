@@ -1,6 +1,8 @@
 // Package docs renders the committed stack configs into the docs that
-// describe them (node inventory, apps, a diagram of the layers), so that the
-// docs are generated from the source of truth and a test catches any drift.
+// describe them (node inventory, apps, a diagram of the layers), and the
+// command tree into the CLI reference (cli.go), so that the docs are
+// generated from the source of truth and `milner docs --check` catches any
+// drift, or a doc citing a path that does not exist.
 package docs
 
 import (

@@ -35,6 +35,18 @@ type Holder struct {
 	session int
 }
 
+// RunningHere reports whether the lock's holder is a process of this host
+// that still runs: its lock is not stale.
+func (h Holder) RunningHere() bool {
+	host, _ := os.Hostname()
+	return h.PID > 0 && strings.HasSuffix(h.Who, "@"+host) && processAlive(h.PID)
+}
+
+// processAlive reports whether a process of this host runs under pid.
+func processAlive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
+}
+
 // self describes this process as a lock holder: what Milner writes about
 // itself into its lock.
 func (s *Stack) self() Holder {

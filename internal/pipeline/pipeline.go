@@ -17,6 +17,11 @@
 // and its test. cmd/milner keeps the flags, the wiring of a verb to its
 // table and the printing; `milner preview --explain` lists every table
 // with the file and function of each rule (Explain).
+//
+// The stack verbs that run no plan have their bodies here too, each one
+// function that refuses with Refused: secrets generate (generate.go, on
+// the stack file) and export (secrets.go), state restore and unlock
+// (state.go), and the client configs (clients.go), on the open stack (Op).
 package pipeline
 
 import (

@@ -5,10 +5,45 @@ import (
 	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
+	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/secretsbundle"
 	"github.com/milner/milner/stacks/config"
 )
+
+// Bundle is the Talos secrets bundle in the stack's state.
+func (o *Op) Bundle() (*secrets.Bundle, error) {
+	_, outs, err := o.St.OutputsInClear(o.Ctx, gate.TypeTalosSecrets)
+	if err != nil {
+		return nil, err
+	}
+	ms, ok := outs["machineSecrets"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("stack %q: the secrets bundle has no machineSecrets output", o.St.Name())
+	}
+	return secretsbundle.FromState(ms)
+}
+
+// ExportSecrets is `milner secrets export`: the bundle in state, in the
+// YAML the provider's import reads, age-encrypted for every recipient and
+// written 0600 to out.
+func ExportSecrets(o *Op, out string, recipients []string) error {
+	b, err := o.Bundle()
+	if err != nil {
+		return err
+	}
+	plain, err := secretsbundle.Marshal(b)
+	if err != nil {
+		return err
+	}
+	sealed, err := secretsbundle.Encrypt(plain, recipients)
+	if err != nil {
+		return err
+	}
+	return engine.WritePrivateFile(out, sealed)
+}
 
 // importTalosLayer refuses an import into a stack without a Talos layer:
 // it has no secrets bundle.

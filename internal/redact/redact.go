@@ -5,7 +5,7 @@
 // equal to a password included, is left as it was written.
 //
 // Milner prints nothing unredacted: its stdout and stderr pass through
-// Text (cmd/milner redactStdio), and the URLs it names in messages are
+// Text (Stdio, which milner's main installs), and the URLs it names in messages are
 // URL's.
 package redact
 

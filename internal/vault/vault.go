@@ -1,7 +1,8 @@
 // Package vault is the operator's unseal procedure over Vault's HTTP API,
 // spoken by HashiCorp's own Go client (github.com/hashicorp/vault/api):
 // seal status, unseal with key shares the operator supplies, and the file
-// audit device. Key shares and tokens pass through memory only: nothing
+// audit device. Key shares and tokens are read from a file, stdin or the
+// terminal without echo (source.go) and pass through memory only: nothing
 // here writes them anywhere.
 //
 // The endpoints, as documented by HashiCorp (developer.hashicorp.com/vault/api-docs):

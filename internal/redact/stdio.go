@@ -1,4 +1,4 @@
-package main
+package redact
 
 import (
 	"errors"
@@ -10,20 +10,18 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/milner/milner/internal/redact"
 )
 
 // hold is how long a chunk's last word waits for the rest of it: a URL
 // written in two pieces is masked whole, and a prompt still shows at once.
 const hold = 50 * time.Millisecond
 
-// redactStdio routes what this process writes to its stdout and stderr
+// Stdio routes what this process writes to its stdout and stderr
 // (file descriptors 1 and 2: Milner's own prints, the engine's, every
-// library's) through redact.Text on the way to where they went before.
+// library's) through Text on the way to where they went before.
 // flush restores both and waits, at most a second, for what was written
 // to arrive.
-func redactStdio() (flush func(), err error) {
+func Stdio() (flush func(), err error) {
 	var done []func()
 	for _, fd := range []int{1, 2} {
 		f, err := redactFD(fd)
@@ -80,7 +78,7 @@ func redactFD(fd int) (restore func(), err error) {
 	}), nil
 }
 
-// copyMasked copies r to w through redact.Text until r ends. A chunk is
+// copyMasked copies r to w through Text until r ends. A chunk is
 // written up to its last blank; the word after it waits for the next
 // chunk, or hold, whichever comes first.
 func copyMasked(w io.Writer, r *os.File) {
@@ -96,15 +94,15 @@ func copyMasked(w io.Writer, r *os.File) {
 		pending += string(buf[:n])
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			_, _ = io.WriteString(w, redact.Text(pending))
+			_, _ = io.WriteString(w, Text(pending))
 			pending = ""
 			continue
 		case err != nil:
-			_, _ = io.WriteString(w, redact.Text(pending))
+			_, _ = io.WriteString(w, Text(pending))
 			return
 		}
 		if i := strings.LastIndexAny(pending, " \t\r\n"); i >= 0 {
-			_, _ = io.WriteString(w, redact.Text(pending[:i+1]))
+			_, _ = io.WriteString(w, Text(pending[:i+1]))
 			pending = pending[i+1:]
 		}
 	}
