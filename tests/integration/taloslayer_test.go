@@ -4,7 +4,10 @@ package integration
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"maps"
 	"net/http"
@@ -103,32 +106,36 @@ type talosLayer struct {
 //     one bootstrap on the control plane, kubeconfig and talosconfig only
 //     in secret envelopes in the backend, the health check passed (against
 //     a real kube-apiserver on the VIP);
-//  2. no-op: the preview plans nothing and the up sends no
+//  2. kubeconfig renewal: the first kubeconfig's client certificate
+//     expires within the provider's 720h window; the preview plans the
+//     kubeconfig's update alone, the up asks cp-1 for a new one, no
+//     config is applied;
+//  3. no-op: the preview plans nothing and the up sends no
 //     ApplyConfiguration at all, not even a dry run;
-//  3. one patch value on one node (milner:workloads.dedicatedNodes: w-1's
+//  4. one patch value on one node (milner:workloads.dedicatedNodes: w-1's
 //     labels and taint): only w-1's apply is updated, in place, live; no
 //     ApplyConfiguration reaches cp-1;
-//  4. a change that needs a reboot (w-1 runs a hand-applied machine.env the
+//  5. a change that needs a reboot (w-1 runs a hand-applied machine.env the
 //     stack's config drops): staged, never rebooted, pending in the
 //     preview and in `milner status`;
-//  5. cp-1 unreachable at plan time with its config changed: the preview
+//  6. cp-1 unreachable at plan time with its config changed: the preview
 //     reports it staged, never live;
-//  6. `milner up --replace w-1` (its memory changed): the graceful Shutdown
+//  7. `milner up --replace w-1` (its memory changed): the graceful Shutdown
 //     reaches w-1 alone, only w-1's domain is new, the applies are kept and
 //     nothing is applied again (the OS disk kept the config);
-//  7. `milner up --replace w-1 --os-disk`: Shutdown to w-1 alone, the
+//  8. `milner up --replace w-1 --os-disk`: Shutdown to w-1 alone, the
 //     fresh OS disk's first config taken in maintenance mode (AUTO, no
 //     client certificate), the data volume kept;
-//  8. a Talos version bump: updates of the applies only, refused by
+//  9. a Talos version bump: updates of the applies only, refused by
 //     preview and up while the nodes run the old version, `milner upgrade`
 //     upgrades each node once and records the configs (every apply
 //     NO_REBOOT), nothing replaced, a no-op after;
-//  9. recover after state loss: `secrets export`, the state removed, `up`
+//  10. recover after state loss: `secrets export`, the state removed, `up`
 //     refused, `secrets import`, `adopt --all` (the bootstrap recorded on
 //     etcd's members), then `up`: no Bootstrap call, every apply NO_REBOOT,
 //     the bundle and domains as before, no bootstrap in state, and a
 //     no-op after;
-//  10. the apps layer added to the recovered stack with two OIDC group
+//  11. the apps layer added to the recovered stack with two OIDC group
 //     bindings (no storage, no app): both are ClusterRoleBindings of the
 //     prefixed groups on the cluster's API server; one removed from config
 //     is removed from the cluster, the other stays the same object.
@@ -217,6 +224,30 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 			t.Errorf("no client listed the nodes and pods: the health check's Kubernetes checks did not run")
 		}
 		s.secretOutputsOnlyInEnvelopes(ctx)
+	})
+
+	step("kubeconfig renewal", func(t *testing.T, mark int) {
+		// The state's client certificate expires within the provider's
+		// renewal window (720h): its ModifyPlan plans a new one, which Talos
+		// now issues for its own lifetime (a year).
+		s.c.SetKubeconfigTTL(0)
+		old := s.kubeconfigCertificate(ctx)
+		p := s.mustMilner("preview")
+		if !strings.Contains(p.stdout, "update  milner-it-tlayer-kubeconfig") || strings.Contains(p.stdout, "-apply") {
+			t.Errorf("preview: want the kubeconfig's renewal alone:\n%s", p.out())
+		}
+		s.mustMilner("up", "--yes")
+		renewed := s.kubeconfigCertificate(ctx)
+		if !renewed.NotAfter.After(old.NotAfter.Add(720*time.Hour)) || renewed.SerialNumber.Cmp(old.SerialNumber) == 0 {
+			t.Errorf("the kubeconfig's client certificate was not renewed: expires %v, was %v", renewed.NotAfter, old.NotAfter)
+		}
+		j := s.c.Journal()[mark:]
+		if got := j.Calls("Kubeconfig").Nodes(); !slices.Equal(got, []string{"cp-1"}) {
+			t.Errorf("Kubeconfig asked of %v, want cp-1", got)
+		}
+		if a := j.Applies(); len(a) > 0 {
+			t.Errorf("the renewal applied a config:\n%s", strings.Join(a.Strings(), "\n"))
+		}
 	})
 
 	step("no-op", func(t *testing.T, mark int) {
@@ -562,7 +593,9 @@ func newTalosLayer(t *testing.T, vip netip.Addr) *talosLayer {
 	t.Helper()
 	s := &talosLayer{api: make(chan *clusterAPI, 1)}
 	cluster := "milner-it-" + tlayerID
-	s.c = talosapi.NewCluster(talosapi.OnShutdown(func(n *talosapi.Node) {
+	// The first kubeconfig's client certificate expires within the
+	// provider's renewal window (720h): the renewal step renews it.
+	s.c = talosapi.NewCluster(talosapi.WithKubeconfigTTL(100*time.Hour), talosapi.OnShutdown(func(n *talosapi.Node) {
 		// Talos powers the machine off at the end of its shutdown.
 		_ = exec.Command("virsh", "-c", uri, "destroy", cluster+"-"+n.Name()).Run()
 	}))
@@ -783,4 +816,33 @@ func (s *talosLayer) editConfig(edit func(cfg map[string]any)) {
 	if err := os.WriteFile(s.stackFile(), b, 0o600); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// kubeconfigCertificate is the client certificate of the stack's
+// kubeconfig output.
+func (s *talosLayer) kubeconfigCertificate(ctx context.Context) *x509.Certificate {
+	t := s.t
+	t.Helper()
+	outs, err := s.stack.Outputs(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := outs["kubeconfig"].(string)
+	m := regexp.MustCompile(`client-certificate-data:\s*(\S+)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal("the kubeconfig output holds no client certificate")
+	}
+	der, err := base64.StdEncoding.DecodeString(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(der)
+	if block == nil {
+		t.Fatal("the kubeconfig's client certificate is not PEM")
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
