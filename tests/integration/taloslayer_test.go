@@ -763,7 +763,9 @@ func (s *talosLayer) operatorApply(ctx context.Context, n *talosapi.Node, patch 
 // another uuid than was (the replace's new VM, booted by the engine's
 // create), as the VM's firmware boots Talos: from the kept OS disk, or,
 // fresh, from a new one that holds no config (maintenance mode). The
-// returned func stops the watch.
+// returned func waits up to 30 s for that power-on (an up that applies
+// nothing ends as soon as the engine started the domain), then stops the
+// watch.
 func (s *talosLayer) bootWhenReplaced(n *talosapi.Node, was string, fresh bool) (stop func()) {
 	done, exited := make(chan struct{}), make(chan struct{})
 	dom := s.domain(n.Name())
@@ -794,7 +796,14 @@ func (s *talosLayer) bootWhenReplaced(n *talosapi.Node, was string, fresh bool) 
 			}
 		}
 	}()
-	return func() { close(done); <-exited }
+	return func() {
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			close(done)
+			<-exited
+		}
+	}
 }
 
 // editConfig edits the stack file's config in place (keeping what milner
