@@ -235,7 +235,7 @@ func (g *Outcome) Write(out io.Writer) {
 		}
 	}
 	if len(g.Records) > 0 {
-		_, _ = fmt.Fprintf(out, "\nrecorded in state (nothing changes on the host): the file identity of volume %s\n", strings.Join(g.Records, ", "))
+		_, _ = fmt.Fprintf(out, "\nthe up records in state (nothing changes on the host): the file identity of volume %s\n", strings.Join(g.Records, ", "))
 	}
 	g.Versions.Write(out)
 	if len(g.Refusals) > 0 {

@@ -224,7 +224,8 @@ func stateIdentity(o *Op) ([]gate.Refusal, error) {
 		}
 	}
 	if un := guard.Unrecorded(v.declared, v.state, v.live); len(un) > 0 {
-		fmt.Fprintf(os.Stderr, "milner: the state records no file identity of volume %s yet (a stack from before milner recorded them): nothing to compare, so a volume recreated at its path is not told this time; the up records them\n", strings.Join(un, ", "))
+		slices.Sort(un)
+		fmt.Fprintf(os.Stderr, "milner: the state records no file identity of volume %s yet (a stack from before milner recorded them, or an update stopped before it did): nothing to compare, so a volume recreated at its path is not told this time; the up records them\n", strings.Join(un, ", "))
 	}
 	return nil, nil
 }
@@ -238,7 +239,9 @@ func (o *Op) recordsIdentities() []string {
 	if v == nil {
 		return nil
 	}
-	return slices.Concat(guard.Unrecorded(v.declared, v.state, v.live), o.in.AcceptRecreated)
+	out := slices.Concat(guard.Unrecorded(v.declared, v.state, v.live), o.in.AcceptRecreated)
+	slices.Sort(out)
+	return out
 }
 
 // layerRules are the layer rules of gate.Check: no replace or delete of

@@ -123,9 +123,12 @@ func TestVolumeRecreatedAtItsPath(t *testing.T) {
 		t.Errorf("after the up on the original file the state records %v, want %v", got, original)
 	}
 
-	// Recreated again on purpose: --accept-recreated records the new file;
-	// it names a recreated volume, nothing else.
+	// Recreated again, the original file gone (its inode number free to be
+	// handed out again): refused; then, meant, --accept-recreated records
+	// the new file; it names a recreated volume, nothing else.
 	again = recreate()
+	t.Logf("recreated without a link to the original: %q, was %q", again, original[logical])
+	refused(t, "up on a recreated volume", s.milner("up", "--yes"), "recreated at the same path outside milner", fmt.Sprintf("the file at %s is %s", data, again))
 	other := s.cluster + "-cp-1-data"
 	refused(t, "--accept-recreated of a volume not recreated", s.milner("up", "--yes", "--accept-recreated", logical, "--accept-recreated", other),
 		"--accept-recreated "+other+": no volume of that logical name")
@@ -172,7 +175,7 @@ func TestVolumeRecreatedAtItsPath(t *testing.T) {
 		t.Errorf("the recording up recorded %v, want %v", got, live())
 	}
 	s.mustMilner("preview", "--expect-no-changes")
-	if r := s.mustMilner("up", "--yes"); strings.Contains(r.out(), "recorded in state") {
+	if r := s.mustMilner("up", "--yes"); strings.Contains(r.out(), "records in state") {
 		t.Errorf("an up after the recording up records again:\n%s", r.out())
 	}
 }
