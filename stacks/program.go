@@ -28,6 +28,7 @@ import (
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/applymode"
+	"github.com/milner/milner/internal/fileid"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -191,6 +192,12 @@ func newSubstrate(ctx *pulumi.Context, cfg *config.Config, userData map[string]p
 		}
 		if r := net.DHCPRange; r != nil {
 			args.DHCPStart, args.DHCPEnd = r.From, r.To
+		}
+		// The volumes' files are on this machine only for a local URI:
+		// there the state records which file each volume is, and the
+		// substrate guard refuses one recreated at its path.
+		if lv.Local() {
+			args.Identify = fileid.Of
 		}
 		return substrate.NewLibvirt(ctx, name, args)
 	case config.KindProxmox:

@@ -18,6 +18,7 @@ type gatedFlags struct {
 	talosconfig     string
 	osDisk          bool // up only: --os-disk
 	allowContract   bool // up only: --allow-contract-change
+	acceptRecreated []string
 	// runOpts are the program's per-run options, which the pipeline sets
 	// between the checks and the preview (the apply modes) and before the
 	// update (the health check).
@@ -30,13 +31,14 @@ func (f *gatedFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.replace, "replace", nil, "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
 	_ = cmd.RegisterFlagCompletionFunc("replace", completeNodes)
 	cmd.Flags().BoolVar(&f.expectNoChanges, "expect-no-changes", false, "exit 4 if the stack has any change (a CI drift check); up then applies nothing")
+	cmd.Flags().StringArrayVar(&f.acceptRecreated, "accept-recreated", nil, "record this volume's file (its logical name, repeatable), found recreated at its path, as the volume instead of refusing it")
 	cmd.Flags().StringVar(&f.talosconfig, "talosconfig", "", "talosconfig the nodes are asked their versions with (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 }
 
 // input is what the flags ask of the pipeline.
 func (f *gatedFlags) input() pipeline.Input {
 	return pipeline.Input{Replace: f.replace, Refresh: f.refresh, ExpectNoChanges: f.expectNoChanges, OSDisk: f.osDisk,
-		AllowContract: f.allowContract, Talosconfig: f.talosconfig, JSON: f.json, RunOpts: f.runOpts}
+		AllowContract: f.allowContract, AcceptRecreated: f.acceptRecreated, Talosconfig: f.talosconfig, JSON: f.json, RunOpts: f.runOpts}
 }
 
 // newGatedFlags are a gated verb's flags, with the program of its run options.

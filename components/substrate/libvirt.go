@@ -76,6 +76,14 @@ type LibvirtArgs struct {
 	// or network's UUID, a volume's key (its path). Domains are adopted by
 	// NodeSpec.AdoptID.
 	Adopt map[string]string
+	// Identify returns the identity of the file at a volume's path, as the
+	// host tells it ("" when it tells none), recorded in the component's
+	// VolumeIdentities output once the volume is created or imported: a
+	// dir pool's volume key is its path, so a volume deleted and recreated
+	// there has the same key, and only this tells the two apart. nil where
+	// the volumes' files are not on the machine the program runs on (a
+	// remote URI) and in tests: nothing is recorded.
+	Identify func(path string) string
 }
 
 // adopt returns the options that import the live object args.Adopt names
@@ -94,6 +102,12 @@ func (a *LibvirtArgs) adopt(logical string, notReadBack ...string) []pulumi.Reso
 	}
 	return opts
 }
+
+// VolumeIdentities is the component output that maps each volume's
+// logical name to the identity LibvirtArgs.Identify gave its file ("" none
+// told): what the state records of which file each volume is. Its name is
+// a state contract (the substrate guard reads it from state).
+const VolumeIdentities = "volumeIdentities"
 
 // Libvirt is a substrate of libvirt domains on one host.
 type Libvirt struct {
@@ -176,8 +190,9 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 		return nil, fmt.Errorf("libvirt substrate %q: boot media: %w", name, err)
 	}
 
+	volumes := map[string]*libvirt.Volume{name + vocab.BootSuffix: boot}
 	for _, spec := range args.Nodes {
-		n, err := newLibvirtNode(ctx, name, spec, args, pool, network, boot, child)
+		n, err := newLibvirtNode(ctx, name, spec, args, pool, network, boot, child, volumes)
 		if err != nil {
 			return nil, fmt.Errorf("libvirt substrate %q: node %q: %w", name, spec.Name, err)
 		}
@@ -190,15 +205,32 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 	for _, n := range l.nodes {
 		outputs[n.Name+"DomainId"] = n.MachineID
 	}
+	if args.Identify != nil {
+		outputs[VolumeIdentities] = identities(volumes, args.Identify)
+	}
 	if err := ctx.RegisterResourceOutputs(l, outputs); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// newLibvirtNode creates one node's OS volume, data volume and domain.
+// identities are the volumes' file identities by logical name, each read
+// once its volume's key (path) is known: after its create or import in an
+// update; in a preview, now for a volume already in state (unknown for
+// one the preview creates), so the plan holds what the update records.
+func identities(volumes map[string]*libvirt.Volume, identify func(string) string) pulumi.StringMap {
+	out := pulumi.StringMap{}
+	for logical, v := range volumes {
+		out[logical] = v.ID().ApplyT(func(id pulumi.ID) string { return identify(string(id)) }).(pulumi.StringOutput)
+	}
+	return out
+}
+
+// newLibvirtNode creates one node's OS volume, data volume and domain, and
+// adds the volumes to volumes by logical name.
 func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *LibvirtArgs,
 	pool *libvirt.Pool, network *libvirt.Network, boot *libvirt.Volume, child []pulumi.ResourceOption,
+	volumes map[string]*libvirt.Volume,
 ) (Node, error) {
 	base := cluster + "-" + spec.Name
 	// Disks outlive the disposable domain: separate resources, protected.
@@ -228,6 +260,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 	if err != nil {
 		return Node{}, fmt.Errorf("data volume: %w", err)
 	}
+	volumes[base+vocab.OSSuffix], volumes[base+vocab.DataSuffix] = os, data
 
 	// The domain is the one disposable resource: any change to it is honestly
 	// a recreation, and the old one must be gone before the new one takes its

@@ -339,6 +339,9 @@ type Resource struct {
 	// Inputs are the resource's inputs as state records them (secrets as
 	// the engine's secret envelopes, never in the clear).
 	Inputs map[string]any
+	// Outputs are the resource's outputs as state records them (a
+	// component's: what it registered; secrets as envelopes).
+	Outputs map[string]any
 }
 
 // Name is the resource's logical name.
@@ -378,7 +381,7 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	}
 	out := make([]Resource, 0, len(state.Resources))
 	for _, r := range state.Resources {
-		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs})
+		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs, Outputs: r.Outputs})
 	}
 	return out, nil
 }

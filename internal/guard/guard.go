@@ -45,6 +45,11 @@ type Object struct {
 	Path string
 	// Host is the PVE node a Proxmox guest is on (in state: the nodeName input).
 	Host string
+	// Incarnation is the identity of a volume's file (internal/fileid):
+	// live, as the host tells it now; in state, as the substrate component
+	// recorded it when the volume was created or imported
+	// (substrate.VolumeIdentities). "" where none is told or recorded.
+	Incarnation string
 }
 
 // Declared is one substrate object the stack declares.
@@ -143,6 +148,10 @@ type Finding struct {
 	Problem string
 	// Fix is the command or step that resolves it without losing anything.
 	Fix string
+	// Recreated is the logical name of a volume whose file was recreated
+	// at its path ("" for every other finding): what `milner up
+	// --accept-recreated` names to record the new file instead.
+	Recreated string
 }
 
 func (f Finding) String() string { return f.Problem + "\n    fix: " + f.Fix }

@@ -279,3 +279,56 @@ func TestDeclaredFromARealPreview(t *testing.T) {
 		assert.Equal(t, Declared{Type: gate.TypeLibvirtVolume, Logical: "milner-gate-cp-1-data", Name: "milner-gate-cp-1-data.qcow2", Pool: "milner-gate"}, d[i], capture)
 	}
 }
+
+// TestRecreatedVolumeIsRefused: a volume found under the key (path) the
+// state records, whose file is another one than the state records (born
+// later, another handle), is refused, naming the node's disk and both
+// ways out; the same file, written to, and a volume the state records no
+// identity of (listed by Unrecorded, for the next up to record) are not.
+func TestRecreatedVolumeIsRefused(t *testing.T) {
+	const (
+		path     = "/p/c-cp-1-data.qcow2"
+		original = "ino=12 btime=1796393966.742669192 fh=1:0c0000005ebf13ed"
+		// virsh vol-delete and vol-create-as on ext4: the inode number
+		// reused, a new birth time and generation.
+		again = "ino=12 btime=1796394012.578669192 fh=1:0c00000066bf13ed"
+	)
+	declared := []Declared{
+		{Type: gate.TypeLibvirtDomain, Logical: "c-cp-1", Name: "c-cp-1", Node: "cp-1"},
+		{Type: gate.TypeLibvirtVolume, Logical: "c-cp-1-data", Name: "c-cp-1-data.qcow2", Pool: "c"},
+	}
+	inState := func(incarnation string) State {
+		return State{{gate.TypeLibvirtVolume, "c-cp-1-data"}: {ID: path, Incarnation: incarnation}}
+	}
+	live := func(incarnation string) []Object {
+		return []Object{{Type: gate.TypeLibvirtVolume, Name: "c-cp-1-data.qcow2", Pool: "c", ID: path, Incarnation: incarnation}}
+	}
+	for _, tc := range []struct {
+		name          string
+		recorded, now string
+		refused       bool
+		unrecorded    []string
+	}{
+		{"deleted and recreated at the same path", original, again, true, nil},
+		{"the same file, written to", original, original, false, nil},
+		{"no identity recorded: nothing to compare, the next up records it", "", again, false, []string{"c-cp-1-data"}},
+		{"the host tells none (not on this machine): not told", original, "", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Stale("dev", declared, inState(tc.recorded), live(tc.now))
+			assert.Equal(t, tc.unrecorded, Unrecorded(declared, inState(tc.recorded), live(tc.now)))
+			if !tc.refused {
+				assert.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			f := got[0]
+			assert.Equal(t, "c-cp-1-data", f.Recreated)
+			for _, want := range []string{`volume "c-cp-1-data.qcow2" (c-cp-1-data, node cp-1's data disk)`, "as the file " + original, "the file at " + path + " is " + again, "(another btime)", "recreated at the same path outside milner"} {
+				assert.Contains(t, f.Problem, want)
+			}
+			assert.Contains(t, f.Fix, "put the original file back at "+path)
+			assert.Contains(t, f.Fix, "milner up --stack dev --accept-recreated c-cp-1-data")
+		})
+	}
+}

@@ -30,6 +30,10 @@ type Input struct {
 	OSDisk bool
 	// AllowContract is up's --allow-contract-change.
 	AllowContract bool
+	// AcceptRecreated are the volumes (logical names) named with
+	// --accept-recreated: their file, recreated at its path, is recorded
+	// as theirs instead of refused.
+	AcceptRecreated []string
 	// Talosconfig is --talosconfig ("" the state's, else the user's).
 	Talosconfig string
 	// JSON is --json: the report is not printed as text.
@@ -66,6 +70,10 @@ type Outcome struct {
 	Versions upgrade.Versions `json:"versions"`
 	// Mirrored are the charts fetched through milner:chartMirrors.
 	Mirrored []config.MirroredChart `json:"mirrored,omitempty"`
+	// Records are the volumes whose file identity the up records in state
+	// (Op.recordsIdentities): nothing changes on the host, but an up
+	// applies for them even when the report has no change.
+	Records []string `json:"records,omitempty"`
 }
 
 // planned is the plan stage's result: the engine's preview, its plan
@@ -128,7 +136,7 @@ func Run(o *Op, v Verb, in Input) (g *Outcome, err error) {
 	if verdict == nil {
 		verdict = func(o *Op, g *Outcome) error { return g.Verdict(o.in) }
 	}
-	if err := verdict(o, g); err != nil || v.apply == nil || (g.Report.Empty() && !v.whenEmpty) {
+	if err := verdict(o, g); err != nil || v.apply == nil || (g.Report.Empty() && len(g.Records) == 0 && !v.whenEmpty) {
 		return g, err
 	}
 	if v.question != "" {
@@ -153,7 +161,7 @@ func Run(o *Op, v Verb, in Input) (g *Outcome, err error) {
 // printed as text unless --json.
 func outcome(o *Op, found []Finding) *Outcome {
 	g := &Outcome{Stack: o.St.Name(), Backend: o.St.Backend(), Report: o.plan.report, Refusals: found,
-		Mirrored: config.Mirrored(o.file), Versions: o.versions()}
+		Mirrored: config.Mirrored(o.file), Versions: o.versions(), Records: o.recordsIdentities()}
 	g.Lagging, g.VersionsNote = upgrade.Lagging(g.Versions.Declared, g.Versions.Rows), g.Versions.Note
 	if !o.in.JSON {
 		g.Write(o.Out)
@@ -225,6 +233,9 @@ func (g *Outcome) Write(out io.Writer) {
 		for _, m := range g.Mirrored {
 			_, _ = fmt.Fprintf(out, "  %s: %s -> %s\n", m.App, m.Published, m.Fetch)
 		}
+	}
+	if len(g.Records) > 0 {
+		_, _ = fmt.Fprintf(out, "\nthe up records in state (nothing changes on the host): the file identity of volume %s\n", strings.Join(g.Records, ", "))
 	}
 	g.Versions.Write(out)
 	if len(g.Refusals) > 0 {

@@ -13,7 +13,9 @@ import (
 	sidx509 "github.com/siderolabs/crypto/x509"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
+	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/clientfiles"
+	"github.com/milner/milner/internal/fileid"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/pve"
@@ -77,16 +79,48 @@ func (o *Op) substrate() (*substrateView, error) {
 		return nil, err
 	}
 	v := &substrateView{declared: declared, state: guard.State{}}
+	var recorded map[string]any // volume identities by logical name
 	for _, r := range resources {
 		host, _ := r.Inputs["nodeName"].(string) // a Proxmox VM's host
 		name, _ := r.Inputs["name"].(string)     // the libvirt or PVE name (libvirt, bpg: input "name")
 		v.state[guard.Ref{Type: r.Type, Logical: r.Name()}] = guard.Object{ID: r.ID, Host: host, Name: name}
+		if r.Type == substrate.LibvirtType {
+			recorded, _ = r.Outputs[substrate.VolumeIdentities].(map[string]any)
+		}
+	}
+	for ref, s := range v.state {
+		if ref.Type == gate.TypeLibvirtVolume {
+			s.Incarnation, _ = recorded[ref.Logical].(string)
+			v.state[ref] = s
+		}
 	}
 	if v.live, v.configOf, err = o.listLive(o.Ctx); err != nil {
 		return nil, err
 	}
+	o.identifyVolumes(v)
 	o.obs.view, o.obs.viewDone = v, true
 	return v, nil
+}
+
+// identifyVolumes reads the identity of the file of each live volume in a
+// pool the stack declares, where the files are on this machine (a local
+// URI, as the program records them: stacks.newSubstrate).
+func (o *Op) identifyVolumes(v *substrateView) {
+	lv := o.cfg.Substrate.Libvirt
+	if lv == nil || !lv.Local() {
+		return
+	}
+	pools := map[string]bool{}
+	for _, d := range v.declared {
+		if d.Type == gate.TypeLibvirtVolume {
+			pools[d.Pool] = true
+		}
+	}
+	for i, l := range v.live {
+		if l.Type == gate.TypeLibvirtVolume && pools[l.Pool] {
+			v.live[i].Incarnation = fileid.Of(l.ID)
+		}
+	}
 }
 
 // liveNodeVMs are the libvirt domains of the substrate view (nil: none)

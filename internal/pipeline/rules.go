@@ -195,15 +195,53 @@ func substrateInState(o *Op) ([]gate.Refusal, error) {
 		"%s are not in the stack's state; adopt them or restore the state (see above); nothing was changed", what)
 }
 
-// stateIdentity refuses a state older than the substrate by identity.
+// stateIdentity refuses a state older than the substrate by identity, and
+// a volume whose file was recreated at its path unless --accept-recreated
+// names it; an --accept-recreated that names no such volume is refused.
+// The volumes the state records no file identity of are said (the up
+// records them: Op.recordsIdentities).
 func stateIdentity(o *Op) ([]gate.Refusal, error) {
 	v, err := o.substrate()
 	if err != nil || v == nil {
 		return nil, err
 	}
-	stale := guard.Stale(o.St.Name(), v.declared, v.state, v.live)
-	return nil, refuseList(stale, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
-		"the state is older than the host (see above); nothing was changed")
+	var stale []guard.Finding
+	accepted := map[string]bool{}
+	for _, f := range guard.Stale(o.St.Name(), v.declared, v.state, v.live) {
+		if f.Recreated != "" && slices.Contains(o.in.AcceptRecreated, f.Recreated) {
+			accepted[f.Recreated] = true
+			continue
+		}
+		stale = append(stale, f)
+	}
+	if err := refuseList(stale, "the state does not match the host's objects by identity; refused before touching anything (%d problems)",
+		"the state does not match the host (see above); nothing was changed"); err != nil {
+		return nil, err
+	}
+	for _, n := range o.in.AcceptRecreated {
+		if !accepted[n] {
+			return nil, Refused("--accept-recreated %s: no volume of that logical name has a file other than the one the state records (or milner cannot tell here: a remote URI, no identity recorded); nothing was changed", n)
+		}
+	}
+	if un := guard.Unrecorded(v.declared, v.state, v.live); len(un) > 0 {
+		slices.Sort(un)
+		fmt.Fprintf(os.Stderr, "milner: the state records no file identity of volume %s yet (a stack from before milner recorded them, or an update stopped before it did): nothing to compare, so a volume recreated at its path is not told this time; the up records them\n", strings.Join(un, ", "))
+	}
+	return nil, nil
+}
+
+// recordsIdentities are the volumes whose file identity the up records in
+// state while the state records none (guard.Unrecorded) or one the
+// operator replaced (--accept-recreated): nothing changes on the host, but
+// the up runs for them even when the delta is empty.
+func (o *Op) recordsIdentities() []string {
+	v := o.obs.view
+	if v == nil {
+		return nil
+	}
+	out := slices.Concat(guard.Unrecorded(v.declared, v.state, v.live), o.in.AcceptRecreated)
+	slices.Sort(out)
+	return out
 }
 
 // layerRules are the layer rules of gate.Check: no replace or delete of

@@ -88,7 +88,7 @@ func recordVerdict(o *Op, g *Outcome) error {
 	}
 	if g.Report.Empty() {
 		fmt.Println("record: the state already matches; `milner up` plans no change")
-		return nil
+		return errNothingToDo // not even the volumes' file identities (Outcome.Records): `milner up` records them
 	}
 	if other := notConfigUpdates(g.Report); len(other) > 0 {
 		fmt.Printf("record: skipped: the stack has other changes pending (%s); review them with `milner preview`, then `milner up` records the Talos configs with them\n", strings.Join(other, ", "))

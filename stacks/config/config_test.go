@@ -191,3 +191,21 @@ func TestStoppedAppsLayerNeedsNoAppSecret(t *testing.T) {
 	_, err := config.Load(mapSource(r))
 	assert.NoError(t, err)
 }
+
+// TestLibvirtLocal: only a URI that names no host has its pool's files on
+// this machine; a loopback host may be a port forwarded elsewhere.
+func TestLibvirtLocal(t *testing.T) {
+	for uri, want := range map[string]bool{
+		"qemu:///system":                     true,
+		"qemu:///session":                    true,
+		"qemu+unix:///system":                true,
+		"qemu+ssh://root@kvm1/system":        false,
+		"qemu+tls://kvm1.lan/system":         false,
+		"qemu+tcp://localhost/system":        false,
+		"qemu+ssh://root@127.0.0.1:2222/sys": false,
+	} {
+		if got := (&config.LibvirtConfig{URI: uri}).Local(); got != want {
+			t.Errorf("%s: Local() = %v, want %v", uri, got, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 )
@@ -59,4 +60,16 @@ func BootImageCache(sum string) string {
 		dir = os.TempDir()
 	}
 	return filepath.Join(dir, "milner", "boot", sum+".qcow2")
+}
+
+// Local reports whether the libvirt URI names no host (qemu:///system,
+// qemu:///session, qemu+unix:///system): the pool's files are then on the
+// machine milner and the program run on, where a volume's file can be
+// looked up by its path (its key) and told from one recreated there
+// (internal/fileid). A URI with a host, loopback included (a port
+// forwarded to another machine looks the same), is not: its files are
+// not looked up.
+func (lv *LibvirtConfig) Local() bool {
+	u, err := url.Parse(lv.URI)
+	return err == nil && u.Host == ""
 }
