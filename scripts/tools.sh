@@ -18,6 +18,8 @@
 #                               pulumi-talos SDK asks for (go.mod), built from its unmodified
 #                               upstream source in $MILNER_PROVIDERS_DIR (default ../shared/providers:
 #                               pulumi-talos-v<ver> bridging terraform-provider-talos)
+#   terraform-provider-libvirt - for bench/ only (target bench), into .tools/tf (Terraform's
+#                               dev_overrides directory), pinned by tools/terraform-provider-libvirt/go.mod
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.

@@ -151,7 +151,7 @@ func adoptedDev(t *testing.T) map[string]string {
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
 	require.NoError(t, os.WriteFile(path, orig, 0o644))
-	_, err = stackfile.SetClusterFlag(path, "adoptBootstrap")
+	_, err = stackfile.Edit(path, stackfile.ClusterFlag("adoptBootstrap"))
 	require.NoError(t, err)
 	recorded, err := offlinetest.ReadStackConfig(path)
 	require.NoError(t, err)

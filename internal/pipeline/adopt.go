@@ -32,6 +32,8 @@ type adoption struct {
 	found guard.Adoption
 	// imported: the preview imports something.
 	imported bool
+	// apps are the apps layer's objects the cluster's answer refuses.
+	apps []gate.Refusal
 }
 
 // adoptAllLibvirt refuses adopt --all off a libvirt host.
@@ -96,6 +98,9 @@ func adoptPlan(o *Op) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := o.judgeWithin("adopt-bundle-in-state"); err != nil {
+		return err
+	}
 	wrote, err := o.recordBootstrap()
 	if err != nil {
 		return err
@@ -131,11 +136,19 @@ func (o *Op) adoptApps() error {
 	if err != nil {
 		return err
 	}
-	if err := refuseList(r.Refusals, "%d live objects of the apps layer cannot be adopted",
-		"adopting the apps layer of stack %q would take another chart's release (see above); nothing was changed", o.St.Name()); err != nil {
-		return named(err, "adopt-apps-same-chart")
+	o.adopt.apps = r.Refusals
+	if err := o.judgeWithin("adopt-apps-same-chart"); err != nil {
+		return err
 	}
 	return errNothingToDo
+}
+
+// adoptAppsSameChart refuses an apps adoption that would take a release
+// the cluster runs from another chart than the stack declares
+// (appsadopt.Decide's refusals; nothing was changed).
+func adoptAppsSameChart(o *Op) ([]gate.Refusal, error) {
+	return nil, refuseList(o.adopt.apps, "%d live objects of the apps layer cannot be adopted",
+		"adopting the apps layer of stack %q would take another chart's release (see above); nothing was changed", o.St.Name())
 }
 
 // recordBootstrap records milner:cluster.adoptBootstrap in the stack file
@@ -156,6 +169,15 @@ func (o *Op) recordBootstrap() (before []byte, err error) {
 	}
 	fmt.Printf("milner adopt: the cluster was bootstrapped (%s): recorded milner:cluster.adoptBootstrap, so the program declares no <cluster>-bootstrap and never bootstraps etcd again\n", b.Etcd)
 	return before, nil
+}
+
+// adoptBundleInState refuses to adopt on a stack that declares the Talos
+// layer, and whose state and stack file do not know its bootstrap, without
+// the cluster's secrets bundle in state: only its client certificate can
+// ask the control planes for etcd's members (Op.bootstrap).
+func adoptBundleInState(o *Op) ([]gate.Refusal, error) {
+	_, _, err := o.bootstrap()
+	return nil, err
 }
 
 // somethingToRecord refuses an adoption that recorded nothing.

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/milner/milner/internal/clientfiles"
@@ -34,13 +35,13 @@ func ClientConfig(o *Op, c clientfiles.Config, renew, admin bool) (string, error
 	if c.Output != clientfiles.Kube.Output {
 		return raw, nil
 	}
-	return peopleOrAdmin(o, raw, admin, renew)
+	return peopleOrAdmin(o, raw, admin, renew, os.Stderr)
 }
 
 // peopleOrAdmin is the kubeconfig to write: for a stack with
 // milner:cluster.oidc the OIDC context unless --admin; the admin
-// certificate's, said so on stderr, with --admin.
-func peopleOrAdmin(o *Op, raw string, admin, renew bool) (string, error) {
+// certificate's, said so on stderr (naming the runbook), with --admin.
+func peopleOrAdmin(o *Op, raw string, admin, renew bool, stderr io.Writer) (string, error) {
 	cfg, err := o.Config()
 	if err != nil {
 		return "", err
@@ -48,7 +49,7 @@ func peopleOrAdmin(o *Op, raw string, admin, renew bool) (string, error) {
 	oidc := cfg.Cluster.OIDC
 	switch {
 	case admin:
-		fmt.Fprintf(os.Stderr, "milner kubeconfig: writing the break-glass admin certificate context (system:masters, no revocation); use it only as %s says\n", oidclogin.Runbook)
+		_, _ = fmt.Fprintf(stderr, "milner kubeconfig: writing the break-glass admin certificate context (system:masters, no revocation); use it only as %s says\n", oidclogin.Runbook)
 		return raw, nil
 	case oidc == nil:
 		return raw, nil

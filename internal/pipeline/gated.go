@@ -94,7 +94,7 @@ type planned struct {
 // and run the after-steps. The outcome is nil when the run stopped before
 // its report.
 func Run(o *Op, v Verb, in Input) (g *Outcome, err error) {
-	o.in = in
+	o.in, o.rules = in, v.Rules
 	// teardown's deprecated --confirm <cluster> is --yes once
 	// teardownClusterName passed.
 	o.Yes = o.Yes || in.ConfirmName != ""

@@ -41,6 +41,8 @@ type Op struct {
 	outs map[string]any // the stack's outputs in the clear, read once
 	obs  observations   // what the rules judge, each fetched once (observe.go)
 	in   Input          // what the command line asks
+	// rules are the table of the verb being run (its Within rules: Op.judgeWithin).
+	rules []Rule
 	// warned: the config's warnings were printed (upgrade's record runs
 	// the pipeline a second time).
 	warned bool

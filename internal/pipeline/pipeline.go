@@ -54,10 +54,15 @@ const (
 	// Last judges right before the apply, after the confirmation, what
 	// must hold at that moment (the apps' readiness); a refusal stops the run.
 	Last
+	// Within judges inside the verb's own plan or apply stage, on what
+	// only that stage observes (the cluster's answer to an apps adoption,
+	// the upgrade's health gate): the stage judges each of its table's
+	// Within rules where it is known (Op.judgeWithin); a refusal stops the run.
+	Within
 )
 
 func (s Stage) String() string {
-	return [...]string{"before the plan", "on the plan, stops", "on the plan, reported", "before the apply"}[s]
+	return [...]string{"before the plan", "on the plan, stops", "on the plan, reported", "before the apply", "inside the verb's stage"}[s]
 }
 
 // Rule is one named refusal rule of a verb's table.
@@ -171,13 +176,24 @@ func judge(o *Op, rules []Rule, stages ...Stage) ([]Finding, error) {
 	return out, nil
 }
 
+// judgeWithin judges the Within rule name of the run's verb's table: the
+// verb's plan or apply stage calls it where what the rule judges is known.
+func (o *Op) judgeWithin(name string) error {
+	i := slices.IndexFunc(o.rules, func(r Rule) bool { return r.Name == name && r.Stage == Within })
+	if i < 0 {
+		return fmt.Errorf("rule %s: not a Within rule of this verb's table", name)
+	}
+	_, err := judge(o, o.rules[i:i+1], Within)
+	return err
+}
+
 // Explain prints every verb's table: each rule's stage, name, and the
 // file and function holding it.
 func Explain(w io.Writer) {
 	for _, v := range Tables() {
 		_, _ = fmt.Fprintf(w, "milner %s:\n", v.Name)
 		for _, r := range v.Rules {
-			_, _ = fmt.Fprintf(w, "  %-24s %-22s %s\n", r.Name, r.Stage, filepath.ToSlash(r.Where()))
+			_, _ = fmt.Fprintf(w, "  %-25s %-23s %s\n", r.Name, r.Stage, filepath.ToSlash(r.Where()))
 		}
 	}
 }

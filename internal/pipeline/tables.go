@@ -57,10 +57,11 @@ func UpgradeRecord() Verb {
 
 // Upgrade is `milner upgrade`: the nodes moved one at a time by
 // upgrade.Execute (its own plan, confirmed; each node health-gated in
-// internal/upgrade: a run stopped before any change is refused as
-// "upgrade-health-gate"), then UpgradeRecord.
+// internal/upgrade), then UpgradeRecord.
 func Upgrade() Verb {
-	return Verb{Name: "upgrade", plan: upgradePlan, report: upgradeReport, apply: upgradeApply, after: upgradeAfter, whenEmpty: true}
+	return Verb{Name: "upgrade", Rules: []Rule{
+		{"upgrade-health-gate", Within, upgradeHealthGate},
+	}, plan: upgradePlan, report: upgradeReport, apply: upgradeApply, after: upgradeAfter, whenEmpty: true}
 }
 
 // Adopt is `milner adopt`: the stack file records the ids (and the
@@ -70,6 +71,8 @@ func Adopt() Verb {
 	return Verb{Name: "adopt", Rules: []Rule{
 		{"adopt-all-libvirt", Before, adoptAllLibvirt},
 		{"adoptable", Before, adoptable},
+		{"adopt-apps-same-chart", Within, adoptAppsSameChart},
+		{"adopt-bundle-in-state", Within, adoptBundleInState},
 		{"something-to-record", Stop, somethingToRecord},
 		{"adopt-one-secrets-bundle", Report, adoptOneSecretsBundle},
 		{"adopt-replaces-nothing", Report, adoptReplacesNothing},

@@ -15,6 +15,8 @@ import (
 type upgradeRun struct {
 	cluster *upgrade.Cluster
 	opts    upgrade.Options
+	// stopped is why the run stopped before it changed anything.
+	stopped error
 }
 
 // upgradePlan dials the nodes with the state's talosconfig (or
@@ -60,9 +62,19 @@ func upgradeApply(o *Op, _ *Outcome) error {
 	case declined != nil:
 		return declined
 	case errors.As(err, &stopped) && stopped.NothingChanged():
-		return &Refusal{Rule: "upgrade-health-gate", Msg: err.Error()}
+		u.stopped = err
+		return o.judgeWithin("upgrade-health-gate")
 	}
 	return err
+}
+
+// upgradeHealthGate refuses an upgrade that a node's health gate or the
+// apps gate stopped before it changed anything.
+func upgradeHealthGate(o *Op) ([]gate.Refusal, error) {
+	if o.upgrade.stopped == nil {
+		return nil, nil
+	}
+	return nil, &Refusal{Msg: o.upgrade.stopped.Error()}
 }
 
 // upgradeAfter records the nodes' configs: UpgradeRecord, through the

@@ -65,14 +65,6 @@ func ClusterFlag(field string) Change {
 	}
 }
 
-// SetNodeField is Edit(path, NodeField(node, field, value)).
-func SetNodeField(path, node, field, value string) ([]byte, error) {
-	return Edit(path, NodeField(node, field, value))
-}
-
-// SetClusterFlag is Edit(path, ClusterFlag(field)).
-func SetClusterFlag(path, field string) ([]byte, error) { return Edit(path, ClusterFlag(field)) }
-
 // Edit is the one edit of a stack file: it applies change to the config
 // mapping of the stack file at path, keeping its comments and layout, and
 // writes the file back; it returns the previous bytes (to restore it if

@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestSetNodeFieldKeepsCommentsAndOtherNodes(t *testing.T) {
+func TestNodeFieldKeepsCommentsAndOtherNodes(t *testing.T) {
 	orig, err := os.ReadFile("../../Pulumi.dev.yaml")
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
 	require.NoError(t, os.WriteFile(path, orig, 0o644))
 
-	before, err := SetNodeField(path, "cp-2", "adoptId", "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69")
+	before, err := Edit(path, NodeField("cp-2", "adoptId", "0f4a6c1e-8d2b-4a57-9a0e-2f1d3c4b5a69"))
 	require.NoError(t, err)
 	assert.Equal(t, orig, before)
 
@@ -34,7 +34,7 @@ func TestSetNodeFieldKeepsCommentsAndOtherNodes(t *testing.T) {
 	assert.Equal(t, want, cfg, "nothing else changes")
 
 	// Setting it again replaces the value.
-	_, err = SetNodeField(path, "cp-2", "adoptId", "11111111-2222-3333-4444-555555555555")
+	_, err = Edit(path, NodeField("cp-2", "adoptId", "11111111-2222-3333-4444-555555555555"))
 	require.NoError(t, err)
 	s, err = Read(path, nil)
 	require.NoError(t, err)
@@ -43,12 +43,12 @@ func TestSetNodeFieldKeepsCommentsAndOtherNodes(t *testing.T) {
 	assert.NotContains(t, cfg["milner:nodes"], "0f4a6c1e")
 }
 
-func TestSetNodeFieldUnknownNode(t *testing.T) {
+func TestNodeFieldUnknownNode(t *testing.T) {
 	orig, err := os.ReadFile("../../Pulumi.dev.yaml")
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
 	require.NoError(t, os.WriteFile(path, orig, 0o644))
-	_, err = SetNodeField(path, "cp-9", "adoptId", "x")
+	_, err = Edit(path, NodeField("cp-9", "adoptId", "x"))
 	require.ErrorContains(t, err, `no node "cp-9" in milner:nodes (nodes: [cp-1 cp-2 cp-3])`)
 	after, _ := os.ReadFile(path)
 	assert.Equal(t, orig, after, "a refused edit leaves the file alone")
