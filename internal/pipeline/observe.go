@@ -13,6 +13,7 @@ import (
 	sidx509 "github.com/siderolabs/crypto/x509"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
+	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
@@ -87,6 +88,22 @@ func (o *Op) substrate() (*substrateView, error) {
 	}
 	o.obs.view, o.obs.viewDone = v, true
 	return v, nil
+}
+
+// waitingNode reports whether the node whose VM has this logical name
+// answers the Talos API in maintenance mode (applymode.InMaintenance, the
+// provider's own probe): it holds no config, so it trusts no CA
+// (gate.CheckSecretsBundle). A name of no node in the config, or a node
+// that does not answer so within 10 s, is not waiting.
+func (o *Op) waitingNode(vm string) bool {
+	for _, n := range o.cfg.Nodes {
+		if o.cfg.Cluster.Name+"-"+n.Name == vm {
+			ctx, cancel := context.WithTimeout(o.Ctx, 10*time.Second)
+			defer cancel()
+			return applymode.InMaintenance(ctx, n.Addr.String())
+		}
+	}
+	return false
 }
 
 // liveNodeVMs are the libvirt domains of the substrate view (nil: none)

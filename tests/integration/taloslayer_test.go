@@ -103,10 +103,14 @@ type talosLayer struct {
 // a tests/talosapi double on the node's own address. In order, on one
 // cluster (one control plane, one worker):
 //
-//  1. from empty: the secrets once, each first config in maintenance mode,
-//     one bootstrap on the control plane, kubeconfig and talosconfig only
-//     in secret envelopes in the backend, the health check passed (against
-//     a real kube-apiserver on the VIP);
+//  0. staged bring-up, its first half: `up` with stopAfter: substrate
+//     creates the domains alone; nothing is sent to a node, which waits in
+//     maintenance mode;
+//  1. from empty (the Talos layer on those waiting nodes): the secrets
+//     once, each first config in maintenance mode, one bootstrap on the
+//     control plane, kubeconfig and talosconfig only in secret envelopes in
+//     the backend, the health check passed (against a real kube-apiserver
+//     on the VIP);
 //  2. kubeconfig renewal: the first kubeconfig's client certificate
 //     expires within the provider's 720h window; the preview plans the
 //     kubeconfig's update alone, the up asks cp-1 for a new one, no
@@ -160,6 +164,31 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 	cp1, w1 := s.c.Node("cp-1"), s.c.Node("w-1")
 
 	step := func(name string, f func(t *testing.T, mark int)) { s.step(t, name, f) }
+
+	step("staged bring-up: the substrate alone", func(t *testing.T, mark int) {
+		s.stopAfter = "substrate"
+		s.apply()
+		s.mustMilner("up", "--yes")
+		counts := map[string]int{}
+		for _, r := range s.exported().Resources {
+			counts[string(r.Type)]++
+		}
+		if counts[tDomain] != 2 || counts[gate.TypeTalosSecrets]+counts[gate.TypeConfigApply] > 0 {
+			t.Errorf("state after the substrate's up: %v, want 2 domains and no Talos resource", counts)
+		}
+		if applies := s.c.Journal()[mark:].Applies(); len(applies) > 0 {
+			t.Errorf("the substrate's up sent ApplyConfiguration:\n%s", strings.Join(applies.Strings(), "\n"))
+		}
+		for _, n := range []*talosapi.Node{cp1, w1} {
+			if n.Config() != nil {
+				t.Errorf("%s left maintenance mode in the substrate's up", n.Name())
+			}
+		}
+		// The Talos layer declared again: the next step's up applies it to
+		// the nodes waiting in maintenance mode.
+		s.stopAfter = "talos"
+		s.apply()
+	})
 
 	step("from empty", func(t *testing.T, mark int) {
 		s.mustMilner("up", "--yes")
