@@ -63,6 +63,13 @@ type RunOptions struct {
 	// (internal/apiready). nil, as under plain `pulumi up` and in every
 	// preview: the next control plane waits only for the apply itself.
 	AwaitAPIServer func(node string, address netip.Addr) error
+	// KubeconfigNode chooses, from the control planes' addresses in config
+	// order, the one the cluster's Kubeconfig resource asks for the admin
+	// kubeconfig (its node and endpoint inputs): milner keeps the one the
+	// state names while it answers, else takes one that answers
+	// (internal/kubeconfignode says why), decided once for its preview and
+	// update. nil, as under plain `pulumi up`: the first control plane.
+	KubeconfigNode func(controlPlanes []netip.Addr) netip.Addr
 }
 
 // NewProgram is Program with per-run options, read when the program runs

@@ -2,6 +2,7 @@ package stacks
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -278,6 +279,8 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 
 	layer := &TalosLayer{Secrets: secrets}
 	var firstCP *talosnode.TalosNode
+	var cps []*talosnode.TalosNode
+	var cpAddrs []netip.Addr
 	var prevCP *machine.ConfigurationApply
 	var prevNode talosnode.Node
 	var applied []pulumi.Resource
@@ -318,6 +321,7 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 			if firstCP == nil {
 				firstCP = node
 			}
+			cps, cpAddrs = append(cps, node), append(cpAddrs, n.Address)
 			// Stacks made before the cluster-level bootstrap hold it as
 			// "<node>-bootstrap" under the first control plane's TalosNode;
 			// at most one of these exists in a state.
@@ -352,7 +356,7 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 	// "recover after state loss"; v3.120.0 drops that delta). Nothing needs
 	// the resource once etcd runs: its Create is the Bootstrap call, its Read
 	// and Delete do nothing.
-	kcNode, kcEndpoint := firstCP.Apply.Node, firstCP.Apply.Endpoint
+	var bootstrapped []pulumi.Resource
 	if !cfg.Cluster.AdoptBootstrap {
 		bootstrap, err := machine.NewBootstrap(ctx, name+"-bootstrap", &machine.BootstrapArgs{
 			ClientConfiguration: clientCfg,
@@ -367,18 +371,35 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 		}
 		layer.Bootstrap = bootstrap
 		applied = append(applied, bootstrap)
-		kcNode, kcEndpoint = bootstrap.Node, bootstrap.Endpoint
+		bootstrapped = append(bootstrapped, bootstrap)
 	}
 
+	// The admin kubeconfig, asked of a control plane of the current config
+	// (RunOptions.KubeconfigNode; internal/kubeconfignode says why): not
+	// of the bootstrap's node, which ignores changes, so its renewal a year
+	// on never dials a control plane that is gone. The address is a plain
+	// value, so a stack whose kubeconfig asked the first control plane
+	// plans no change while that node stays. It is asked once that node
+	// holds its config and etcd exists: after its apply and the bootstrap,
+	// by dependency (no data edge).
+	kc := 0
+	if opts.KubeconfigNode != nil {
+		chosen := opts.KubeconfigNode(slices.Clone(cpAddrs))
+		if kc = slices.Index(cpAddrs, chosen); kc < 0 {
+			return nil, fmt.Errorf("talos %q: kubeconfig: %s is no control plane of the config", name, chosen)
+		}
+	}
+	kcAddr := pulumi.String(cpAddrs[kc].String())
 	kubeconfig, err := cluster.NewKubeconfig(ctx, name+"-kubeconfig", &cluster.KubeconfigArgs{
 		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
 			CaCertificate:     clientCfg.CaCertificate(),
 			ClientCertificate: clientCfg.ClientCertificate(),
 			ClientKey:         clientCfg.ClientKey(),
 		},
-		Node:     kcNode,
-		Endpoint: kcEndpoint,
-	}, pulumi.AdditionalSecretOutputs(KubeconfigSecretOutputs))
+		Node:     kcAddr,
+		Endpoint: kcAddr,
+	}, pulumi.AdditionalSecretOutputs(KubeconfigSecretOutputs),
+		pulumi.DependsOn(append(bootstrapped, cps[kc].Apply)))
 	if err != nil {
 		return nil, fmt.Errorf("talos %q: kubeconfig: %w", name, err)
 	}

@@ -302,6 +302,53 @@ func TestControlPlanesApplyOneAtATime(t *testing.T) {
 	assert.False(t, dependsOn(apply("cp-3"), tApply, "cp-1-apply"), "a chain, not a fan-in")
 }
 
+// The kubeconfig asks a control plane of the current config, which milner
+// chooses (RunOptions.KubeconfigNode: internal/kubeconfignode), given the
+// control planes' addresses in config order; without a chooser, as under
+// plain `pulumi up`, the first control plane. Either way it is asked after
+// that node's apply and the bootstrap, and names it by its address, a plain
+// value, as the bootstrap's outputs did for the first control plane: a
+// stack made before plans no change while that node stays.
+func TestKubeconfigAsksAControlPlaneOfTheConfig(t *testing.T) {
+	cfg := stackConfig(t, "dev", devSecrets)
+	kubeconfig := func(rec *offline.Recorder) offline.Registration {
+		k, ok := rec.ByName(tKubeconfig, "milner-dev-kubeconfig")
+		require.True(t, ok)
+		return k
+	}
+	for _, dryRun := range []bool{true, false} {
+		k := kubeconfig(runMode(t, "dev", cfg, dryRun, stacks.RunOptions{SkipHealthCheck: true}))
+		assert.Equal(t, "10.73.0.11", k.Inputs["node"].StringValue(), "dry run %v", dryRun)
+		assert.Equal(t, "10.73.0.11", k.Inputs["endpoint"].StringValue(), "dry run %v", dryRun)
+		assert.True(t, dependsOn(k, tApply, "cp-1-apply"), "dry run %v", dryRun)
+		assert.True(t, dependsOn(k, tBootstrap, "milner-dev-bootstrap"), "dry run %v", dryRun)
+	}
+
+	var asked []netip.Addr
+	choose := func(cps []netip.Addr) netip.Addr { asked = cps; return cps[1] }
+	k := kubeconfig(runMode(t, "dev", cfg, false, stacks.RunOptions{SkipHealthCheck: true, KubeconfigNode: choose}))
+	assert.Equal(t, []netip.Addr{netip.MustParseAddr("10.73.0.11"), netip.MustParseAddr("10.73.0.12"), netip.MustParseAddr("10.73.0.13")}, asked)
+	assert.Equal(t, "10.73.0.12", k.Inputs["node"].StringValue(), "the chosen control plane")
+	assert.Equal(t, "10.73.0.12", k.Inputs["endpoint"].StringValue())
+	assert.True(t, dependsOn(k, tApply, "cp-2-apply"))
+	assert.True(t, dependsOn(k, tBootstrap, "milner-dev-bootstrap"))
+
+	// An adopted bootstrap: no bootstrap resource, the chosen node's apply.
+	adopted := patchKey(t, cfg, "milner:cluster", func(v any) { v.(map[string]any)["adoptBootstrap"] = true })
+	k = kubeconfig(runMode(t, "dev", adopted, false, stacks.RunOptions{SkipHealthCheck: true, KubeconfigNode: choose}))
+	assert.Equal(t, "10.73.0.12", k.Inputs["node"].StringValue())
+	assert.True(t, dependsOn(k, tApply, "cp-2-apply"))
+
+	rec := &offline.Recorder{}
+	ctx, err := pulumi.NewContext(context.Background(), pulumi.RunInfo{
+		Project: config.Namespace, Stack: "dev", Config: cfg, ConfigSecretKeys: slices.Sorted(maps.Keys(devSecrets)), Mocks: rec, DryRun: true,
+	})
+	require.NoError(t, err)
+	err = pulumi.RunWithContext(ctx, stacks.NewProgram(&stacks.RunOptions{KubeconfigNode: func([]netip.Addr) netip.Addr { return netip.MustParseAddr("10.73.0.99") }}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "10.73.0.99 is no control plane of the config")
+}
+
 // dependsOn reports whether r depends on the resource of a type and name.
 func dependsOn(r offline.Registration, typ, name string) bool {
 	return slices.ContainsFunc(r.Options.Dependencies, func(urn string) bool {

@@ -168,7 +168,7 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 	if d.Endpoint != nil {
 		endpoint = d.Endpoint(r.Address)
 	}
-	if inMaintenance(ctx, endpoint) {
+	if InMaintenance(ctx, endpoint) {
 		return Auto
 	}
 	if mode, same, err := dryRun(ctx, endpoint, r); err == nil {
@@ -194,9 +194,10 @@ func (d *Decider) unchanged(r Request) bool {
 	return err == nil && string(cfg) == applied
 }
 
-// inMaintenance is the provider's probe: only a node in maintenance mode
+// InMaintenance is the provider's probe: only a node in maintenance mode
 // answers a client without a certificate (a configured node requires one).
-func inMaintenance(ctx context.Context, endpoint string) bool {
+// Such a node holds no config.
+func InMaintenance(ctx context.Context, endpoint string) bool {
 	c, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), client.WithEndpoints(endpoint)) //nolint:gosec // the provider's own probe; nothing secret is sent
 	if err != nil {
 		return false

@@ -46,6 +46,7 @@ const (
 	TypeConfigApply    = "talos:machine/configurationApply:ConfigurationApply"
 	TypeTalosSecrets   = "talos:machine/secrets:Secrets"
 	TypeTalosBootstrap = "talos:machine/bootstrap:Bootstrap"
+	TypeKubeconfig     = "talos:cluster/kubeconfig:Kubeconfig"
 	TypeHelmRelease    = "kubernetes:helm.sh/v3:Release"
 )
 

@@ -269,11 +269,17 @@ func (r Report) String() string {
 
 // TalosChanged reports whether the Talos layer changes beyond the
 // configurations of the nodes named in replaced (a node VM replace alone
-// changes nothing in Talos: the node boots its own disk and config).
+// changes nothing in Talos: the node boots its own disk and config) and
+// an update of the kubeconfig (its renewal, or the control plane it asks:
+// it changes no node, and a renewal with a control plane down must not
+// wait on that node's health).
 func (r Report) TalosChanged(replaced []string) bool {
-	for _, cs := range r.Delta(Talos).Changes {
+	for op, cs := range r.Delta(Talos).Changes {
 		for _, c := range cs {
 			if c.Type == TypeConfigApply && slices.Contains(replaced, c.Node) {
+				continue
+			}
+			if c.Type == TypeKubeconfig && op == Update {
 				continue
 			}
 			return true

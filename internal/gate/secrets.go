@@ -15,22 +15,48 @@ import (
 // trust only the CA of the bundle they were configured with; a new bundle
 // cannot manage them (the state-loss failure of issue #14). steps are every
 // step of the preview, "same" included.
-func CheckSecretsBundle(steps []Step, liveNodes []string, stack string) []Refusal {
+//
+// A node VM for which waiting answers true holds no config at all (it
+// answers the Talos API in maintenance mode), so it trusts no CA and does
+// not count: a staged bring-up (stopAfter: substrate, then the Talos layer)
+// creates the bundle beside VMs waiting for their first config. waiting is
+// asked only when the preview creates a bundle beside node VMs; nil asks
+// nothing. A Talos configuration in state always counts.
+func CheckSecretsBundle(steps []Step, liveNodes []string, waiting func(vm string) bool, stack string) []Refusal {
 	var creates []string
-	var existing []string
+	type node struct {
+		name, how string
+		vm        bool
+	}
+	var nodes []node
 	for _, s := range steps {
 		switch {
 		case s.Type == TypeTalosSecrets && s.Op == apitype.OpCreate:
 			creates = append(creates, s.Name())
 		case isNodeType(s) && s.Op != apitype.OpCreate && s.Op != apitype.OpCreateReplacement:
-			existing = append(existing, fmt.Sprintf("%s (%s)", s.Name(), s.Op))
+			nodes = append(nodes, node{s.Name(), string(s.Op), s.Type != TypeConfigApply})
 		}
 	}
 	if len(creates) == 0 {
 		return nil
 	}
 	for _, n := range liveNodes {
-		existing = append(existing, n+" (live)")
+		nodes = append(nodes, node{n, "live", true})
+	}
+	asked := map[string]bool{}
+	var existing []string
+	for _, n := range nodes {
+		if n.vm && waiting != nil {
+			w, ok := asked[n.name]
+			if !ok {
+				w = waiting(n.name)
+				asked[n.name] = w
+			}
+			if w {
+				continue
+			}
+		}
+		existing = append(existing, fmt.Sprintf("%s (%s)", n.name, n.how))
 	}
 	if len(existing) == 0 {
 		return nil // a clean install: no node trusts any CA yet.
@@ -38,7 +64,7 @@ func CheckSecretsBundle(steps []Step, liveNodes []string, stack string) []Refusa
 	var out []Refusal
 	for _, c := range creates {
 		out = append(out, Refusal{c,
-			fmt.Sprintf("a new cluster secrets bundle (a new CA) would be created while nodes exist: %s; they trust only the bundle they were configured with, so the cluster would become unmanageable", strings.Join(existing, ", ")),
+			fmt.Sprintf("a new cluster secrets bundle (a new CA) would be created while nodes exist that are not waiting in maintenance mode: %s; they trust only the bundle they were configured with, so the cluster would become unmanageable", strings.Join(existing, ", ")),
 			fmt.Sprintf("import the exported bundle first: `milner secrets import --stack %s --in <bundle.age> --identity <key.txt>`; or restore the state (docs/runbooks/recover.md)", stack)})
 	}
 	return out

@@ -19,6 +19,7 @@ func step(op apitype.OpType, typ, name string) Step {
 
 func TestSecretsBundleIsNeverCreatedBesideExistingNodes(t *testing.T) {
 	create := step(apitype.OpCreate, TypeTalosSecrets, "c-secrets")
+	waiting := func(vm string) bool { return vm == "c-w-1" } // w-1 answers in maintenance mode
 	for _, tc := range []struct {
 		name   string
 		steps  []Step
@@ -33,9 +34,14 @@ func TestSecretsBundleIsNeverCreatedBesideExistingNodes(t *testing.T) {
 		{"talos config in state", []Step{create, step(apitype.OpUpdate, TypeConfigApply, "cp-1-apply")}, nil, "cp-1-apply (update)"},
 		{"node VM being adopted", []Step{create, step(apitype.OpImport, TypeLibvirtDomain, "c-cp-2")}, nil, "c-cp-2 (import)"},
 		{"node live on the host, state empty", []Step{create, step(apitype.OpCreate, TypeLibvirtDomain, "c-cp-1")}, []string{"c-cp-1"}, "c-cp-1 (live)"},
+		// A staged bring-up: the VMs in state and live, all waiting in
+		// maintenance mode for their first config.
+		{"node VM waiting in maintenance mode", []Step{create, step(apitype.OpSame, TypeLibvirtDomain, "c-w-1"), step(apitype.OpCreate, TypeConfigApply, "w-1-apply")}, []string{"c-w-1"}, ""},
+		{"one waiting, one not", []Step{create, step(apitype.OpSame, TypeLibvirtDomain, "c-w-1"), step(apitype.OpSame, TypeLibvirtDomain, "c-cp-1")}, nil, "c-cp-1 (same)"},
+		{"a waiting node's config in state", []Step{create, step(apitype.OpSame, TypeLibvirtDomain, "c-w-1"), step(apitype.OpUpdate, TypeConfigApply, "w-1-apply")}, nil, "w-1-apply (update)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := CheckSecretsBundle(tc.steps, tc.live, "dev")
+			got := CheckSecretsBundle(tc.steps, tc.live, waiting, "dev")
 			if tc.refuse == "" {
 				if len(got) > 0 {
 					t.Fatalf("refused: %v", got)

@@ -127,4 +127,15 @@ func TestTalosChanged(t *testing.T) {
 	if !load(t, "create.jsonl").TalosChanged(nil) {
 		t.Error("a first up is not a Talos change: apps would not wait for a healthy cluster")
 	}
+	// The kubeconfig's update (a renewal, or the control plane it asks)
+	// changes no node: a renewal with a control plane down must not wait on
+	// a health check of that node; a new kubeconfig comes with the cluster.
+	kubeconfig := "urn:pulumi:dev::milner::" + TypeKubeconfig + "::milner-dev-kubeconfig"
+	renewal := NewReport([]Step{{Op: apitype.OpUpdate, URN: kubeconfig, Type: TypeKubeconfig, Diffs: []string{"node", "endpoint"}}}, "milner-dev")
+	if renewal.TalosChanged(nil) {
+		t.Error("an update of the kubeconfig alone counts as a Talos change: its renewal would wait on every node's health")
+	}
+	if !NewReport([]Step{{Op: apitype.OpCreate, URN: kubeconfig, Type: TypeKubeconfig}}, "milner-dev").TalosChanged(nil) {
+		t.Error("a kubeconfig created is not a Talos change")
+	}
 }

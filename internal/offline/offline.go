@@ -201,7 +201,7 @@ func mockOutputs(token string, inputs resource.PropertyMap) resource.PropertyMap
 		})
 	case gate.TypeConfigApply:
 		out["resolvedApplyMode"] = str("auto")
-	case "talos:cluster/kubeconfig:Kubeconfig":
+	case gate.TypeKubeconfig:
 		out["kubeconfigRaw"] = str("apiVersion: v1\nkind: Config\n# mock kubeconfig\n")
 	case gate.TypeProxmoxVM:
 		// Proxmox names every disk it creates in a datastore and reports the

@@ -198,7 +198,7 @@ func adoptOneSecretsBundle(o *Op) ([]gate.Refusal, error) {
 			return nil, err
 		}
 	}
-	return gate.CheckSecretsBundle(o.plan.res.Steps, liveNodeVMs(v), o.St.Name()), nil
+	return gate.CheckSecretsBundle(o.plan.res.Steps, liveNodeVMs(v), o.waitingNode, o.St.Name()), nil
 }
 
 // adoptReplacesNothing refuses an adoption whose preview replaces or

@@ -172,7 +172,8 @@ func outcome(o *Op, found []Finding) *Outcome {
 // planPreview is the plan stage: the preview's options (--refresh, the
 // URNs of the VMs --replace names and, with --os-disk, that node's OS
 // volume and config apply, whose protection is lifted for the run), the
-// apply modes decided for the plan, and the engine's preview with a plan.
+// apply modes and the kubeconfig's control plane decided for the plan, and
+// the engine's preview with a plan.
 func (o *Op) planPreview() error {
 	opts := engine.PlanOptions{Refresh: o.in.Refresh}
 	for _, n := range o.in.Replace {
@@ -191,6 +192,9 @@ func (o *Op) planPreview() error {
 		return err
 	}
 	if err := o.applyModes(); err != nil {
+		return err
+	}
+	if err := o.kubeconfigNode(); err != nil {
 		return err
 	}
 	res, plan, err := o.St.Preview(o.Ctx, opts)

@@ -14,6 +14,7 @@ import (
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 
 	"github.com/milner/milner/components/substrate"
+	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/fileid"
 	"github.com/milner/milner/internal/gate"
@@ -121,6 +122,22 @@ func (o *Op) identifyVolumes(v *substrateView) {
 			v.live[i].Incarnation = fileid.Of(l.ID)
 		}
 	}
+}
+
+// waitingNode reports whether the node whose VM has this logical name
+// answers the Talos API in maintenance mode (applymode.InMaintenance, the
+// provider's own probe): it holds no config, so it trusts no CA
+// (gate.CheckSecretsBundle). A name of no node in the config, or a node
+// that does not answer so within 10 s, is not waiting.
+func (o *Op) waitingNode(vm string) bool {
+	for _, n := range o.cfg.Nodes {
+		if o.cfg.Cluster.Name+"-"+n.Name == vm {
+			ctx, cancel := context.WithTimeout(o.Ctx, 10*time.Second)
+			defer cancel()
+			return applymode.InMaintenance(ctx, n.Addr.String())
+		}
+	}
+	return false
 }
 
 // liveNodeVMs are the libvirt domains of the substrate view (nil: none)

@@ -258,7 +258,7 @@ func oneSecretsBundle(o *Op) ([]gate.Refusal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gate.CheckSecretsBundle(o.plan.res.Steps, liveNodeVMs(v), o.St.Name()), nil
+	return gate.CheckSecretsBundle(o.plan.res.Steps, liveNodeVMs(v), o.waitingNode, o.St.Name()), nil
 }
 
 // oneBootstrap refuses a second bootstrap of etcd, asking the control

@@ -23,10 +23,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+
+	"github.com/milner/milner/tests/talosapi"
 )
 
 // clusterAPI is a real etcd and kube-apiserver (scripts/tools.sh kubeapi,
@@ -44,6 +48,22 @@ type clusterAPI struct {
 	procs  []*exec.Cmd
 	client *http.Client
 	url    string
+	vip    netip.Addr
+
+	mu sync.Mutex
+	// asks are the connections to the control planes' own API server
+	// addresses (relay), oldest first.
+	asks      []nodeAsk
+	listeners []net.Listener
+}
+
+// nodeAsk is one connection to a control plane's own API server address.
+type nodeAsk struct {
+	Time time.Time
+	Node string
+	// Served: the node's API server ran (relayed to the cluster's); else
+	// the connection was closed at once.
+	Served bool
 }
 
 // startClusterAPI starts etcd on loopback and kube-apiserver on vip:6443
@@ -84,7 +104,7 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 	if err != nil {
 		return nil, err
 	}
-	a := &clusterAPI{dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String()}
+	a := &clusterAPI{dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip}
 	etcdURL, peerURL := "http://127.0.0.1:22379", "http://127.0.0.1:22380"
 	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
@@ -193,8 +213,136 @@ func (a *clusterAPI) daemon(name string, args ...string) error {
 	return nil
 }
 
+// relay serves the control plane n's own API server address (its node
+// address, port 6443: what internal/apiready asks between two control
+// planes' applies) with the cluster's kube-apiserver on the VIP, a TCP
+// relay, so the TLS session and the server certificate (whose IP SANs
+// name the VIP, the kubeconfig's server) are the API server's own. It
+// serves while the node's API server would run: the node's double is on,
+// reachable and booted, with an etcd member (the static pod reaches etcd
+// through it); otherwise a connection is closed at once. Every connection
+// is logged (asks).
+func (a *clusterAPI) relay(n *talosapi.Node) error {
+	lis, err := net.Listen("tcp", netip.AddrPortFrom(n.IP(), 6443).String())
+	if err != nil {
+		return fmt.Errorf("%s's API server address: %w", n.Name(), err)
+	}
+	a.mu.Lock()
+	a.listeners = append(a.listeners, lis)
+	a.mu.Unlock()
+	go func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			st := n.Status()
+			serves := st.On && st.Reachable && st.Booted && st.EtcdMemberID != 0
+			a.mu.Lock()
+			a.asks = append(a.asks, nodeAsk{Time: time.Now(), Node: n.Name(), Served: serves})
+			a.mu.Unlock()
+			if !serves {
+				_ = conn.Close()
+				continue
+			}
+			go func() {
+				defer func() { _ = conn.Close() }()
+				up, err := net.Dial("tcp", netip.AddrPortFrom(a.vip, 6443).String())
+				if err != nil {
+					return
+				}
+				defer func() { _ = up.Close() }()
+				go func() { _, _ = io.Copy(up, conn) }()
+				_, _ = io.Copy(conn, up)
+			}()
+		}
+	}()
+	return nil
+}
+
+// nodeAsks returns the connections to the control planes' own API server
+// addresses so far.
+func (a *clusterAPI) nodeAsks() []nodeAsk {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.asks)
+}
+
+// kubelet plays each node's kubelet until done: while a node's double
+// runs booted, its Node reports the kubelet version of its running config,
+// and on a control plane the mirror pod of each static pod Talos wrote
+// (talosapi Node.StaticPods) carries that pod's annotations and image,
+// runs on the node (hostIP) and is Ready, as a kubelet that started it
+// reports. What `talosctl upgrade-k8s` waits for after each config patch:
+// the pod with the new talos.dev/config-version on that node Ready, and
+// the Node's kubelet version.
+func (a *clusterAPI) kubelet(c *talosapi.Cluster, done <-chan struct{}) {
+	written := map[string]string{}
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		for _, n := range c.Nodes() {
+			if st := n.Status(); !st.On || !st.Booted {
+				continue
+			}
+			raw := n.Config()
+			cfg, err := configloader.NewFromBytes(raw)
+			if err != nil {
+				continue
+			}
+			version := cfg.Machine().Kubelet().Image()
+			version = version[strings.LastIndex(version, ":")+1:]
+			if key := "node/" + n.Name(); written[key] != version {
+				if a.send(http.MethodPatch, "/api/v1/nodes/"+n.Name()+"/status", "application/merge-patch+json",
+					map[string]any{"status": map[string]any{"nodeInfo": map[string]any{"kubeletVersion": version}}}) == nil {
+					written[key] = version
+				}
+			}
+			for id, pod := range n.StaticPods() {
+				meta, _ := pod["metadata"].(map[string]any)
+				containers, _ := pod["spec"].(map[string]any)["containers"].([]any)
+				if meta == nil || len(containers) == 0 {
+					continue
+				}
+				image, _ := containers[0].(map[string]any)["image"].(string)
+				annotations, _ := meta["annotations"].(map[string]any)
+				key, want := "pod/"+id+"-"+n.Name(), fmt.Sprintf("%v %s", annotations, image)
+				if written[key] == want {
+					continue
+				}
+				path := "/api/v1/namespaces/kube-system/pods/" + id + "-" + n.Name()
+				now := time.Now().UTC().Format(time.RFC3339)
+				err := a.send(http.MethodPatch, path, "application/strategic-merge-patch+json", map[string]any{
+					"metadata": map[string]any{"annotations": annotations},
+					"spec":     map[string]any{"containers": []any{map[string]any{"name": id, "image": image}}},
+				})
+				if err == nil {
+					ip := n.IP().String()
+					err = a.send(http.MethodPatch, path+"/status", "application/merge-patch+json", map[string]any{
+						"status": map[string]any{"phase": "Running", "hostIP": ip, "hostIPs": []any{map[string]any{"ip": ip}},
+							"conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}},
+							"containerStatuses": []any{map[string]any{"name": id, "ready": true, "restartCount": 0, "image": image, "imageID": "",
+								"state": map[string]any{"running": map[string]any{"startedAt": now}}}}},
+					})
+				}
+				if err == nil {
+					written[key] = want
+				}
+			}
+		}
+	}
+}
+
 // stop stops kube-apiserver, then etcd.
 func (a *clusterAPI) stop() {
+	a.mu.Lock()
+	for _, l := range a.listeners {
+		_ = l.Close()
+	}
+	a.mu.Unlock()
 	for i := len(a.procs) - 1; i >= 0; i-- {
 		p := a.procs[i]
 		_ = p.Process.Signal(os.Interrupt)

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,10 +103,14 @@ type talosLayer struct {
 // a tests/talosapi double on the node's own address. In order, on one
 // cluster (one control plane, one worker):
 //
-//  1. from empty: the secrets once, each first config in maintenance mode,
-//     one bootstrap on the control plane, kubeconfig and talosconfig only
-//     in secret envelopes in the backend, the health check passed (against
-//     a real kube-apiserver on the VIP);
+//  0. staged bring-up, its first half: `up` with stopAfter: substrate
+//     creates the domains alone; nothing is sent to a node, which waits in
+//     maintenance mode;
+//  1. from empty (the Talos layer on those waiting nodes): the secrets
+//     once, each first config in maintenance mode, one bootstrap on the
+//     control plane, kubeconfig and talosconfig only in secret envelopes in
+//     the backend, the health check passed (against a real kube-apiserver
+//     on the VIP);
 //  2. kubeconfig renewal: the first kubeconfig's client certificate
 //     expires within the provider's 720h window; the preview plans the
 //     kubeconfig's update alone, the up asks cp-1 for a new one, no
@@ -142,33 +147,48 @@ type talosLayer struct {
 //
 // No node is ever sent Reset or Reboot.
 func TestTalosLayerOnRealPlugin(t *testing.T) {
-	for _, b := range []string{"pulumi", "pulumi-resource-libvirt", "pulumi-resource-talos", "etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(repo, ".tools", "bin", b)); err != nil {
-			t.Skipf("%v (scripts/tools.sh pulumi libvirt talos kubeapi)", err)
-		}
-	}
-	addr := func(h int) netip.Addr { return netip.AddrFrom4([4]byte{10, 199, tlayerSubnet, byte(h)}) }
-	vip := addr(240)
+	requireTalosTools(t)
+	nodes := []tnode{{"cp-1", 11, true}, {"w-1", 21, false}}
 	if os.Getenv(talosNetnsEnv) == "" {
 		harness.Milner(t, repo) // built outside, where the module cache is reachable
 	}
-	if !inTalosNamespace(t, addr(11), addr(21), vip) {
+	if !inTalosNamespace(t, nodes[0].addr(tlayerSubnet), nodes[1].addr(tlayerSubnet), netip.AddrFrom4([4]byte{10, 199, tlayerSubnet, 240})) {
 		return
 	}
-	s := newTalosLayer(t, vip)
+	s := newTalosLayer(t, tlayerID, tlayerSubnet, nodes)
+	// cp-1 takes pods, so that a dedicated w-1 leaves a node for the rest
+	// (config refuses a dedication that leaves none).
+	s.clusterExtra = map[string]any{"allowSchedulingOnControlPlanes": true}
+	s.apply()
 	ctx := context.Background()
 	cp1, w1 := s.c.Node("cp-1"), s.c.Node("w-1")
 
-	step := func(name string, f func(t *testing.T, mark int)) {
-		if t.Failed() {
-			return
+	step := func(name string, f func(t *testing.T, mark int)) { s.step(t, name, f) }
+
+	step("staged bring-up: the substrate alone", func(t *testing.T, mark int) {
+		s.stopAfter = "substrate"
+		s.apply()
+		s.mustMilner("up", "--yes")
+		counts := map[string]int{}
+		for _, r := range s.exported().Resources {
+			counts[string(r.Type)]++
 		}
-		mark := len(s.c.Journal())
-		start := time.Now()
-		ok := t.Run(name, func(t *testing.T) { s.t = t; f(t, mark) })
-		s.t = t
-		t.Logf("%s: %s in %s", name, map[bool]string{true: "PASS", false: "FAIL"}[ok], time.Since(start).Round(time.Second))
-	}
+		if counts[tDomain] != 2 || counts[gate.TypeTalosSecrets]+counts[gate.TypeConfigApply] > 0 {
+			t.Errorf("state after the substrate's up: %v, want 2 domains and no Talos resource", counts)
+		}
+		if applies := s.c.Journal()[mark:].Applies(); len(applies) > 0 {
+			t.Errorf("the substrate's up sent ApplyConfiguration:\n%s", strings.Join(applies.Strings(), "\n"))
+		}
+		for _, n := range []*talosapi.Node{cp1, w1} {
+			if n.Config() != nil {
+				t.Errorf("%s left maintenance mode in the substrate's up", n.Name())
+			}
+		}
+		// The Talos layer declared again: the next step's up applies it to
+		// the nodes waiting in maintenance mode.
+		s.stopAfter = "talos"
+		s.apply()
+	})
 
 	step("from empty", func(t *testing.T, mark int) {
 		s.mustMilner("up", "--yes")
@@ -585,14 +605,47 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 	}
 }
 
-// newTalosLayer prepares the scenario: the doubles (registered first, so
-// they outlive the teardown that shuts the nodes down), the scenario's
-// libvirt project with the Talos layer declared, and the cluster API
-// started as soon as cp-1 holds its config.
-func newTalosLayer(t *testing.T, vip netip.Addr) *talosLayer {
+// step runs one step of the scenario as a subtest of t, unless an earlier
+// one failed, with the journal's length before it; it logs its result and
+// wall time.
+func (s *talosLayer) step(t *testing.T, name string, f func(t *testing.T, mark int)) {
+	if t.Failed() {
+		return
+	}
+	mark := len(s.c.Journal())
+	start := time.Now()
+	ok := t.Run(name, func(t *testing.T) { s.t = t; f(t, mark) })
+	s.t = t
+	t.Logf("%s: %s in %s", name, map[bool]string{true: "PASS", false: "FAIL"}[ok], time.Since(start).Round(time.Second))
+}
+
+// tnode is one node of a Talos-layer scenario: its name, its address's
+// last byte on the scenario's subnet (its MAC's last byte is the same
+// digits read as hex, as the harness's nodes have), and its role.
+type tnode struct {
+	name         string
+	host         byte
+	controlPlane bool
+}
+
+// addr is the node's address on subnet.
+func (n tnode) addr(subnet int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 199, byte(subnet), n.host})
+}
+
+// newTalosLayer prepares a scenario of the given nodes (the first a
+// control plane): the doubles (registered first, so they outlive the
+// teardown that shuts the nodes down), the scenario's libvirt project with
+// the Talos layer declared (the caller writes its stack file with apply),
+// and, as soon as the first control plane holds its config, the cluster
+// API on the VIP, seeded with every node, each control plane's own API
+// server address (clusterAPI.relay) and a kubelet per node
+// (clusterAPI.kubelet).
+func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLayer {
 	t.Helper()
 	s := &talosLayer{api: make(chan *clusterAPI, 1)}
-	cluster := "milner-it-" + tlayerID
+	cluster := "milner-it-" + id
+	vip := netip.AddrFrom4([4]byte{10, 199, byte(subnet), 240})
 	// The first kubeconfig's client certificate expires within the
 	// provider's renewal window (720h): the renewal step renews it.
 	s.c = talosapi.NewCluster(talosapi.WithKubeconfigTTL(100*time.Hour), talosapi.OnShutdown(func(n *talosapi.Node) {
@@ -601,12 +654,8 @@ func newTalosLayer(t *testing.T, vip netip.Addr) *talosLayer {
 	}))
 	t.Cleanup(func() { _ = s.c.Close() })
 	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 10 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 1 << 30})
-	for _, n := range []struct {
-		name string
-		host byte
-	}{{"cp-1", 11}, {"w-1", 21}} {
-		a := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 199, tlayerSubnet, n.host}), 50000)
-		if _, err := s.c.AddNode(n.name, a, disks, talosapi.WithPlatform(talosapi.Metal)); err != nil {
+	for _, n := range nodes {
+		if _, err := s.c.AddNode(n.name, netip.AddrPortFrom(n.addr(subnet), 50000), disks, talosapi.WithPlatform(talosapi.Metal)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -626,7 +675,7 @@ func newTalosLayer(t *testing.T, vip netip.Addr) *talosLayer {
 		}
 	})
 	go func() {
-		cp := s.c.Node("cp-1")
+		cp := s.c.Node(nodes[0].name)
 		for cp.Config() == nil {
 			select {
 			case <-done:
@@ -636,19 +685,39 @@ func newTalosLayer(t *testing.T, vip netip.Addr) *talosLayer {
 		}
 		a, err := startClusterAPI(apiDir, vip, cp.Config())
 		if err == nil {
-			err = a.seed([]seedNode{{Name: "cp-1", IP: cp.IP(), ControlPlane: true}, {Name: "w-1", IP: s.c.Node("w-1").IP()}})
+			var seed []seedNode
+			for _, n := range nodes {
+				seed = append(seed, seedNode{Name: n.name, IP: n.addr(subnet), ControlPlane: n.controlPlane})
+			}
+			err = a.seed(seed)
+		}
+		for _, n := range nodes {
+			if err == nil && n.controlPlane {
+				err = a.relay(s.c.Node(n.name))
+			}
+		}
+		if err == nil {
+			go a.kubelet(s.c, done)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
 		}
 		s.api <- a
 	}()
-	s.milnerScenario = newMilnerScenario(t, tlayerID, tlayerSubnet)
+	s.milnerScenario = newMilnerScenario(t, id, subnet)
 	s.stopAfter = "talos"
-	// cp-1 takes pods, so that a dedicated w-1 leaves a node for the rest
-	// (config refuses a dedication that leaves none).
-	s.clusterExtra = map[string]any{"allowSchedulingOnControlPlanes": true}
-	s.apply()
+	s.nodes = nil
+	for _, n := range nodes {
+		mac, err := strconv.ParseUint(strconv.Itoa(int(n.host)), 16, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hn := node{Name: n.name, Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: n.addr(subnet).String(), MAC: s.mac(int(mac))}
+		if n.controlPlane {
+			hn.Role, hn.Memory = "controlplane", 2048
+		}
+		s.nodes = append(s.nodes, hn)
+	}
 	return s
 }
 

@@ -20,6 +20,9 @@ import (
 type Entry struct {
 	// Time is when the call arrived or the event happened.
 	Time time.Time
+	// Done is when the call was answered (zero for an event, and while the
+	// call runs).
+	Done time.Time
 	// Node is the node's name.
 	Node string
 	// Method is the full gRPC method, e.g. "/machine.MachineService/Version";
@@ -265,6 +268,7 @@ func (c *Cluster) complete(i int, resp any, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.journal[i].Err = err
+	c.journal[i].Done = time.Now()
 	if pm, ok := resp.(proto.Message); ok && err == nil {
 		c.journal[i].Response = proto.Clone(pm)
 	}

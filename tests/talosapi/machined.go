@@ -436,6 +436,21 @@ func (m *machined) Upgrade(_ context.Context, in *machine.UpgradeRequest) (*mach
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{Ack: "Upgrade request received", ActorId: uuid.NewString()}}}, nil
 }
 
+// ImagePull is Server.ImagePull (talos v1.9.5 v1alpha1_images.go): the
+// namespace must be the CRI's or the system's (containerdNamespaceHelper:
+// InvalidArgument otherwise), then the image is pulled, skipped if
+// present. The double pulls nothing and answers as a pull that succeeded
+// (`talosctl upgrade-k8s` pre-pulls the new control plane and kubelet
+// images so); use FailCalls for a pull that fails.
+func (m *machined) ImagePull(_ context.Context, in *machine.ImagePullRequest) (*machine.ImagePullResponse, error) {
+	switch in.GetNamespace() {
+	case common.ContainerdNamespace_NS_CRI, common.ContainerdNamespace_NS_SYSTEM:
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "invalid namespace %s", in.GetNamespace())
+	}
+	return &machine.ImagePullResponse{Messages: []*machine.ImagePull{{}}}, nil
+}
+
 // bootIDPath is the file Read serves: the kernel's boot ID, which
 // `talosctl upgrade --wait` and the provider's reset read.
 const bootIDPath = "/proc/sys/kernel/random/boot_id"

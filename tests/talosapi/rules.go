@@ -18,6 +18,7 @@ var machinedRules = map[string]role.Set{
 	"/machine.MachineService/EtcdMemberList":       role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/EtcdRemoveMemberByID": role.MakeSet(role.Admin),
 	"/machine.MachineService/EtcdStatus":           role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/ImagePull":            role.MakeSet(role.Admin, role.Operator),
 	"/machine.MachineService/Kubeconfig":           role.MakeSet(role.Admin),
 	"/machine.MachineService/Memory":               role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/Read":                 role.MakeSet(role.Admin),

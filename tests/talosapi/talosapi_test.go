@@ -18,13 +18,19 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	sidx509 "github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	mtype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -499,4 +505,62 @@ func ExampleCluster() {
 	}
 	fmt.Println(n.Status().Maintenance)
 	// Output: true
+}
+
+// What `talosctl upgrade-k8s` reads, watches and calls (talos
+// pkg/cluster/kubernetes): the running config as config.MachineConfig, a
+// control plane component's config resource whose version moves with its
+// image and flags, the static pod annotated with that version, the
+// kubelet's Service going down and up again when its image changes, and
+// ImagePull.
+func TestWhatUpgradeK8sReads(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured("cp-1", 1, e.cp)
+	c := e.client(n)
+	cx := ctx(t)
+	mc, err := safe.StateGetByID[*config.MachineConfig](cx, c.COSI, config.ActiveID)
+	require.NoError(t, err)
+	assert.Equal(t, "registry.k8s.io/kube-apiserver:v"+k8sVersion, mc.Provider().Cluster().APIServer().Image())
+
+	api, err := safe.StateGetByID[*k8s.APIServerConfig](cx, c.COSI, k8s.APIServerConfigID)
+	require.NoError(t, err)
+	assert.Equal(t, "registry.k8s.io/kube-apiserver:v"+k8sVersion, api.TypedSpec().Image)
+	version := api.Metadata().Version().String()
+	pod := n.StaticPods()["kube-apiserver"]
+	require.NotNil(t, pod)
+	assert.Equal(t, version, pod["metadata"].(map[string]any)["annotations"].(map[string]any)[constants.AnnotationStaticPodConfigVersion])
+
+	services := make(chan safe.WrappedStateEvent[*v1alpha1.Service], 16)
+	require.NoError(t, safe.StateWatch(cx, c.COSI, v1alpha1.NewService("kubelet").Metadata(), services))
+	ev := <-services
+	require.Equal(t, state.Created, ev.Type())
+	svc, err := ev.Resource()
+	require.NoError(t, err)
+	assert.True(t, svc.TypedSpec().Running && svc.TypedSpec().Healthy)
+
+	// A live patch of the API server's image and the kubelet's, as
+	// upgrade-k8s applies it.
+	next := patch(t, e.cp, `{"cluster":{"apiServer":{"image":"registry.k8s.io/kube-apiserver:v1.34.2"}},"machine":{"kubelet":{"image":"ghcr.io/siderolabs/kubelet:v1.34.2"}}}`)
+	_, err = c.ApplyConfiguration(cx, &machine.ApplyConfigurationRequest{Data: next, Mode: machine.ApplyConfigurationRequest_NO_REBOOT})
+	require.NoError(t, err)
+	mc, err = safe.StateGetByID[*config.MachineConfig](cx, c.COSI, config.ActiveID)
+	require.NoError(t, err)
+	assert.Equal(t, "ghcr.io/siderolabs/kubelet:v1.34.2", mc.Provider().Machine().Kubelet().Image())
+	api, err = safe.StateGetByID[*k8s.APIServerConfig](cx, c.COSI, k8s.APIServerConfigID)
+	require.NoError(t, err)
+	assert.NotEqual(t, version, api.Metadata().Version().String(), "the API server's config resource kept its version")
+	assert.Equal(t, api.Metadata().Version().String(), n.StaticPods()["kube-apiserver"]["metadata"].(map[string]any)["annotations"].(map[string]any)[constants.AnnotationStaticPodConfigVersion])
+	var types []state.EventType
+	for range 2 {
+		ev := <-services
+		types = append(types, ev.Type())
+	}
+	assert.Equal(t, []state.EventType{state.Destroyed, state.Created}, types, "the kubelet service did not restart")
+	cm, err := safe.StateGetByID[*k8s.ControllerManagerConfig](cx, c.COSI, k8s.ControllerManagerConfigID)
+	require.NoError(t, err)
+	assert.Equal(t, "registry.k8s.io/kube-controller-manager:v"+k8sVersion, cm.TypedSpec().Image)
+
+	require.NoError(t, c.ImagePull(cx, common.ContainerdNamespace_NS_CRI, "registry.k8s.io/kube-apiserver:v1.34.2"))
+	err = c.ImagePull(cx, common.ContainerdNamespace_NS_UNKNOWN, "registry.k8s.io/kube-apiserver:v1.34.2")
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 }

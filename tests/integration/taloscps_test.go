@@ -1,0 +1,502 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/tests/harness"
+	"github.com/milner/milner/tests/talosapi"
+)
+
+// The control planes' scenario: its id (cluster milner-it-tcps) and subnet.
+const (
+	tcpsID     = "tcps"
+	tcpsSubnet = 48
+)
+
+// TestTalosControlPlanesOnRealPlugin: what only a cluster of several
+// control planes shows, through the real Talos plugin on the real engine,
+// driven by `milner`, with the libvirt substrate real and each node's
+// Talos API a tests/talosapi double on its own address (the harness of
+// TestTalosLayerOnRealPlugin). Three control planes and a worker (whose
+// kubelet the Kubernetes upgrade moves too), in order:
+//
+//  1. from empty: each first config in maintenance mode, the control
+//     planes' applies one at a time (each sent after the previous one was
+//     answered), one Bootstrap on one control plane, no API server asked
+//     before it (none runs before the bootstrap: internal/apiready waits
+//     between updates), the health check passing with no call answered
+//     Unimplemented or PermissionDenied (which make a check skip);
+//  2. the kubeconfig's renewal with cp-1, the node it was asked of,
+//     unreachable: the renewal asks cp-2, and runs no health check;
+//  3. a live .cluster change on every control plane (the OIDC flags): the
+//     applies one at a time, and between them the previous control
+//     plane's own API server asked for /readyz at its address;
+//  4. `milner up --replace cp-2`: Shutdown to cp-2 alone, only its domain
+//     new, no config sent, etcd's members kept, the kubeconfig moved off
+//     the replaced node without a call;
+//  5. `milner up --replace cp-2 --os-disk`: cp-2's etcd member removed,
+//     its fresh OS disk's first config taken in maintenance mode, rejoined
+//     as a new member; the other control planes untouched;
+//  6. a Kubernetes bump (v1.32.3 -> v1.32.4) refused by preview and up,
+//     then `milner upgrade`: upstream's upgrade-k8s end to end against the
+//     doubles and the cluster's API server, nothing replaced, a no-op after;
+//  7. `milner teardown`.
+//
+// No node is ever sent Reset or Reboot.
+func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
+	requireTalosTools(t)
+	nodes := []tnode{{"cp-1", 11, true}, {"cp-2", 12, true}, {"cp-3", 13, true}, {"w-1", 21, false}}
+	addrs := []netip.Addr{netip.AddrFrom4([4]byte{10, 199, tcpsSubnet, 240})}
+	for _, n := range nodes {
+		addrs = append(addrs, n.addr(tcpsSubnet))
+	}
+	if os.Getenv(talosNetnsEnv) == "" {
+		harness.Milner(t, repo) // built outside, where the module cache is reachable
+	}
+	if !inTalosNamespace(t, addrs...) {
+		return
+	}
+	s := newTalosLayer(t, tcpsID, tcpsSubnet, nodes)
+	s.apply()
+	ctx := context.Background()
+	cp1, cp2, w1 := s.c.Node("cp-1"), s.c.Node("cp-2"), s.c.Node("w-1")
+	cps := []*talosapi.Node{cp1, cp2, s.c.Node("cp-3")}
+	step := func(name string, f func(t *testing.T, mark int)) { s.step(t, name, f) }
+
+	step("from empty", func(t *testing.T, mark int) {
+		s.mustMilner("up", "--yes")
+		j := s.c.Journal()[mark:]
+		counts := map[string]int{}
+		for _, r := range s.exported().Resources {
+			counts[string(r.Type)]++
+		}
+		for typ, n := range map[string]int{gate.TypeTalosSecrets: 1, gate.TypeTalosBootstrap: 1, gate.TypeConfigApply: 4, tDomain: 4} {
+			if counts[typ] != n {
+				t.Errorf("state holds %d %s, want %d", counts[typ], typ, n)
+			}
+		}
+		for _, n := range append(slices.Clone(cps), w1) {
+			applies := j.On(n.Name()).Applies()
+			if len(applies) != 1 || !applies[0].Client.Insecure || applies[0].Mode() != machine.ApplyConfigurationRequest_AUTO || applies[0].Err != nil {
+				t.Errorf("%s: want one first config, AUTO, in maintenance mode (no client certificate), got:\n%s", n.Name(), strings.Join(applies.Strings(), "\n"))
+			}
+		}
+		s.oneAtATime(j, "cp-1", "cp-2", "cp-3")
+		boots := j.Calls("Bootstrap").Succeeded()
+		if len(boots) != 1 || !slices.Contains([]string{"cp-1", "cp-2", "cp-3"}, boots[0].Node) {
+			t.Fatalf("want exactly one successful Bootstrap, on a control plane, got:\n%s", strings.Join(j.Calls("Bootstrap").Strings(), "\n"))
+		}
+		// No API server runs before etcd does, and the wait between two
+		// control planes' applies is for updates (a first config restarts
+		// nothing): none was asked.
+		if asks := s.clusterAPI().nodeAsks(); len(asks) > 0 {
+			t.Errorf("a control plane's API server was asked in the bring-up: %v", asks)
+		}
+		// The health check ran: each control plane's services and etcd members,
+		// every node's memory; and none of its calls was answered so that
+		// Talos' checks skip (Unimplemented, PermissionDenied).
+		for _, n := range cps {
+			for _, m := range []string{"ServiceList", "EtcdMemberList"} {
+				if len(j.On(n.Name()).Calls(m).Succeeded()) == 0 {
+					t.Errorf("%s: no %s answered: the health check did not reach it", n.Name(), m)
+				}
+			}
+		}
+		for _, n := range append(slices.Clone(cps), w1) {
+			if len(j.On(n.Name()).Calls("Memory").Succeeded()) == 0 {
+				t.Errorf("%s: no Memory answered: the health check did not reach it", n.Name())
+			}
+		}
+		for _, e := range j {
+			if c := status.Code(e.Err); e.Method != "" && e.Time.After(boots[0].Time) && (c == codes.Unimplemented || c == codes.PermissionDenied) {
+				t.Errorf("a call after the bootstrap was answered %s (a health check skips on it): %s", c, e)
+			}
+		}
+		reads, err := s.clusterAPI().reads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := false
+		for _, rs := range reads {
+			listed = listed || slices.Contains(rs, "list nodes") && slices.Contains(rs, "list pods")
+		}
+		if !listed {
+			t.Errorf("no client listed the nodes and pods: the health check's Kubernetes checks did not run: %v", reads)
+		}
+		if got := s.kubeconfigNode(); got != cp1.IP().String() {
+			t.Errorf("the kubeconfig asks %s, want cp-1 (%s)", got, cp1.IP())
+		}
+	})
+
+	step("kubeconfig renewal with cp-1 gone", func(t *testing.T, mark int) {
+		// The state's admin certificate expires within the provider's 720h
+		// window, and cp-1, the node the kubeconfig was asked of, is gone.
+		s.c.SetKubeconfigTTL(0)
+		if err := cp1.SetReachable(false); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cp1.SetReachable(true) }()
+		old := s.kubeconfigCertificate(ctx)
+		p := s.mustMilner("preview")
+		if !strings.Contains(p.stdout, "update  milner-it-tcps-kubeconfig") || strings.Contains(p.stdout, "-apply") {
+			t.Errorf("preview: want the kubeconfig's update alone:\n%s", p.out())
+		}
+		s.mustMilner("up", "--yes")
+		renewed := s.kubeconfigCertificate(ctx)
+		if !renewed.NotAfter.After(old.NotAfter.Add(720*time.Hour)) || renewed.SerialNumber.Cmp(old.SerialNumber) == 0 {
+			t.Errorf("the kubeconfig's client certificate was not renewed: expires %v, was %v", renewed.NotAfter, old.NotAfter)
+		}
+		j := s.c.Journal()[mark:]
+		if got := j.Calls("Kubeconfig").Succeeded().Nodes(); !slices.Equal(got, []string{"cp-2"}) {
+			t.Errorf("Kubeconfig answered by %v, want cp-2 (the first control plane that answers)", got)
+		}
+		if a := j.Calls("ApplyConfiguration"); len(a) > 0 {
+			t.Errorf("the renewal sent ApplyConfiguration:\n%s", strings.Join(a.Strings(), "\n"))
+		}
+		// A renewal changes no node: no health check, which would wait on
+		// cp-1 until its timeout.
+		if sl := j.Calls("ServiceList"); len(sl) > 0 {
+			t.Errorf("the renewal ran the health check:\n%s", strings.Join(sl.Strings(), "\n"))
+		}
+		if got := s.kubeconfigNode(); got != cp2.IP().String() {
+			t.Errorf("the kubeconfig asks %s, want cp-2 (%s)", got, cp2.IP())
+		}
+		if err := cp1.SetReachable(true); err != nil {
+			t.Fatal(err)
+		}
+		// cp-1 back: the kubeconfig stays with cp-2, which answers.
+		if p := s.mustMilner("preview"); !strings.Contains(p.stdout, "no changes") {
+			t.Errorf("preview with cp-1 back: want no changes:\n%s", p.out())
+		}
+	})
+
+	step("a live .cluster change, one control plane at a time", func(t *testing.T, mark int) {
+		start := time.Now()
+		s.clusterExtra = map[string]any{"oidc": map[string]any{"issuerUrl": "https://sso.example.org/realms/site", "clientId": "kubernetes",
+			"usernameClaim": "preferred_username", "groupsClaim": "groups"}}
+		s.apply()
+		p := s.mustMilner("preview")
+		for _, n := range cps {
+			if !strings.Contains(p.stdout, "update  "+n.Name()+"-apply") || !strings.Contains(p.stdout, n.Name()+": applies live") {
+				t.Errorf("preview: want %s's apply updated, live:\n%s", n.Name(), p.out())
+			}
+		}
+		if strings.Contains(p.stdout, "w-1-apply") {
+			t.Errorf("preview: the worker's config changes (the API server flags are a control plane's):\n%s", p.out())
+		}
+		s.mustMilner("up", "--yes")
+		j := s.c.Journal()[mark:]
+		t.Logf("journal of the change (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		applies := j.Applies()
+		if got := applies.Nodes(); !slices.Equal(got, []string{"cp-1", "cp-2", "cp-3"}) {
+			t.Errorf("applies reached %v, want cp-1, cp-2, cp-3", got)
+		}
+		for _, a := range applies {
+			if a.Mode() != machine.ApplyConfigurationRequest_NO_REBOOT || a.Err != nil {
+				t.Errorf("want NO_REBOOT, got %s", a)
+			}
+		}
+		s.oneAtATime(j, "cp-1", "cp-2", "cp-3")
+		// Between two control planes' applies, the previous one's own API
+		// server answered /readyz at its address (internal/apiready).
+		var asks []nodeAsk
+		for _, a := range s.clusterAPI().nodeAsks() {
+			if a.Time.After(start) {
+				asks = append(asks, a)
+			}
+		}
+		t.Logf("asks of the control planes' own API servers: %v", asks)
+		for i := range 2 {
+			prev, next := applies.On(cps[i].Name())[0], applies.On(cps[i+1].Name())[0]
+			if !slices.ContainsFunc(asks, func(a nodeAsk) bool {
+				return a.Node == prev.Node && a.Served && a.Time.After(prev.Done) && a.Time.Before(next.Time)
+			}) {
+				t.Errorf("%s's API server was not asked between its apply (answered %s) and %s's (sent %s)", prev.Node, prev.Done.Format(time.StampMilli), next.Node, next.Time.Format(time.StampMilli))
+			}
+		}
+		if slices.ContainsFunc(asks, func(a nodeAsk) bool { return a.Node == "cp-3" }) {
+			t.Errorf("the last control plane's API server was asked (nothing follows it): %v", asks)
+		}
+		for _, n := range cps {
+			if !strings.Contains(string(n.Config()), "oidc-issuer-url") {
+				t.Errorf("%s does not run the OIDC flags", n.Name())
+			}
+		}
+		if e := j.Events("reboot"); len(e) > 0 {
+			t.Errorf("a node rebooted:\n%s", strings.Join(e.Strings(), "\n"))
+		}
+	})
+
+	step("milner up --replace cp-2", func(t *testing.T, mark int) {
+		// The replaced domain boots from cp-2's kept OS disk: its Talos
+		// comes back configured, its etcd member with it.
+		domains, applies, members := s.uuids(), s.stateIDs(gate.TypeConfigApply), s.c.EtcdMembers()
+		stop := s.bootWhenReplaced(cp2, domains[s.domain("cp-2")], false)
+		up := s.mustMilner("up", "--yes", "--replace", "cp-2")
+		stop()
+		j := s.c.Journal()[mark:]
+		t.Logf("journal of the replace (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		shutdowns := j.Calls("Shutdown")
+		if got := shutdowns.Nodes(); !slices.Equal(got, []string{"cp-2"}) {
+			t.Errorf("Shutdown reached %v, want cp-2 alone", got)
+		} else if r, _ := shutdowns[0].Request.(*machine.ShutdownRequest); r.GetForce() {
+			t.Errorf("cp-2's Shutdown was forced: no graceful shutdown")
+		}
+		after := s.uuids()
+		for d, uuid := range domains {
+			if changed := after[d] != uuid; changed != (d == s.domain("cp-2")) {
+				t.Errorf("domains: %v, were %v; want cp-2's alone new", after, domains)
+				break
+			}
+		}
+		if got := s.stateIDs(gate.TypeConfigApply); !maps.Equal(got, applies) {
+			t.Errorf("applies changed: %v, were %v", got, applies)
+		}
+		if a := j.Calls("ApplyConfiguration"); len(a) > 0 {
+			t.Errorf("the replace sent ApplyConfiguration:\n%s", strings.Join(a.Strings(), "\n"))
+		}
+		// etcd's quorum: one member down at a time, and the same members
+		// after (the kept disk kept cp-2's).
+		for _, ev := range []string{"shutdown", "power-off", "reboot", "wipe"} {
+			if got := j.Events(ev).Nodes(); len(got) > 0 && !slices.Equal(got, []string{"cp-2"}) {
+				t.Errorf("%s events on %v: another node went down", ev, got)
+			}
+		}
+		if r := j.Calls("EtcdRemoveMemberByID"); len(r) > 0 {
+			t.Errorf("a replace on its own disk removed an etcd member:\n%s", strings.Join(r.Strings(), "\n"))
+		}
+		if got := s.c.EtcdMembers(); !maps.Equal(got, members) {
+			t.Errorf("etcd members %v, were %v", got, members)
+		}
+		if !cp2.Status().Booted || cp2.Config() == nil {
+			t.Errorf("cp-2 is not back with its config: %+v", cp2.Status())
+		}
+		// The kubeconfig asked cp-2, replaced in this run: it now names the
+		// first control plane that answers, a change that calls nothing.
+		if !strings.Contains(up.stdout, "update  milner-it-tcps-kubeconfig") || s.kubeconfigNode() != cp1.IP().String() {
+			t.Errorf("the kubeconfig asks %s, want cp-1 (%s) from this replace on:\n%s", s.kubeconfigNode(), cp1.IP(), up.out())
+		}
+		if k := j.Calls("Kubeconfig"); len(k) > 0 {
+			t.Errorf("the kubeconfig's move called Kubeconfig:\n%s", strings.Join(k.Strings(), "\n"))
+		}
+		s.hasNoChanges("up after the replace", s.mustMilner("up", "--yes"))
+	})
+
+	step("milner up --replace cp-2 --os-disk", func(t *testing.T, mark int) {
+		domains, applies, members := s.uuids(), s.stateIDs(gate.TypeConfigApply), s.c.EtcdMembers()
+		data, osVol := s.vol("cp-2", "data"), s.vol("cp-2", "os")
+		dataInode := inode(t, data)
+		old := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+		if err := os.Chtimes(osVol, old, old); err != nil {
+			t.Fatal(err)
+		}
+		stop := s.bootWhenReplaced(cp2, domains[s.domain("cp-2")], true)
+		s.mustMilner("up", "--yes", "--replace", "cp-2", "--os-disk")
+		stop()
+		j := s.c.Journal()[mark:]
+		t.Logf("journal of the --os-disk replace (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		if got := j.Calls("Shutdown").Nodes(); !slices.Equal(got, []string{"cp-2"}) {
+			t.Errorf("Shutdown reached %v, want cp-2 alone", got)
+		}
+		removed := j.Calls("EtcdRemoveMemberByID").Succeeded()
+		var id uint64
+		if len(removed) == 1 {
+			r, _ := removed[0].Request.(*machine.EtcdRemoveMemberByIDRequest)
+			id = r.GetMemberId()
+		}
+		if len(removed) != 1 || id != members["cp-2"] {
+			t.Errorf("want cp-2's member %x removed once, got:\n%s", members["cp-2"], strings.Join(j.Calls("EtcdRemoveMemberByID").Strings(), "\n"))
+		}
+		a := j.Applies()
+		if len(a) != 1 || a[0].Node != "cp-2" || !a[0].Client.Insecure || a[0].Mode() != machine.ApplyConfigurationRequest_AUTO || a[0].Err != nil {
+			t.Errorf("want one apply, cp-2's first config in maintenance mode (AUTO, no client certificate), got:\n%s", strings.Join(a.Strings(), "\n"))
+		}
+		got := s.c.EtcdMembers()
+		if len(got) != 3 || got["cp-2"] == 0 || got["cp-2"] == members["cp-2"] || got["cp-1"] != members["cp-1"] || got["cp-3"] != members["cp-3"] {
+			t.Errorf("etcd members %v, were %v: want cp-2 rejoined as a new member, the others kept", got, members)
+		}
+		after := s.uuids()
+		for d, uuid := range domains {
+			if changed := after[d] != uuid; changed != (d == s.domain("cp-2")) {
+				t.Errorf("domains: %v, were %v; want cp-2's alone new", after, domains)
+				break
+			}
+		}
+		ids := s.stateIDs(gate.TypeConfigApply)
+		for _, n := range []string{"cp-1", "cp-3", "w-1"} {
+			if ids[n+"-apply"] != applies[n+"-apply"] {
+				t.Errorf("%s's apply changed: %v, were %v", n, ids, applies)
+			}
+		}
+		if fi, err := os.Stat(osVol); err != nil || !fi.ModTime().After(old.Add(24*time.Hour)) {
+			t.Errorf("the OS volume %s is not new: %v", osVol, err)
+		}
+		if inode(t, data) != dataInode {
+			t.Errorf("the data volume %s was recreated", data)
+		}
+		s.hasNoChanges("up after the --os-disk replace", s.mustMilner("up", "--yes"))
+	})
+
+	step("a Kubernetes bump, then milner upgrade", func(t *testing.T, _ int) {
+		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
+		s.clusterExtra["kubernetesVersion"] = "v1.32.4"
+		s.apply()
+		p := s.milner("preview")
+		refused(t, "preview while the nodes run v1.32.3", p, "milner upgrade --stack it", "[rule versions-interlock]")
+		if regexp.MustCompile(`(?m)^\s+(create|replace|delete)\s`).MatchString(p.stdout) || !strings.Contains(p.stdout, "update  w-1-apply") {
+			t.Errorf("the bump's preview plans more than updates:\n%s", p.out())
+		}
+		refused(t, "up while the nodes run v1.32.3", s.milner("up", "--yes"), "milner upgrade --stack it")
+		// (Deciding the apply modes sent dry runs, which change nothing.)
+		mark := len(s.c.Journal())
+		up := s.mustMilner("upgrade", "--yes")
+		j := s.c.Journal()[mark:]
+		t.Logf("journal of the upgrade (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		if u := j.Calls("Upgrade"); len(u) > 0 {
+			t.Errorf("a Kubernetes bump upgraded Talos:\n%s", strings.Join(u.Strings(), "\n"))
+		}
+		// upgrade-k8s pre-pulled the control plane images on each control
+		// plane and the kubelet's on every node.
+		for _, n := range append(slices.Clone(cps), w1) {
+			pulls := 0
+			for _, e := range j.On(n.Name()).Calls("ImagePull").Succeeded() {
+				if r, _ := e.Request.(*machine.ImagePullRequest); strings.HasSuffix(r.GetReference(), ":v1.32.4") {
+					pulls++
+				}
+			}
+			if want := map[bool]int{true: 4, false: 1}[n != w1]; pulls != want {
+				t.Errorf("%s: %d images of v1.32.4 pulled, want %d", n.Name(), pulls, want)
+			}
+		}
+		for _, a := range j.Applies() {
+			if a.Resolved() != machine.ApplyConfigurationRequest_NO_REBOOT || a.Err != nil {
+				t.Errorf("an apply of the upgrade: want it live, got %s", a)
+			}
+		}
+		if e := j.Events("reboot"); len(e) > 0 {
+			t.Errorf("a node rebooted:\n%s", strings.Join(e.Strings(), "\n"))
+		}
+		for _, n := range append(slices.Clone(cps), w1) {
+			cfg, err := configloader.NewFromBytes(n.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			images := []string{cfg.Machine().Kubelet().Image()}
+			if n != w1 {
+				c := cfg.Cluster()
+				images = append(images, c.APIServer().Image(), c.ControllerManager().Image(), c.Scheduler().Image(), c.Proxy().Image())
+			}
+			for _, img := range images {
+				if !strings.HasSuffix(img, ":v1.32.4") {
+					t.Errorf("%s runs %s", n.Name(), img)
+				}
+			}
+		}
+		api := s.clusterAPI()
+		for _, n := range append(slices.Clone(cps), w1) {
+			b, code, err := api.do(http.MethodGet, "/api/v1/nodes/"+n.Name(), "", nil)
+			var node struct {
+				Status struct {
+					NodeInfo struct {
+						KubeletVersion string `json:"kubeletVersion"`
+					} `json:"nodeInfo"`
+				} `json:"status"`
+			}
+			if err != nil || code != http.StatusOK || json.Unmarshal(b, &node) != nil || node.Status.NodeInfo.KubeletVersion != "v1.32.4" {
+				t.Errorf("Node %s: kubelet %q (%d %v)", n.Name(), node.Status.NodeInfo.KubeletVersion, code, err)
+			}
+		}
+		if !strings.Contains(up.stdout, "successfully updated") {
+			t.Errorf("upgrade-k8s's progress is missing from the output:\n%s", up.out())
+		}
+		if got := s.uuids(); !maps.Equal(got, domains) {
+			t.Errorf("domains changed: %v, were %v", got, domains)
+		}
+		if got := s.stateIDs(gate.TypeConfigApply); !maps.Equal(got, applies) {
+			t.Errorf("applies were replaced: %v, were %v", got, applies)
+		}
+		s.hasNoChanges("up after the upgrade", s.mustMilner("up", "--yes"))
+	})
+
+	step("milner teardown", func(t *testing.T, mark int) {
+		s.mustMilner("teardown", "--yes")
+		if d := s.domains(); len(d) > 0 {
+			t.Errorf("domains left after the teardown: %v", d)
+		}
+		if e := s.c.Journal()[mark:].Events("reset"); len(e) > 0 {
+			t.Errorf("the teardown reset a node:\n%s", strings.Join(e.Strings(), "\n"))
+		}
+	})
+
+	j := s.c.Journal()
+	for _, m := range []string{"Reset", "Reboot"} {
+		if calls := j.Calls(m); len(calls) > 0 {
+			t.Errorf("%s was sent:\n%s", m, strings.Join(calls.Strings(), "\n"))
+		}
+	}
+}
+
+// requireTalosTools skips the test without the tools a Talos-layer
+// scenario runs.
+func requireTalosTools(t *testing.T) {
+	t.Helper()
+	for _, b := range []string{"pulumi", "pulumi-resource-libvirt", "pulumi-resource-talos", "etcd", "kube-apiserver"} {
+		if _, err := os.Stat(repo + "/.tools/bin/" + b); err != nil {
+			t.Skipf("%v (scripts/tools.sh pulumi libvirt talos kubeapi)", err)
+		}
+	}
+}
+
+// oneAtATime requires each named node's first non-dry-run apply in j to
+// be sent after the previous one's was answered.
+func (s *talosLayer) oneAtATime(j talosapi.Journal, nodes ...string) {
+	s.t.Helper()
+	var prev *talosapi.Entry
+	for _, n := range nodes {
+		a := j.On(n).Applies()
+		if len(a) == 0 {
+			s.t.Errorf("%s: no apply", n)
+			return
+		}
+		if prev != nil && !a[0].Time.After(prev.Done) {
+			s.t.Errorf("%s's apply was sent at %s, before %s's was answered at %s", n, a[0].Time.Format(time.StampMilli), prev.Node, prev.Done.Format(time.StampMilli))
+		}
+		prev = &a[0]
+	}
+}
+
+// kubeconfigNode is the node input of the stack's kubeconfig in state.
+func (s *talosLayer) kubeconfigNode() string {
+	s.t.Helper()
+	for _, r := range s.exported().Resources {
+		if string(r.Type) == gate.TypeKubeconfig {
+			node, _ := r.Inputs["node"].(string)
+			return node
+		}
+	}
+	return ""
+}
+
+// String is one ask, for a log line.
+func (a nodeAsk) String() string {
+	return fmt.Sprintf("%s %s served=%v", a.Time.Format(time.StampMilli), a.Node, a.Served)
+}
