@@ -111,6 +111,11 @@ func proxmoxPrivileges(o *Op) ([]gate.Refusal, error) {
 	}
 	px := o.cfg.Substrate.Proxmox
 	plan := pve.Plan{DiskDatastores: []string{px.OSDatastore, px.DataDatastore}, ImageDatastore: px.ImageDatastore, Bridge: px.Bridge}
+	if o.cfg.StopAfter.Includes(config.LayerTalos) {
+		// The first configs go up as snippets only with the Talos layer
+		// (stacks.DeployWith).
+		plan.SnippetsDatastore = px.SnippetsDatastore
+	}
 	for _, n := range o.cfg.Nodes {
 		plan.VMIDs = append(plan.VMIDs, n.VMID, vocab.HolderVMID(n.VMID))
 	}

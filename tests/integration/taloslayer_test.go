@@ -30,6 +30,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/tests/clusterapi"
 	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tests/harness"
 	"github.com/milner/milner/tests/talosapi"
@@ -92,7 +93,7 @@ func inTalosNamespace(t *testing.T, addrs ...netip.Addr) bool {
 type talosLayer struct {
 	*milnerScenario
 	c   *talosapi.Cluster
-	api chan *clusterAPI
+	api chan *clusterapi.API
 }
 
 // TestTalosLayerOnRealPlugin: the Talos layer through the real Talos
@@ -211,7 +212,7 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 			}
 		}
 		api := s.clusterAPI()
-		reads, err := api.reads()
+		reads, err := api.Reads()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -546,7 +547,7 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		api := s.clusterAPI()
 		binding := func(group string) (map[string]any, int) {
 			t.Helper()
-			b, code, err := api.do(http.MethodGet, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+config.OIDCBindingName(group), "", nil)
+			b, code, err := api.Do(http.MethodGet, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+config.OIDCBindingName(group), "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -591,7 +592,7 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 // started as soon as cp-1 holds its config.
 func newTalosLayer(t *testing.T, vip netip.Addr) *talosLayer {
 	t.Helper()
-	s := &talosLayer{api: make(chan *clusterAPI, 1)}
+	s := &talosLayer{api: make(chan *clusterapi.API, 1)}
 	cluster := "milner-it-" + tlayerID
 	// The first kubeconfig's client certificate expires within the
 	// provider's renewal window (720h): the renewal step renews it.
@@ -618,9 +619,9 @@ func newTalosLayer(t *testing.T, vip netip.Addr) *talosLayer {
 		case a := <-s.api:
 			if a != nil {
 				if t.Failed() {
-					t.Logf("kube-apiserver log:\n%s", a.logs("kube-apiserver"))
+					t.Logf("kube-apiserver log:\n%s", a.Logs("kube-apiserver"))
 				}
-				a.stop()
+				a.Stop()
 			}
 		default:
 		}
@@ -634,9 +635,9 @@ func newTalosLayer(t *testing.T, vip netip.Addr) *talosLayer {
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
-		a, err := startClusterAPI(apiDir, vip, cp.Config())
+		a, err := clusterapi.Start(filepath.Join(repo, ".tools", "bin"), apiDir, vip, cp.Config())
 		if err == nil {
-			err = a.seed([]seedNode{{Name: "cp-1", IP: cp.IP(), ControlPlane: true}, {Name: "w-1", IP: s.c.Node("w-1").IP()}})
+			err = a.Seed([]clusterapi.Node{{Name: "cp-1", IP: cp.IP(), ControlPlane: true}, {Name: "w-1", IP: s.c.Node("w-1").IP()}})
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
@@ -653,7 +654,7 @@ func newTalosLayer(t *testing.T, vip netip.Addr) *talosLayer {
 }
 
 // clusterAPI is the cluster's API server, once started.
-func (s *talosLayer) clusterAPI() *clusterAPI {
+func (s *talosLayer) clusterAPI() *clusterapi.API {
 	s.t.Helper()
 	select {
 	case a := <-s.api:

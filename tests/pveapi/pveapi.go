@@ -156,6 +156,11 @@ type Server struct {
 	// TaskDuration is how long a worker task runs before it is stopped.
 	TaskDuration time.Duration
 
+	// OnPower, when set, is called (in its own goroutine) with a copy of
+	// a guest each time it starts or stops: the test's stand-in for what
+	// the guest's firmware and OS do at power-on and power-off.
+	OnPower func(VM)
+
 	mu      sync.Mutex
 	hosts   map[string]*Host
 	tokens  map[string]*Token
@@ -218,6 +223,30 @@ func (s *Server) PutVolume(host, storage string, v Volume) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hosts[host].storages[storage].volumes[v.VolID] = &v
+}
+
+// GuestPoweredOff stops a running guest as if its OS had powered the
+// machine off (an ACPI shutdown it finished, or Talos' Shutdown): PVE
+// then reports it "stopped". No request is journaled.
+func (s *Server) GuestPoweredOff(vmid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.vms[vmid]; v != nil && v.Status == "running" {
+		s.setStatus(v, "stopped")
+	}
+}
+
+// setStatus sets a guest's power state and tells OnPower (s.mu held).
+func (s *Server) setStatus(v *VM, status string) {
+	if v.Status == status {
+		return
+	}
+	v.Status = status
+	if f := s.OnPower; f != nil {
+		c := *v
+		c.Config = maps.Clone(v.Config)
+		go f(c)
+	}
 }
 
 // Journal returns every request so far.
@@ -459,6 +488,8 @@ func (s *Server) route(q *req) (any, *apiError) {
 		return s.nodes(), nil
 	case m == "GET" && match(p, "pools"):
 		return []any{}, nil
+	case m == "GET" && len(p) == 2 && p[0] == "storage":
+		return s.storageConfig(q, p[1])
 	}
 	if len(p) < 2 || p[0] != "nodes" {
 		return nil, fail(http.StatusNotImplemented, "Method '%s /%s' not implemented", m, strings.Join(p, "/"))
@@ -569,6 +600,29 @@ func (s *Server) nextID(q *req) (any, *apiError) {
 			return strconv.Itoa(id), nil
 		}
 	}
+}
+
+// storageConfig is GET /storage/{storage} (pve-storage
+// PVE/API2/Storage/Config.pm read: Datastore.Allocate on
+// /storage/{storage}; $api_storage_config): the storage's cluster-wide
+// configuration, its type, content types and, for a dir storage, path.
+// bpg reads it for the path it uploads a snippet to (file.go fileCreate,
+// GetDatastore).
+func (s *Server) storageConfig(q *req, sid string) (any, *apiError) {
+	if err := q.check("/storage/"+sid, "Datastore.Allocate"); err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.hosts)) {
+		if st, ok := s.hosts[name].storages[sid]; ok {
+			out := map[string]any{"storage": sid, "type": st.Type, "content": strings.Join(st.Content, ","), "digest": "5d4a2a8a7c0f4d3e9b1c6e2f7a8b9c0d1e2f3a4b"}
+			if st.Path != "" {
+				out["path"] = st.Path
+			}
+			return out, nil
+		}
+	}
+	// PVE::Storage::storage_config.
+	return nil, fail(http.StatusInternalServerError, "storage '%s' does not exist", sid)
 }
 
 // nodes is GET /nodes.

@@ -1,6 +1,9 @@
-//go:build integration
-
-package integration
+// Package clusterapi runs a real etcd and kube-apiserver (scripts/tools.sh
+// kubeapi, the pair tests/kubeapi runs) as the control plane a Talos
+// cluster's first node would run, for the real-engine scenarios whose Talos
+// nodes are tests/talosapi doubles (tests/integration on libvirt,
+// tests/pveengine on the PVE double). Only tests import it.
+package clusterapi
 
 import (
 	"bytes"
@@ -29,7 +32,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 )
 
-// clusterAPI is a real etcd and kube-apiserver (scripts/tools.sh kubeapi,
+// API is a real etcd and kube-apiserver (scripts/tools.sh kubeapi,
 // the pair tests/kubeapi runs) standing in for the control plane a Talos
 // node would run: it listens on the cluster endpoint (the VIP, port
 // 6443), where the kubeconfig Talos' Kubeconfig call hands out points,
@@ -39,16 +42,18 @@ import (
 // write (seed): the Node objects and the control plane's static pods, so
 // the provider's cluster.getHealth runs talos pkg/cluster/check's
 // DefaultClusterChecks with no check skipped.
-type clusterAPI struct {
+type API struct {
+	tools  string
 	dir    string
 	procs  []*exec.Cmd
 	client *http.Client
 	url    string
 }
 
-// startClusterAPI starts etcd on loopback and kube-apiserver on vip:6443
-// from a control plane's machine config.
-func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*clusterAPI, error) {
+// Start starts etcd on loopback and kube-apiserver on vip:6443
+// from a control plane's machine config, with the binaries of tools
+// (a .tools/bin).
+func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error) {
 	cfg, err := configloader.NewFromBytes(machineConfig)
 	if err != nil {
 		return nil, fmt.Errorf("control plane config: %w", err)
@@ -84,7 +89,7 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 	if err != nil {
 		return nil, err
 	}
-	a := &clusterAPI{dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String()}
+	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String()}
 	etcdURL, peerURL := "http://127.0.0.1:22379", "http://127.0.0.1:22380"
 	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
@@ -100,12 +105,12 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 		"--service-cluster-ip-range=10.96.0.0/12", "--authorization-mode=Node,RBAC",
 		"--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false", "--v=0",
 		"--audit-policy-file="+policy, "--audit-log-path="+filepath.Join(dir, "audit.log")); err != nil {
-		a.stop()
+		a.Stop()
 		return nil, err
 	}
 	cert, err := tls.X509KeyPair(admin, adminKey)
 	if err != nil {
-		a.stop()
+		a.Stop()
 		return nil, err
 	}
 	pool := x509.NewCertPool()
@@ -115,12 +120,12 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 	}}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		body, code, err := a.do(http.MethodGet, "/readyz", "", nil)
+		body, code, err := a.Do(http.MethodGet, "/readyz", "", nil)
 		if err == nil && code == http.StatusOK && string(body) == "ok" {
 			return a, a.garbageCollector(caFile, admin, adminKey)
 		}
 		if time.Now().After(deadline) {
-			a.stop()
+			a.Stop()
 			return nil, fmt.Errorf("kube-apiserver not ready after 3m: %d %s %w (logs in %s)", code, body, err, dir)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -131,7 +136,7 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 // alone, as the seeding admin: the Kubernetes provider deletes with
 // foreground propagation (pulumi-kubernetes' default), whose finalizer
 // only the garbage collector removes.
-func (a *clusterAPI) garbageCollector(caFile string, crt, key []byte) error {
+func (a *API) garbageCollector(caFile string, crt, key []byte) error {
 	b64 := base64.StdEncoding.EncodeToString
 	kc := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -178,13 +183,13 @@ func issue(ca *x509.Certificate, caKey any, cn string, orgs []string, ips []net.
 // newKey is a P-256 key, as Talos' own PKI issues.
 func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
 
-// daemon starts a binary of .tools/bin with its output in dir/<name>.log.
-func (a *clusterAPI) daemon(name string, args ...string) error {
+// daemon starts a binary of a.tools with its output in dir/<name>.log.
+func (a *API) daemon(name string, args ...string) error {
 	log, err := os.Create(filepath.Join(a.dir, name+".log"))
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(repo, ".tools", "bin", name), args...)
+	cmd := exec.Command(filepath.Join(a.tools, name), args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -193,8 +198,8 @@ func (a *clusterAPI) daemon(name string, args ...string) error {
 	return nil
 }
 
-// stop stops kube-apiserver, then etcd.
-func (a *clusterAPI) stop() {
+// Stop stops kube-apiserver, then etcd.
+func (a *API) Stop() {
 	for i := len(a.procs) - 1; i >= 0; i-- {
 		p := a.procs[i]
 		_ = p.Process.Signal(os.Interrupt)
@@ -209,8 +214,8 @@ func (a *clusterAPI) stop() {
 	}
 }
 
-// do sends one request as the seeding admin.
-func (a *clusterAPI) do(method, path, contentType string, body any) ([]byte, int, error) {
+// Do sends one request as the seeding admin.
+func (a *API) Do(method, path, contentType string, body any) ([]byte, int, error) {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -237,8 +242,8 @@ func (a *clusterAPI) do(method, path, contentType string, body any) ([]byte, int
 }
 
 // send is do that wants a 2xx answer.
-func (a *clusterAPI) send(method, path, contentType string, body any) error {
-	b, code, err := a.do(method, path, contentType, body)
+func (a *API) send(method, path, contentType string, body any) error {
+	b, code, err := a.Do(method, path, contentType, body)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -248,14 +253,14 @@ func (a *clusterAPI) send(method, path, contentType string, body any) error {
 	return nil
 }
 
-// seedNode is one node as its kubelet registers it.
-type seedNode struct {
+// Node is one node as its kubelet registers it.
+type Node struct {
 	Name         string
 	IP           netip.Addr
 	ControlPlane bool
 }
 
-// seed writes what a running cluster's kubelets and Talos' bootstrap
+// Seed writes what a running cluster's kubelets and Talos' bootstrap
 // manifests would have written: each Node, registered and Ready (the
 // kubelet's status, node-role label on control planes: talos
 // pkg/cluster/check K8sAllNodesReportedAssertion, K8sFullControlPlane-
@@ -264,7 +269,7 @@ type seedNode struct {
 // (K8sFullControlPlaneAssertion lists them by k8s-app), and kube-proxy
 // (a DaemonSet, one Ready pod per node) and CoreDNS (a Deployment of one
 // Ready pod), the two Talos deploys, so those checks do not skip.
-func (a *clusterAPI) seed(nodes []seedNode) error {
+func (a *API) Seed(nodes []Node) error {
 	now := time.Now().UTC().Format(time.RFC3339)
 	ready := map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}
 	errs := []error{a.send(http.MethodPost, "/api/v1/namespaces/kube-system/serviceaccounts", "",
@@ -325,11 +330,11 @@ func (a *clusterAPI) seed(nodes []seedNode) error {
 	return errors.Join(errs...)
 }
 
-// reads returns, per user other than the seeding admin, the requests the
+// Reads returns, per user other than the seeding admin, the requests the
 // API server's audit log recorded as "<verb> <resource>" (e.g. "list
 // nodes"): who read the cluster, e.g. the health check with the admin
 // kubeconfig Talos handed out.
-func (a *clusterAPI) reads() (map[string][]string, error) {
+func (a *API) Reads() (map[string][]string, error) {
 	b, err := os.ReadFile(filepath.Join(a.dir, "audit.log"))
 	if err != nil {
 		return nil, err
@@ -357,8 +362,8 @@ func (a *clusterAPI) reads() (map[string][]string, error) {
 	return out, nil
 }
 
-// logs returns the tail of a daemon's log, for a failure message.
-func (a *clusterAPI) logs(name string) string {
+// Logs returns the tail of a daemon's log, for a failure message.
+func (a *API) Logs(name string) string {
 	b, _ := os.ReadFile(filepath.Join(a.dir, name+".log")) //nolint:errcheck // a missing log says nothing
 	if len(b) > 4096 {
 		b = b[len(b)-4096:]
