@@ -30,8 +30,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/internal/gate"
-	"github.com/milner/milner/tests/clusterapi"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/clusterapi"
 	"github.com/milner/milner/tests/harness"
 	"github.com/milner/milner/tests/talosapi"
 )
