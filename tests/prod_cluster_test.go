@@ -440,6 +440,9 @@ func TestProdNeedsAreEnough(t *testing.T) {
 	_, srv := pxcDouble(t, acl, func(s *pveapi.Server) {
 		s.TaskDuration = time.Millisecond
 		s.AddImage(url1, pveapi.Image{Data: []byte("talos"), VirtualSize: pveapi.GiB})
+		// The snippet, as bpg's upload over SSH leaves it (PVE's start
+		// reads it: tests/pveengine uploads it through the real plugin).
+		s.PutVolume("pve-1", "local", pveapi.Volume{VolID: "local:snippets/milner-prod-cp-1-talos.yaml", Content: "snippets", Format: "snippet", Size: 9, Data: []byte("machine:\n"), Mode: 0o600})
 	})
 	assert.Equal(t, "OK", pxcTask(t, srv, "pve-1", "POST", "/nodes/pve-1/storage/local/download-url",
 		url.Values{"content": {"import"}, "filename": {"milner-prod-talos-v1.9.5-0a1b2c3d.qcow2"}, "url": {url1}}))

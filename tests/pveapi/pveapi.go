@@ -249,6 +249,20 @@ func (s *Server) setStatus(v *VM, status string) {
 	}
 }
 
+// RemoveVM removes a guest as if destroyed out of band, its disks left.
+func (s *Server) RemoveVM(vmid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.vms, vmid)
+}
+
+// RemoveVolume removes a volume as if deleted on the host out of band.
+func (s *Server) RemoveVolume(host, storage, volid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.hosts[host].storages[storage].volumes, volid)
+}
+
 // Journal returns every request so far.
 func (s *Server) Journal() []Entry {
 	s.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -25,6 +26,8 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 	"gopkg.in/yaml.v3"
 
+	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tests/clusterapi"
 	"github.com/milner/milner/tests/harness"
@@ -65,6 +68,10 @@ type prod struct {
 	env   []string
 	bin   string
 	token pveapi.Token
+	// hostKeys are each host's sshd key, by host.
+	hostKeys map[string]ssh.Signer
+	home     string
+	sock     string
 }
 
 // result is one run of the milner binary.
@@ -81,7 +88,7 @@ func (r result) out() string { return r.stdout + r.stderr }
 // holding the key the hosts authorize (ssh.agent: true, as committed).
 func newProd(t *testing.T) *prod {
 	t.Helper()
-	p := &prod{t: t, pve: pveapi.New(hosts...), ssh: map[string]*pveapi.SSHHost{}, api: make(chan *clusterapi.API, 1)}
+	p := &prod{t: t, pve: pveapi.New(hosts...), ssh: map[string]*pveapi.SSHHost{}, api: make(chan *clusterapi.API, 1), hostKeys: map[string]ssh.Signer{}}
 	p.pve.UnauthorizedDelay = 0
 	id, secret, _ := strings.Cut(token, "=")
 	p.token = pveapi.Token{ID: id, Secret: secret, ACL: map[string][]string{
@@ -97,27 +104,28 @@ func newProd(t *testing.T) *prod {
 	serve(t, p.pve)
 
 	home := t.TempDir()
-	require(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
+	noErr(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
 	_, userKey, err := ed25519.GenerateKey(rand.Reader)
-	require(t, err)
+	noErr(t, err)
 	signer, err := ssh.NewSignerFromKey(userKey)
-	require(t, err)
+	noErr(t, err)
 	var known []string
 	for _, h := range hosts {
 		hk := newHostKey(t)
+		p.hostKeys[h.Name] = hk
 		l, err := net.Listen("tcp", h.Address+":22")
-		require(t, err)
+		noErr(t, err)
 		sh := p.pve.ServeSSH(l, h.Name, hk, "root", signer.PublicKey())
 		t.Cleanup(func() { _ = sh.Close() })
 		p.ssh[h.Name] = sh
 		known = append(known, h.Address+" "+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hk.PublicKey()))))
 	}
-	require(t, os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(strings.Join(known, "\n")+"\n"), 0o600))
+	noErr(t, os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(strings.Join(known, "\n")+"\n"), 0o600))
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	keyring := agent.NewKeyring()
-	require(t, keyring.Add(agent.AddedKey{PrivateKey: userKey}))
+	noErr(t, keyring.Add(agent.AddedKey{PrivateKey: userKey}))
 	al, err := net.Listen("unix", sock)
-	require(t, err)
+	noErr(t, err)
 	t.Cleanup(func() { _ = al.Close() })
 	go func() {
 		for {
@@ -131,25 +139,8 @@ func newProd(t *testing.T) *prod {
 
 	p.newTalos()
 
-	p.dir = t.TempDir()
-	for _, f := range []string{"Pulumi.yaml", "Pulumi.prod.yaml"} {
-		b, err := os.ReadFile(filepath.Join(repo, f))
-		require(t, err)
-		require(t, os.WriteFile(filepath.Join(p.dir, f), b, 0o600))
-	}
-	require(t, os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(p.dir, ".tools")))
-	sum := sha256.Sum256([]byte("talos v1.9.5 nocloud"))
-	p.editConfig(func(cfg map[string]any) {
-		cfg["milner:stopAfter"] = "talos"
-		px := cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any)
-		px["imageSha256"] = hex.EncodeToString(sum[:])
-	})
-	state := filepath.Join(p.dir, "state")
-	require(t, os.MkdirAll(state, 0o700))
-	p.env = append(os.Environ(), "HOME="+home, "SSH_AUTH_SOCK="+sock,
-		"PULUMI_BACKEND_URL=file://"+state, "PULUMI_CONFIG_PASSPHRASE="+passphrase, "PULUMI_SKIP_UPDATE_CHECK=true")
-	p.pulumi("stack", "init", stackName)
-	p.pulumi("config", "set", "--secret", "--stack", stackName, "milner:"+config.ProxmoxTokenKey, "--", token)
+	p.home, p.sock = home, sock
+	p.initProject()
 	p.bin = harness.Milner(t, repo)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -157,6 +148,54 @@ func newProd(t *testing.T) *prod {
 		}
 	})
 	return p
+}
+
+// initProject writes a project: the repo's Pulumi.yaml, the committed
+// Pulumi.prod.yaml with milner:stopAfter talos and the image's digest, the
+// token set as a secret with the pinned CLI, a file backend of its own.
+func (p *prod) initProject() {
+	p.dir = p.t.TempDir()
+	for _, f := range []string{"Pulumi.yaml", "Pulumi.prod.yaml"} {
+		b, err := os.ReadFile(filepath.Join(repo, f))
+		noErr(p.t, err)
+		noErr(p.t, os.WriteFile(filepath.Join(p.dir, f), b, 0o600))
+	}
+	noErr(p.t, os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(p.dir, ".tools")))
+	sum := sha256.Sum256([]byte("talos v1.9.5 nocloud"))
+	p.editConfig(func(cfg map[string]any) {
+		cfg["milner:stopAfter"] = "talos"
+		px := cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any)
+		px["imageSha256"] = hex.EncodeToString(sum[:])
+	})
+	state := filepath.Join(p.dir, "state")
+	noErr(p.t, os.MkdirAll(state, 0o700))
+	p.env = append(os.Environ(), "HOME="+p.home, "SSH_AUTH_SOCK="+p.sock,
+		"PULUMI_BACKEND_URL=file://"+state, "PULUMI_CONFIG_PASSPHRASE="+passphrase, "PULUMI_SKIP_UPDATE_CHECK=true")
+	p.pulumi("stack", "init", stackName)
+	p.pulumi("config", "set", "--secret", "--stack", stackName, "milner:"+config.ProxmoxTokenKey, "--", token)
+}
+
+// project is another project on the same world, with empty state (a
+// stack whose state was lost).
+func (p *prod) project() *prod {
+	c := *p
+	c.initProject()
+	return &c
+}
+
+// engine opens the project's stack on the engine directly (no milner
+// pre-flight), with the project's HOME and SSH agent in this process's
+// environment, which the plugins inherit.
+func (p *prod) engine() *engine.Stack {
+	p.t.Helper()
+	p.t.Setenv("HOME", p.home)
+	p.t.Setenv("SSH_AUTH_SOCK", p.sock)
+	st, err := engine.Open(context.Background(), engine.Options{
+		Stack: stackName, Dir: p.dir, Tools: filepath.Join(repo, ".tools", "bin"), Backend: "file://" + filepath.Join(p.dir, "state"),
+		Passphrase: passphrase, Program: stacks.Program, Progress: logWriter{p.t},
+	})
+	noErr(p.t, err)
+	return st
 }
 
 // newTalos starts a Talos API double per node, powered off, on the nocloud
@@ -181,7 +220,7 @@ func (p *prod) newTalos() {
 	byVM := map[int]*talosapi.Node{}
 	for _, n := range prodNodes {
 		node, err := p.talos.AddNode(n.name, netip.MustParseAddrPort(n.addr+":50000"), disks, talosapi.WithPlatform(talosapi.Nocloud), talosapi.WithPoweredOff())
-		require(t, err)
+		noErr(t, err)
 		byVM[n.vmid] = node
 	}
 	p.pve.OnPower = func(v pveapi.VM) {
@@ -247,13 +286,13 @@ func (p *prod) newTalos() {
 func newHostKey(t *testing.T) ssh.Signer {
 	t.Helper()
 	_, k, err := ed25519.GenerateKey(rand.Reader)
-	require(t, err)
+	noErr(t, err)
 	s, err := ssh.NewSignerFromKey(k)
-	require(t, err)
+	noErr(t, err)
 	return s
 }
 
-func require(t *testing.T, err error) {
+func noErr(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -326,13 +365,13 @@ func (p *prod) editConfig(edit func(cfg map[string]any)) {
 	p.t.Helper()
 	file := filepath.Join(p.dir, "Pulumi."+stackName+".yaml")
 	b, err := os.ReadFile(file)
-	require(p.t, err)
+	noErr(p.t, err)
 	doc := map[string]any{}
-	require(p.t, yaml.Unmarshal(b, &doc))
+	noErr(p.t, yaml.Unmarshal(b, &doc))
 	edit(doc["config"].(map[string]any))
 	b, err = yaml.Marshal(doc)
-	require(p.t, err)
-	require(p.t, os.WriteFile(file, b, 0o600))
+	noErr(p.t, err)
+	noErr(p.t, os.WriteFile(file, b, 0o600))
 }
 
 // node edits node i of milner:nodes.
@@ -505,7 +544,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 			t.Errorf("want one Bootstrap, got:\n%s", strings.Join(j.Calls("Bootstrap").Strings(), "\n"))
 		}
 		reads, err := p.clusterAPI().Reads()
-		require(t, err)
+		noErr(t, err)
 		if len(reads) == 0 {
 			t.Errorf("no client read the cluster's API server: the health check did not run")
 		}
@@ -600,6 +639,193 @@ func TestProdOnRealPlugin(t *testing.T) {
 		}
 		if r := p.must("preview"); !strings.Contains(r.stdout, "no changes") {
 			t.Errorf("preview after the replace: want no changes")
+		}
+	})
+
+	step("a changed host key", func(t *testing.T, mark, _ int) {
+		// pve-3 reinstalled, or a machine in its place: another host key
+		// on 192.168.1.13:22. milner's pre-flight asks the host for its
+		// key and refuses before anything is touched.
+		sh := p.ssh["pve-3"]
+		was := p.hostKeys["pve-3"]
+		sh.SetHostKey(newHostKey(t))
+		defer sh.SetHostKey(was)
+		r := p.milner("up", "--yes")
+		p.refused("up with pve-3's host key changed", r, `Proxmox host "pve-3" (192.168.1.13) shows another SSH host key`, "nothing was changed")
+		if w := p.writes(mark); len(w) > 0 {
+			t.Errorf("the refused up wrote:\n%s", strings.Join(w, "\n"))
+		}
+		// bpg itself, through the engine (no milner pre-flight): its
+		// snippet upload to pve-3 (the snippet removed on the host and
+		// forgotten by a refresh) refuses the changed key.
+		p.pve.RemoveVolume("pve-3", "local", "local:snippets/milner-prod-cp-3-talos.yaml")
+		st := p.engine()
+		ctx := context.Background()
+		if _, err := st.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.Up(ctx)
+		if err == nil || !strings.Contains(err.Error(), "REMOTE HOST IDENTIFICATION HAS CHANGED for host 192.168.1.13:22") {
+			t.Errorf("bpg's upload to pve-3 with its key changed: %v; want its refusal of the changed key", err)
+		}
+		sh.SetHostKey(was)
+		p.must("up", "--yes")
+		if v := p.pve.Volumes("pve-3", "local")["local:snippets/milner-prod-cp-3-talos.yaml"]; v.Mode != 0o600 {
+			t.Errorf("the snippet uploaded again has mode %#o, want 0600", v.Mode)
+		}
+	})
+
+	step("a Talos version bump", func(t *testing.T, mark, talosMark int) {
+		sum := sha256.Sum256([]byte("talos v1.9.6 nocloud"))
+		p.editConfig(func(cfg map[string]any) {
+			cfg["milner:cluster"].(map[string]any)["talosVersion"] = "v1.9.6"
+			cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any)["imageSha256"] = hex.EncodeToString(sum[:])
+		})
+		r := p.milner("preview")
+		p.refused("preview while the nodes run v1.9.5", r, "milner upgrade --stack prod")
+		for _, n := range prodNodes {
+			if !strings.Contains(r.stdout, "create  milner-prod-"+n.host+"-image-v1.9.6") {
+				t.Errorf("preview: no image for %s", n.host)
+			}
+		}
+		if strings.Contains(r.stdout, "milner-prod-cp-1 ") || strings.Contains(r.stdout, "-disks") {
+			t.Errorf("preview: a VM in the bump's delta")
+		}
+		p.must("upgrade", "--yes")
+		var writes []string
+		for _, w := range p.writes(mark) {
+			if !strings.Contains(w, "/storage/local/download-url") {
+				writes = append(writes, w)
+			}
+		}
+		if len(writes) > 0 {
+			t.Errorf("the bump wrote more than image downloads:\n%s", strings.Join(writes, "\n"))
+		}
+		if got := p.talos.Journal()[talosMark:].Calls("Upgrade").Nodes(); len(got) != 3 {
+			t.Errorf("Upgrade reached %v, want each node once", got)
+		}
+		if r := p.must("preview"); !strings.Contains(r.stdout, "no changes") {
+			t.Errorf("preview after the upgrade: want no changes")
+		}
+	})
+
+	step("a disk grow", func(t *testing.T, mark, _ int) {
+		before := p.pve.VMs()
+		dataVol := volume(before[1152].Config["scsi1"])
+		p.node(2, func(n map[string]any) { n["dataDiskGiB"] = 160 })
+		r := p.milner("up", "--yes")
+		p.refused("a grow without --replace", r, "milner up --stack prod --replace cp-3")
+		if w := p.writes(mark); len(w) > 0 {
+			t.Errorf("the refused up wrote:\n%s", strings.Join(w, "\n"))
+		}
+		mark = len(p.pve.Journal())
+		p.must("up", "--yes", "--replace", "cp-3")
+		t.Logf("journal of the grow:\n%s", strings.Join(p.journalSince(mark), "\n"))
+		after := p.pve.VMs()
+		if v := p.pve.Volumes("pve-3", "local-lvm")[dataVol]; v.Size != 160*pveapi.GiB {
+			t.Errorf("the data volume %s is %d bytes, want 160 GiB", dataVol, v.Size)
+		}
+		if volume(after[1152].Config["scsi1"]) != dataVol || volume(after[152].Config["virtio1"]) != dataVol {
+			t.Errorf("the grown volume is not the same: holder %q, node VM %q, was %q", after[1152].Config["scsi1"], after[152].Config["virtio1"], dataVol)
+		}
+		for _, e := range p.pve.Journal()[mark:] {
+			if e.Method == "DELETE" && e.Path != "/nodes/pve-3/qemu/152" {
+				t.Errorf("the grow deleted %s", e)
+			}
+		}
+	})
+
+	step("refused before any write", func(t *testing.T, mark, _ int) {
+		for _, c := range []struct {
+			what string
+			edit func()
+			undo func()
+			want string
+		}{
+			{"cp-1 moved to pve-2", func() { p.node(0, func(n map[string]any) { n["proxmoxNode"] = "pve-2" }) },
+				func() { p.node(0, func(n map[string]any) { n["proxmoxNode"] = "pve-1" }) }, "nothing was applied"},
+			{"a new image URL at the same version", func() {
+				p.editConfig(func(cfg map[string]any) {
+					cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any)["imageUrl"] = strings.Replace(imageURL("v1.9.6"), config.DefaultSchematic, strings.Repeat("ab", 32), 1)
+				})
+			}, func() {
+				p.editConfig(func(cfg map[string]any) {
+					delete(cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any), "imageUrl")
+				})
+			}, "nothing was applied"},
+			{"a disk shrink", func() { p.node(0, func(n map[string]any) { n["dataDiskGiB"] = 100 }) },
+				func() { p.node(0, func(n map[string]any) { n["dataDiskGiB"] = 128 }) }, "would shrink from 128 to 100 GiB"},
+		} {
+			c.edit()
+			for _, args := range [][]string{{"up", "--yes"}, {"up", "--yes", "--replace", "cp-1"}} {
+				r := p.milner(args...)
+				p.refused(c.what+": milner "+strings.Join(args, " "), r, c.want)
+			}
+			if w := p.writes(mark); len(w) > 0 {
+				t.Errorf("%s: the refused up wrote:\n%s", c.what, strings.Join(w, "\n"))
+			}
+			if tn := p.talos.Node("cp-1"); !tn.Status().Booted {
+				t.Errorf("%s: cp-1 is down", c.what)
+			}
+			c.undo()
+		}
+	})
+
+	step("guards", func(t *testing.T, mark, _ int) {
+		// The stack's state lost: a fresh project on the same cluster.
+		fresh := p.project()
+		r := fresh.milner("up", "--yes")
+		p.refused("up with empty state and live VMs", r, "milner adopt")
+		// A node VM recreated out of band: the same name, a new vm id.
+		v := p.pve.VMs()[152]
+		p.pve.RemoveVM(152)
+		moved := v
+		moved.VMID = 162
+		p.pve.AddVM(moved)
+		r = p.milner("up", "--yes")
+		p.refused("up with cp-3's VM recreated as 162", r, "162")
+		p.pve.RemoveVM(162)
+		p.pve.AddVM(v)
+		if w := p.writes(mark); len(w) > 0 {
+			t.Errorf("the refused runs wrote:\n%s", strings.Join(w, "\n"))
+		}
+		// Adopt cp-1's VM and holder by import in the fresh project: its
+		// next preview plans neither a create nor a replace of them.
+		fresh.must("adopt", "--yes", "--node", "cp-1", "--id", "pve-1/150")
+		fresh.must("adopt", "--yes", "--node", "cp-1", "--holder", "--id", "pve-1/1150")
+		r = fresh.milner("preview")
+		for _, name := range []string{"milner-prod-cp-1", "milner-prod-cp-1-disks"} {
+			for _, op := range []string{"create  ", "replace  "} {
+				if strings.Contains(r.stdout, op+name+"\n") || strings.Contains(r.stdout, op+name+" ") {
+					t.Errorf("after the adoption the preview plans %s%s", op, name)
+				}
+			}
+		}
+	})
+
+	step("teardown", func(t *testing.T, mark, _ int) {
+		r := p.milner("teardown")
+		if r.code == 0 {
+			t.Errorf("teardown without confirmation exited 0")
+		}
+		if w := p.writes(mark); len(w) > 0 {
+			t.Errorf("an unconfirmed teardown wrote:\n%s", strings.Join(w, "\n"))
+		}
+		for _, n := range prodNodes {
+			if !strings.Contains(r.stdout, "milner-prod-"+n.name+"-userdata (retained") {
+				t.Errorf("teardown does not list %s's snippet as retained", n.name)
+			}
+		}
+		p.must("teardown", "--yes", "--confirm", "milner-prod")
+		if vms := p.pve.VMs(); len(vms) > 0 {
+			t.Errorf("VMs left after the teardown: %v", slices.Sorted(maps.Keys(vms)))
+		}
+		for _, h := range hosts {
+			if left := slices.Sorted(maps.Keys(p.pve.Volumes(h.Name, "local-lvm"))); len(left) > 0 {
+				t.Errorf("%s: disks left: %v", h.Name, left)
+			}
+			kept := slices.Sorted(maps.Keys(p.pve.Volumes(h.Name, "local")))
+			t.Logf("%s: retained on local: %v", h.Name, kept)
 		}
 	})
 }
