@@ -691,7 +691,10 @@ func TestProdOnRealPlugin(t *testing.T) {
 		if strings.Contains(r.stdout, "milner-prod-cp-1 ") || strings.Contains(r.stdout, "-disks") {
 			t.Errorf("preview: a VM in the bump's delta")
 		}
+		// The nodes upgrade in place through Talos; the record step leaves
+		// the images to the up that follows (upgrade records configs only).
 		p.must("upgrade", "--yes")
+		p.must("up", "--yes")
 		var writes []string
 		for _, w := range p.writes(mark) {
 			if !strings.Contains(w, "/storage/local/download-url") {
@@ -772,8 +775,11 @@ func TestProdOnRealPlugin(t *testing.T) {
 	})
 
 	step("guards", func(t *testing.T, mark, _ int) {
-		// The stack's state lost: a fresh project on the same cluster.
+		// The stack's state lost: a fresh project on the same cluster,
+		// its substrate alone (the Talos layer's recovery is the secrets
+		// import of docs/runbooks/recover.md, run on libvirt).
 		fresh := p.project()
+		fresh.editConfig(func(cfg map[string]any) { cfg["milner:stopAfter"] = "substrate" })
 		r := fresh.milner("up", "--yes")
 		p.refused("up with empty state and live VMs", r, "milner adopt")
 		// A node VM recreated out of band: the same name, a new vm id.
@@ -789,12 +795,17 @@ func TestProdOnRealPlugin(t *testing.T) {
 		if w := p.writes(mark); len(w) > 0 {
 			t.Errorf("the refused runs wrote:\n%s", strings.Join(w, "\n"))
 		}
-		// Adopt cp-1's VM and holder by import in the fresh project: its
-		// next preview plans neither a create nor a replace of them.
-		fresh.must("adopt", "--yes", "--node", "cp-1", "--id", "pve-1/150")
-		fresh.must("adopt", "--yes", "--node", "cp-1", "--holder", "--id", "pve-1/1150")
+		// Adopt every node's holder and VM by import in the fresh project:
+		// its next preview plans neither a create nor a replace of them.
+		for _, n := range prodNodes {
+			fresh.must("adopt", "--node", n.name, "--holder", "--id", fmt.Sprint(n.vmid+1000))
+			fresh.must("adopt", "--node", n.name, "--id", fmt.Sprint(n.vmid))
+		}
 		r = fresh.milner("preview")
-		for _, name := range []string{"milner-prod-cp-1", "milner-prod-cp-1-disks"} {
+		if !strings.Contains(r.stdout, "import") {
+			t.Errorf("the preview after the adoption imports nothing")
+		}
+		for _, name := range []string{"milner-prod-cp-1", "milner-prod-cp-1-disks", "milner-prod-cp-2", "milner-prod-cp-2-disks", "milner-prod-cp-3", "milner-prod-cp-3-disks"} {
 			for _, op := range []string{"create  ", "replace  "} {
 				if strings.Contains(r.stdout, op+name+"\n") || strings.Contains(r.stdout, op+name+" ") {
 					t.Errorf("after the adoption the preview plans %s%s", op, name)
@@ -816,7 +827,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 				t.Errorf("teardown does not list %s's snippet as retained", n.name)
 			}
 		}
-		p.must("teardown", "--yes", "--confirm", "milner-prod")
+		p.must("teardown", "--yes")
 		if vms := p.pve.VMs(); len(vms) > 0 {
 			t.Errorf("VMs left after the teardown: %v", slices.Sorted(maps.Keys(vms)))
 		}
