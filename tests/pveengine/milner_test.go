@@ -786,8 +786,20 @@ func TestProdOnRealPlugin(t *testing.T) {
 			undo func()
 			want string
 		}{
-			{"cp-1 moved to pve-2", func() { p.node(0, func(n map[string]any) { n["proxmoxNode"] = "pve-2" }) },
-				func() { p.node(0, func(n map[string]any) { n["proxmoxNode"] = "pve-1" }) }, "nothing was applied"},
+			// Two control planes on pve-2 need the override (config
+			// validation refuses it first, naming the path).
+			{"cp-1 moved to pve-2", func() {
+				p.node(0, func(n map[string]any) { n["proxmoxNode"] = "pve-2" })
+				p.editConfig(func(cfg map[string]any) {
+					cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any)["allowControlPlanesOnOneHost"] = true
+				})
+			}, func() {
+				p.node(0, func(n map[string]any) { n["proxmoxNode"] = "pve-1" })
+				p.editConfig(func(cfg map[string]any) {
+					delete(cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any), "allowControlPlanesOnOneHost")
+				})
+				// The holder's Protect fails the engine's own preview.
+			}, `unable to replace resource "urn:pulumi:prod::milner::milner:components:ProxmoxSubstrate$proxmoxve:VM/virtualMachine:VirtualMachine::milner-prod-cp-1-disks"`},
 			{"a new image URL at the same version", func() {
 				p.editConfig(func(cfg map[string]any) {
 					cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any)["imageUrl"] = strings.Replace(imageURL("v1.9.6"), config.DefaultSchematic, strings.Repeat("ab", 32), 1)
