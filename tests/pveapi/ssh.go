@@ -217,22 +217,28 @@ func (h *SSHHost) file(p string) (*Storage, string, error) {
 	return nil, "", os.ErrNotExist
 }
 
+// tee's errors, as strerror words them (tee prints "<file>: <error>").
+var (
+	errPermission = errors.New("Permission denied")         //nolint:staticcheck // strerror's words, printed as is
+	errNoFile     = errors.New("No such file or directory") //nolint:staticcheck // strerror's words, printed as is
+)
+
 // write is tee's create-or-truncate: a new file gets mode 0644 (root's
 // umask 022); an existing one keeps its mode.
 func (h *SSHHost) write(p string, data []byte) error {
 	if h.user != "root" {
-		return errors.New("Permission denied")
+		return errPermission
 	}
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
 	st, volid, err := h.file(p)
 	if err != nil {
-		return errors.New("No such file or directory")
+		return errNoFile
 	}
 	if !slices.Contains(st.Content, "snippets") {
 		// The directory exists only where the content type is enabled
 		// (pve-storage activate_storage creates the content subdirs).
-		return errors.New("No such file or directory")
+		return errNoFile
 	}
 	mode := uint32(0o644)
 	if v := st.volumes[volid]; v != nil {
@@ -291,7 +297,7 @@ func (f *sftpFS) Filecmd(r *sftp.Request) error {
 		}
 	}
 	if err == nil && r.AttrFlags().Permissions {
-		v.Mode = uint32(r.Attributes().Mode & 0o7777)
+		v.Mode = r.Attributes().Mode & 0o7777
 	}
 	what := "setstat " + r.Filepath
 	if err == nil {
