@@ -525,6 +525,8 @@ func (s *Server) route(q *req) (any, *apiError) {
 		return s.storage(q, host, rest[1], rest[2:])
 	case len(rest) == 3 && rest[0] == "tasks":
 		return s.task(q, host, rest[1], rest[2])
+	case m == "DELETE" && len(rest) == 2 && rest[0] == "tasks":
+		return s.stopTask(q, host, rest[1])
 	case m == "GET" && match(rest, "qemu"):
 		return s.listQemu(q, host), nil
 	case m == "POST" && match(rest, "qemu"):
@@ -895,6 +897,32 @@ func (s *Server) task(q *req, h *Host, upid, what string) (any, *apiError) {
 		return out, nil
 	}
 	return nil, fail(http.StatusNotImplemented, "Method '%s /nodes/%s/tasks/%s/%s' not implemented", q.method, h.Name, upid, what)
+}
+
+// stopTask is DELETE /nodes/{node}/tasks/{upid} (pve-manager
+// PVE/API2/Tasks.pm stop_task): an unknown task is a parameter error ("no
+// such task"); the task's own user may stop it, others need Sys.Modify on
+// /nodes/{node}; a running worker is killed (check_worker with kill), a
+// finished one is left as it ended. bpg calls it after a failed download
+// (proxmox/nodes/tasks DeleteTask).
+func (s *Server) stopTask(q *req, h *Host, upid string) (any, *apiError) {
+	t, ok := s.tasks[upid]
+	if !ok || t.node != h.Name {
+		return nil, paramErr("upid", "no such task")
+	}
+	if t.user != q.token.ID {
+		if err := q.check("/nodes/"+h.Name, "Sys.Modify"); err != nil {
+			return nil, err
+		}
+	}
+	if !t.applied {
+		// Killed before its effect: the worker's TERM handler dies
+		// "received interrupt" (pve-common PVE::RESTEnvironment
+		// fork_worker), its exit status.
+		t.applied, t.exit = true, "received interrupt"
+		t.log = append(t.log, "TASK ERROR: received interrupt")
+	}
+	return nil, nil
 }
 
 // listQemu is GET /nodes/{node}/qemu: the node's guests the caller may audit.

@@ -88,10 +88,16 @@ type drive struct {
 	opts [][2]string
 }
 
+// parseDrive reads a drive value as PVE::JSONSchema::parse_property_string
+// does: Perl's split(/,/) drops empty fields, so bpg's trailing comma
+// ("file=cdrom,media=cdrom,") is no option.
 func parseDrive(v string) drive {
 	parts := strings.Split(v, ",")
 	d := drive{}
 	for i, p := range parts {
+		if p == "" {
+			continue
+		}
 		k, val, ok := strings.Cut(p, "=")
 		switch {
 		case i == 0 && !ok:
@@ -256,8 +262,18 @@ func (s *Server) applyDrives(h *Host, vmid int, settings map[string]string) (map
 			continue
 		}
 		d := parseDrive(settings[k])
-		if d.get("media") == "cdrom" || d.file == "none" {
-			out[k] = settings[k]
+		if d.file == "" || d.file == "none" || d.file == "cdrom" {
+			// qemu-server API2/Qemu.pm $create_disks: no volume, "none"
+			// (an empty drive) or "cdrom" (the host's drive) is written
+			// as PVE::QemuServer::print_drive prints it, without size:
+			// bpg's "file=cdrom,media=cdrom," reads back
+			// "cdrom,media=cdrom" (the double stored it raw before).
+			d.del("size")
+			out[k] = d.String()
+			continue
+		}
+		if d.get("media") == "cdrom" {
+			out[k] = d.String()
 			continue
 		}
 		sid, volname, _ := strings.Cut(d.file, ":")
