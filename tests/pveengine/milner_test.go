@@ -831,8 +831,18 @@ func TestProdOnRealPlugin(t *testing.T) {
 		// The stack's state lost: a fresh project on the same cluster,
 		// its substrate alone (the Talos layer's recovery is the secrets
 		// import of docs/runbooks/recover.md, run on libvirt).
+		// Its stack file is the operator's as it stands now (cp-2's
+		// memory, cp-3's data disk, the Talos version changed above;
+		// committed, unlike the state), its own token secret.
+		var current map[string]any
+		p.editConfig(func(cfg map[string]any) { current = cfg })
 		fresh := p.project()
-		fresh.editConfig(func(cfg map[string]any) { cfg["milner:stopAfter"] = "substrate" })
+		fresh.editConfig(func(cfg map[string]any) {
+			for _, k := range []string{"milner:cluster", "milner:substrate", "milner:nodes"} {
+				cfg[k] = current[k]
+			}
+			cfg["milner:stopAfter"] = "substrate"
+		})
 		r := fresh.milner("up", "--yes")
 		p.refused("up with empty state and live VMs", r, "milner adopt")
 		// A node VM recreated out of band: the same name, a new vm id.
@@ -849,20 +859,59 @@ func TestProdOnRealPlugin(t *testing.T) {
 			t.Errorf("the refused runs wrote:\n%s", strings.Join(w, "\n"))
 		}
 		// Adopt every node's holder and VM by import in the fresh project:
-		// its next preview plans neither a create nor a replace of them.
+		// each adoption's preview, and the preview after all six, plan their
+		// import with no diff, and neither a create nor a replace of them
+		// (components/substrate proxmoxNoCDROM, proxmoxImportUnread: bpg's
+		// import read a node VM's CD-ROM drive as a disk and left blocks at
+		// their defaults unread, which planned a replace of the node VM).
+		// Nothing is written: the imports happen at the next up.
+		mark = len(p.pve.Journal())
 		for _, n := range prodNodes {
 			fresh.must("adopt", "--node", n.name, "--holder", "--id", fmt.Sprint(n.vmid+1000))
 			fresh.must("adopt", "--node", n.name, "--id", fmt.Sprint(n.vmid))
 		}
 		r = fresh.milner("preview")
-		if !strings.Contains(r.stdout, "import") {
-			t.Errorf("the preview after the adoption imports nothing")
-		}
-		for _, name := range []string{"milner-prod-cp-1", "milner-prod-cp-1-disks", "milner-prod-cp-2", "milner-prod-cp-2-disks", "milner-prod-cp-3", "milner-prod-cp-3-disks"} {
-			for _, op := range []string{"create  ", "replace  "} {
-				if strings.Contains(r.stdout, op+name+"\n") || strings.Contains(r.stdout, op+name+" ") {
-					t.Errorf("after the adoption the preview plans %s%s", op, name)
+		for _, n := range prodNodes {
+			for _, name := range []string{"milner-prod-" + n.name + "-disks", "milner-prod-" + n.name} {
+				imported := false
+				for _, line := range strings.Split(r.stdout, "\n") {
+					f := strings.Fields(line)
+					if len(f) < 2 || f[1] != name {
+						continue
+					}
+					switch f[0] {
+					case "import":
+						imported = true
+						if strings.Contains(line, "): ") {
+							t.Errorf("the adopted %s is imported with a diff: %s", name, line)
+						}
+					case "create", "replace", "update", "delete":
+						t.Errorf("after the adoption the preview plans %s", strings.TrimSpace(line))
+					}
 				}
+				if !imported {
+					t.Errorf("the preview after the adoption does not import %s", name)
+				}
+			}
+		}
+		if w := p.writes(mark); len(w) > 0 {
+			t.Errorf("the adoption wrote:\n%s", strings.Join(w, "\n"))
+		}
+		// The up after it fails, an open finding (docs/verification.md):
+		// the images are no resource the adoption records, bpg's
+		// download_file has no importer (fwprovider/nodes/
+		// resource_download_file.go: no ImportState) and refuses a file it
+		// did not download (overwrite_unmanaged false, Milner's
+		// never-re-download rule). The VMs wait on the images: none is
+		// imported or touched.
+		mark = len(p.pve.Journal())
+		r = fresh.milner("up", "--yes")
+		p.refused("the up after the adoption", r, "File already exists in the datastore")
+		w := p.writes(mark)
+		t.Logf("the up after the adoption wrote:\n%s", strings.Join(w, "\n"))
+		for _, e := range w {
+			if !strings.Contains(e, "/storage/local/download-url ") && !strings.Contains(e, "/tasks/UPID:") {
+				t.Errorf("the up after the adoption wrote more than the image downloads: %s", e)
 			}
 		}
 	})
@@ -880,7 +929,9 @@ func TestProdOnRealPlugin(t *testing.T) {
 				t.Errorf("teardown does not list %s's snippet as retained", n.name)
 			}
 		}
+		confirmed := len(p.pve.Journal())
 		p.must("teardown", "--yes")
+		t.Logf("the confirmed teardown's writes:\n%s", strings.Join(p.writes(confirmed), "\n"))
 		if vms := p.pve.VMs(); len(vms) > 0 {
 			t.Errorf("VMs left after the teardown: %v", slices.Sorted(maps.Keys(vms)))
 		}
