@@ -36,6 +36,8 @@ require (
 require (
 	github.com/fatih/color v1.18.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.2 // indirect
+	github.com/kr/fs v0.1.0 // indirect
+	github.com/pkg/sftp v1.13.10 // indirect
 )
 
 require (

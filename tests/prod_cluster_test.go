@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/pve"
@@ -152,6 +153,18 @@ func TestProdHolderAdoptionIsImported(t *testing.T) {
 			want = "pve-2/151"
 		}
 		assert.Equal(t, want, r.Options.ImportID, "%s %s", r.Type, r.Name)
+		// An adopted VM also ignores what bpg's import cannot read back;
+		// a VM Milner created does not.
+		switch {
+		case r.Type == prodTVM && r.Name == "milner-prod-cp-2-disks":
+			assert.Equal(t, slices.Concat(substrate.ProxmoxHolderIgnoredChanges, substrate.ProxmoxHolderImportUnread), r.Options.IgnoreChanges)
+		case r.Type == prodTVM && r.Name == "milner-prod-cp-2":
+			assert.Equal(t, slices.Concat(substrate.ProxmoxNodeIgnoredChanges, substrate.ProxmoxNodeImportUnread), r.Options.IgnoreChanges)
+		case r.Type == prodTVM && strings.HasSuffix(r.Name, "-disks"):
+			assert.Equal(t, substrate.ProxmoxHolderIgnoredChanges, r.Options.IgnoreChanges, r.Name)
+		case r.Type == prodTVM:
+			assert.Equal(t, substrate.ProxmoxNodeIgnoredChanges, r.Options.IgnoreChanges, r.Name)
+		}
 	}
 	wrong := pxcEditNodes(t, stackConfig(t, "prod", prodSecrets), func(nodes []any) {
 		nodes[0].(map[string]any)["holderAdoptId"] = "150"
@@ -317,6 +330,30 @@ func TestProdGuardRefusesEmptyStateOverTheOldCluster(t *testing.T) {
 	assert.Contains(t, findings[0].Fix, findings[2].Fix, "the empty-state fix lists every adoption")
 }
 
+// TestProdGuardEmptiesCDROMBeforeAdoption: a holder and node VM in
+// Milner's shape made before the program declared the CD-ROM drive empty
+// hold bpg's default "cdrom" on ide3 (the cloud-init drive on ide2 is the
+// VM's own): the fix empties it before each adoption, since bpg's import
+// would read it as a disk and plan a replace.
+func TestProdGuardEmptiesCDROMBeforeAdoption(t *testing.T) {
+	findings := pxcGuard(t, func(s *pveapi.Server) {
+		for _, n := range []string{"disk-0", "disk-1"} {
+			s.PutVolume("pve-1", "local-lvm", pveapi.Volume{VolID: "local-lvm:vm-1150-" + n, Content: "images", Owner: 1150, Format: "raw", Size: 64 * pveapi.GiB})
+		}
+		s.AddVM(pveapi.VM{VMID: 1150, Node: "pve-1", Status: "stopped", Config: map[string]string{"name": "milner-prod-cp-1-disks",
+			"scsi0": "local-lvm:vm-1150-disk-0,size=64G", "scsi1": "local-lvm:vm-1150-disk-1,size=64G", "ide3": "cdrom,media=cdrom"}})
+		s.AddVM(pveapi.VM{VMID: 150, Node: "pve-1", Status: "running", Config: map[string]string{"name": "milner-prod-cp-1",
+			"virtio0": "local-lvm:vm-1150-disk-0,size=64G", "virtio1": "local-lvm:vm-1150-disk-1,size=64G",
+			"ide2": "local-lvm:vm-150-cloudinit,media=cdrom", "ide3": "cdrom,media=cdrom"}})
+	}, "milner-prod-cp-2-disks", "milner-prod-cp-2", "milner-prod-cp-3-disks", "milner-prod-cp-3")
+	var fixes []string
+	for _, f := range findings {
+		fixes = append(fixes, f.Fix)
+	}
+	assert.Contains(t, fixes, "ssh root@pve-1 qm set 1150 --ide3 none,media=cdrom && milner adopt --stack prod --node cp-1 --holder --id 1150")
+	assert.Contains(t, fixes, "ssh root@pve-1 qm set 150 --ide3 none,media=cdrom && milner adopt --stack prod --node cp-1 --id 150")
+}
+
 // TestProdGuardNamesOrphanHolder: a crash left cp-3's holder created but
 // out of state; the guard names the exact holder adoption. A converged
 // state, or a VM being adopted, passes.
@@ -440,6 +477,9 @@ func TestProdNeedsAreEnough(t *testing.T) {
 	_, srv := pxcDouble(t, acl, func(s *pveapi.Server) {
 		s.TaskDuration = time.Millisecond
 		s.AddImage(url1, pveapi.Image{Data: []byte("talos"), VirtualSize: pveapi.GiB})
+		// The snippet, as bpg's upload over SSH leaves it (PVE's start
+		// reads it: tests/pveengine uploads it through the real plugin).
+		s.PutVolume("pve-1", "local", pveapi.Volume{VolID: "local:snippets/milner-prod-cp-1-talos.yaml", Content: "snippets", Format: "snippet", Size: 9, Data: []byte("machine:\n"), Mode: 0o600})
 	})
 	assert.Equal(t, "OK", pxcTask(t, srv, "pve-1", "POST", "/nodes/pve-1/storage/local/download-url",
 		url.Values{"content": {"import"}, "filename": {"milner-prod-talos-v1.9.5-0a1b2c3d.qcow2"}, "url": {url1}}))

@@ -9,7 +9,9 @@ package tests
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,7 +115,7 @@ func TestProdUnknownHostsAreRefused(t *testing.T) {
 		knownhosts.Line([]string{knownhosts.HashHostname("127.0.0.12")}, key) + "\n"
 	require.NoError(t, os.WriteFile(path, []byte(lines), 0o600))
 
-	f, err := guard.KnownHosts(path, hosts)
+	f, err := guard.KnownHosts(ctx, path, hosts, nil)
 	require.NoError(t, err)
 	require.Len(t, f, 1)
 	assert.Contains(t, f[0].Problem, `Proxmox host "pve-3" (127.0.0.13`)
@@ -121,13 +123,62 @@ func TestProdUnknownHostsAreRefused(t *testing.T) {
 	assert.Contains(t, f[0].Fix, "ssh-keyscan -t ed25519 127.0.0.13 >> "+path)
 	assert.Contains(t, f[0].Fix, "ssh-keygen -F 127.0.0.13")
 
-	missing, err := guard.KnownHosts(filepath.Join(t.TempDir(), "none"), hosts)
+	missing, err := guard.KnownHosts(ctx, filepath.Join(t.TempDir(), "none"), hosts, nil)
 	require.NoError(t, err)
 	assert.Len(t, missing, 3, "a missing known_hosts knows no host")
 
 	require.NoError(t, os.WriteFile(path, []byte(lines+knownhosts.Line([]string{"127.0.0.13"}, key)+"\n"), 0o600))
-	f, err = guard.KnownHosts(path, hosts)
+	f, err = guard.KnownHosts(ctx, path, hosts, nil)
 	require.NoError(t, err)
 	assert.Empty(t, f, "every host known")
 	assert.False(t, strings.Contains(lines, "127.0.0.12"), "pve-2's entry is hashed (sanity)")
+}
+
+// TestProdChangedHostKeyIsRefused: a host known_hosts knows whose SSH
+// server now shows another key is a finding naming the new key's
+// fingerprint and the commands to check and replace the entry, before
+// anything is touched (bpg refuses such a host only when it uploads a
+// snippet, mid-apply); the known key, or a host that cannot be reached,
+// is none. DialHostKey reads the key the PVE double's sshd shows, asking
+// for the known key's type, without authenticating.
+func TestProdChangedHostKeyIsRefused(t *testing.T) {
+	ctx := context.Background()
+	s := pveapi.New(pveapi.Host{Name: "pve-1", Address: "127.0.0.11", Gateway: "127.0.0.1"})
+	newSigner := func() ssh.Signer {
+		_, k, err := ed25519.GenerateKey(nil)
+		require.NoError(t, err)
+		sg, err := ssh.NewSignerFromKey(k)
+		require.NoError(t, err)
+		return sg
+	}
+	old, other := newSigner(), newSigner()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h := s.ServeSSH(l, "pve-1", old, "root")
+	t.Cleanup(func() { _ = h.Close() })
+	// KnownHosts dials <address>:22; the double listens elsewhere.
+	dial := func(ctx context.Context, _ string, algos []string) (ssh.PublicKey, error) {
+		return guard.DialHostKey(ctx, l.Addr().String(), algos)
+	}
+	path := filepath.Join(t.TempDir(), "known_hosts")
+	require.NoError(t, os.WriteFile(path, []byte(knownhosts.Line([]string{"127.0.0.11"}, old.PublicKey())+"\n"), 0o600))
+	hosts := map[string]string{"pve-1": "127.0.0.11"}
+
+	f, err := guard.KnownHosts(ctx, path, hosts, dial)
+	require.NoError(t, err)
+	assert.Empty(t, f, "the known key")
+
+	h.SetHostKey(other)
+	f, err = guard.KnownHosts(ctx, path, hosts, dial)
+	require.NoError(t, err)
+	require.Len(t, f, 1)
+	assert.Contains(t, f[0].Problem, `Proxmox host "pve-1" (127.0.0.11) shows another SSH host key (`+ssh.FingerprintSHA256(other.PublicKey())+")")
+	assert.Contains(t, f[0].Fix, "ssh-keygen -R 127.0.0.11 -f "+path)
+
+	unreachable := func(context.Context, string, []string) (ssh.PublicKey, error) {
+		return nil, errors.New("connection refused")
+	}
+	f, err = guard.KnownHosts(ctx, path, hosts, unreachable)
+	require.NoError(t, err)
+	assert.Empty(t, f, "a host that cannot be reached is the provider's to report")
 }

@@ -240,7 +240,7 @@ func TestProdProtectRetainAndReplacePolicy(t *testing.T) {
 			assert.Equal(t, []string{"*"}, r.Options.ReplaceOnChanges, r.Name)
 			assert.True(t, r.Options.DeleteBeforeReplace, r.Name)
 			assert.False(t, r.Options.Protect, "the node VM is the disposable resource: %s", r.Name)
-			assert.Equal(t, substrate.ProxmoxNodeIgnoredChanges, r.Options.IgnoreChanges, "a node VM ignores only its user-data snippet's id: %s", r.Name)
+			assert.Equal(t, substrate.ProxmoxNodeIgnoredChanges, r.Options.IgnoreChanges, "a node VM created by Milner ignores only ProxmoxNodeIgnoredChanges: %s", r.Name)
 		} else {
 			assert.Empty(t, r.Options.ReplaceOnChanges, "only node VMs may carry replaceOnChanges: %s %s", r.Type, r.Name)
 			assert.False(t, r.Options.DeleteBeforeReplace, "only node VMs may delete before replace: %s %s", r.Type, r.Name)
@@ -249,7 +249,7 @@ func TestProdProtectRetainAndReplacePolicy(t *testing.T) {
 	for name := range holders {
 		h := prodVM(t, rec, name)
 		assert.True(t, h.Options.Protect, "holder %s must be protected", name)
-		assert.Equal(t, substrate.ProxmoxHolderIgnoredChanges, h.Options.IgnoreChanges, "holder %s ignores only its OS disk's image", name)
+		assert.Equal(t, substrate.ProxmoxHolderIgnoredChanges, h.Options.IgnoreChanges, "holder %s created by Milner ignores only ProxmoxHolderIgnoredChanges", name)
 		assert.True(t, h.Inputs["protection"].BoolValue(), "holder %s carries Proxmox's own protection flag", name)
 		assert.False(t, h.Inputs["started"].BoolValue(), "holder %s is never started", name)
 		assert.False(t, h.Inputs["onBoot"].BoolValue(), "holder %s is never started", name)

@@ -51,12 +51,66 @@ const ProxmoxType = "milner:components:ProxmoxSubstrate"
 // Milner sets no disk limits.
 var proxmoxDiskSpeeds = []string{"disks[0].speed", "disks[1].speed"}
 
+// proxmoxNoCDROM is both VMs' CD-ROM drive: empty ("none", bpg's
+// documented way to leave it empty). bpg's default is "cdrom", the host's
+// physical drive (proxmoxtf/resource/vm/vm.go vmCreateCustom: an empty
+// file_id becomes "cdrom"), which PVE keeps as "ide3: cdrom,media=cdrom"
+// (qemu-server API2/Qemu.pm $create_disks, print_drive). bpg's import then
+// reads that drive as a disk: disk.Read skips only "none" and the VM's own
+// cloud-init volume (proxmoxtf/resource/vm/disk/disk.go Read, the
+// FileVolume == "none" and IsCloudInitDrive checks), and with no disks in
+// the prior state it keeps every drive it found (OrderedListFromMap), so
+// the imported disks start with ide3 and a node VM pairs its virtio0 with
+// the holder's ide3 (seen through the real plugin: the import planned a
+// replace). An empty drive is skipped, and the cdrom reader reads "none"
+// back (vm.go vmReadCustom, cdromBlock file_id = FileVolume), equal to this.
+func proxmoxNoCDROM() *vm.VirtualMachineCdromArgs {
+	return &vm.VirtualMachineCdromArgs{FileId: pulumi.String("none")}
+}
+
+// proxmoxCDROMIgnored keeps VMs created before proxmoxNoCDROM as they are:
+// their state holds bpg's default file_id "" (vm.go vmReadCustom keeps ""
+// while the prior state has it), which against "none" would update every
+// holder and replace every node VM. Such a VM keeps the host's drive on
+// ide3 and cannot be adopted by import until that drive is emptied
+// (docs/runbooks/adopt.md).
+const proxmoxCDROMIgnored = "cdrom"
+
 // ProxmoxHolderIgnoredChanges lists the holder VM inputs ignored after
 // creation: the OS disk's source image only seeds a new disk, so a Talos
 // version or image bump never touches (or tries to replace) an existing OS
 // disk; running nodes upgrade in place through Talos. And the disks'
-// speed blocks (proxmoxDiskSpeeds).
-var ProxmoxHolderIgnoredChanges = append([]string{"disks[0].importFrom"}, proxmoxDiskSpeeds...)
+// speed blocks (proxmoxDiskSpeeds) and the CD-ROM drive (proxmoxCDROMIgnored).
+var ProxmoxHolderIgnoredChanges = append([]string{"disks[0].importFrom", proxmoxCDROMIgnored}, proxmoxDiskSpeeds...)
+
+// ProxmoxNodeImportUnread and ProxmoxHolderImportUnread are the VM inputs
+// bpg v0.95.0's import cannot read back as the program declares them,
+// ignored on an adopted VM only (one whose state began as an import; a VM
+// Milner created holds them in state from its inputs, which bpg's read
+// keeps). With no prior state, vmReadCustom (proxmoxtf/resource/vm/vm.go)
+// sets the agent, cpu, memory and operating_system blocks only when PVE's
+// values differ from bpg's defaults ("len(currentAgent) > 0 ||
+// agent[mkAgentEnabled] != dvAgentEnabled || ...", and likewise per
+// block), the watchdog block to an empty list when the VM has no watchdog
+// device, and never reads hook_script_file_id (vmReadPrimitiveValues has
+// no d.Set of it; added upstream after v0.95.0, bpg#2921). The Pulumi
+// bridge fills each block's DefaultFunc into the inputs, so the import of
+// a VM holding exactly those defaults diffs them against nothing: an
+// update of the holder and, through ReplaceOnChanges, a replace of the
+// node VM, which adopt-replaces-nothing refuses (seen through the real
+// plugin, tests/pveengine). Applying the update instead is no way out for
+// the node VM: bpg's vmUpdate marks an agent change rebootRequired, and
+// with reboot_after_update's default true it stops and starts a running
+// VM without a guest agent (vmUpdateDiskLocationAndSize, vmStop); the
+// holder's update would be harmless (never started) but is not needed.
+// Each list names the blocks that VM declares at bpg's defaults: the node
+// VM sets its cpu, memory and operating system, which the import reads.
+// What this leaves unchecked on an adopted VM is listed in
+// docs/runbooks/adopt.md.
+var (
+	ProxmoxNodeImportUnread   = []string{"agent", "watchdog", "hookScriptFileId"}
+	ProxmoxHolderImportUnread = []string{"agent", "cpu", "memory", "operatingSystem", "watchdog", "hookScriptFileId"}
+)
 
 // ProxmoxNodeIgnoredChanges lists the node VM inputs ignored after creation:
 // the user-data snippet only seeds a new node. bpg marks
@@ -66,7 +120,8 @@ var ProxmoxHolderIgnoredChanges = append([]string{"disks[0].importFrom"}, proxmo
 // snippets datastore, would replace every node VM. A VM created later (a
 // new node, a replace) takes the current id: the id is read on create.
 // It also ignores the disks' speed blocks (proxmoxDiskSpeeds).
-var ProxmoxNodeIgnoredChanges = append([]string{"initialization.userDataFileId"}, proxmoxDiskSpeeds...)
+// And the CD-ROM drive (proxmoxCDROMIgnored).
+var ProxmoxNodeIgnoredChanges = append([]string{"initialization.userDataFileId", proxmoxCDROMIgnored}, proxmoxDiskSpeeds...)
 
 // ProxmoxArgs configures a Proxmox VE substrate.
 type ProxmoxArgs struct {
@@ -229,11 +284,15 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	// multi-node.md: "By default, changing a guest's node_name forces
 	// Terraform to destroy and recreate it"), which Protect and the gate
 	// refuse, so a move happens only as the planned procedure (docs/proxmox.md).
-	holderOpts := append(child, pulumi.Protect(true), pulumi.IgnoreChanges(ProxmoxHolderIgnoredChanges))
+	holderIgnored := ProxmoxHolderIgnoredChanges
+	var holderImport []pulumi.ResourceOption
 	if spec.HolderAdoptID != "" {
 		// Config validation holds holderAdoptId to vmId + vocab.HolderVMIDOffset.
-		holderOpts = append(holderOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, vocab.HolderVMID(spec.VMID)))))
+		holderImport = append(holderImport, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, vocab.HolderVMID(spec.VMID)))))
+		holderIgnored = slices.Concat(holderIgnored, ProxmoxHolderImportUnread)
 	}
+	holderOpts := append(slices.Clone(child), pulumi.Protect(true), pulumi.IgnoreChanges(holderIgnored))
+	holderOpts = append(holderOpts, holderImport...)
 	holder, err := vm.NewVirtualMachine(ctx, base+vocab.HolderSuffix, &vm.VirtualMachineArgs{
 		NodeName:    pulumi.String(spec.Host),
 		VmId:        pulumi.Int(vocab.HolderVMID(spec.VMID)),
@@ -242,6 +301,7 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		Started:     pulumi.Bool(false),
 		OnBoot:      pulumi.Bool(false),
 		Protection:  pulumi.Bool(true),
+		Cdrom:       proxmoxNoCDROM(),
 		Disks: vm.VirtualMachineDiskArray{
 			// The OS disk, imported from the Talos image through the API.
 			&vm.VirtualMachineDiskArgs{
@@ -293,16 +353,20 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 	// honestly a recreation, and the old VM must be gone before the new one
 	// takes its id, MAC and disks (one disk must never be attached to two
 	// running VMs).
-	vmOpts := append(child,
-		pulumi.ReplaceOnChanges([]string{"*"}),
-		pulumi.DeleteBeforeReplace(true),
-		pulumi.IgnoreChanges(ProxmoxNodeIgnoredChanges),
-	)
+	nodeIgnored := ProxmoxNodeIgnoredChanges
+	var nodeImport []pulumi.ResourceOption
 	if spec.AdoptID != "" {
 		// Config validation holds adoptId to the node's vmId: the import
 		// must not plan a replace, which the engine refuses on import.
-		vmOpts = append(vmOpts, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, spec.VMID))))
+		nodeImport = append(nodeImport, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, spec.VMID))))
+		nodeIgnored = slices.Concat(nodeIgnored, ProxmoxNodeImportUnread)
 	}
+	vmOpts := append(slices.Clone(child),
+		pulumi.ReplaceOnChanges([]string{"*"}),
+		pulumi.DeleteBeforeReplace(true),
+		pulumi.IgnoreChanges(nodeIgnored),
+	)
+	vmOpts = append(vmOpts, nodeImport...)
 	node, err := vm.NewVirtualMachine(ctx, base, &vm.VirtualMachineArgs{
 		NodeName: pulumi.String(spec.Host),
 		VmId:     pulumi.Int(spec.VMID),
@@ -316,6 +380,7 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		OperatingSystem: &vm.VirtualMachineOperatingSystemArgs{Type: pulumi.String("l26")},
 		// The vanilla Talos image has no guest agent; Proxmox would wait for it.
 		Agent:      &vm.VirtualMachineAgentArgs{Enabled: pulumi.Bool(false)},
+		Cdrom:      proxmoxNoCDROM(),
 		Disks:      disks,
 		BootOrders: pulumi.StringArray{pulumi.String(string(bus) + "0")},
 		NetworkDevices: vm.VirtualMachineNetworkDeviceArray{

@@ -336,6 +336,9 @@ type Resource struct {
 	ID string
 	// Protect reports the protect flag.
 	Protect bool
+	// RetainOnDelete reports the retainOnDelete option: a delete only
+	// removes the resource from state and leaves it live.
+	RetainOnDelete bool
 	// Inputs are the resource's inputs as state records them (secrets as
 	// the engine's secret envelopes, never in the clear).
 	Inputs map[string]any
@@ -381,7 +384,7 @@ func (s *Stack) Resources(ctx context.Context) ([]Resource, error) {
 	}
 	out := make([]Resource, 0, len(state.Resources))
 	for _, r := range state.Resources {
-		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, Inputs: r.Inputs, Outputs: r.Outputs})
+		out = append(out, Resource{URN: r.URN, Type: string(r.Type), ID: string(r.ID), Protect: r.Protect, RetainOnDelete: r.RetainOnDelete, Inputs: r.Inputs, Outputs: r.Outputs})
 	}
 	return out, nil
 }

@@ -75,19 +75,51 @@ func orphanVM(stack string, d Declared, v Object, declared []Declared, live []Ob
 	case v.Host != d.Host:
 		f.Fix = fmt.Sprintf("the VM runs on %s: set nodes[%s].proxmoxNode to %s (moving it is the planned procedure of docs/proxmox.md \"Move a node to another host (planned, gated)\"), then run the up again", v.Host, d.Node, v.Host)
 		return f, ""
-	case d.Holder:
-		f.Fix = fmt.Sprintf("milner adopt --stack %s --node %s --holder --id %d", stack, d.Node, d.VMID)
-		return f, f.Fix
 	}
-	f.Fix = fmt.Sprintf("milner adopt --stack %s --node %s --id %d", stack, d.Node, d.VMID)
-	if h := slices.IndexFunc(declared, func(h Declared) bool { return h.Holder && h.Node == d.Node }); h >= 0 && configOf != nil {
-		if steps := reassignSteps(stack, d, declared[h], configOf(d.Host, d.VMID), live); steps != nil {
+	var cfg map[string]any
+	if configOf != nil {
+		cfg = configOf(d.Host, d.VMID)
+	}
+	adopt := fmt.Sprintf("milner adopt --stack %s --node %s --id %d", stack, d.Node, d.VMID)
+	if d.Holder {
+		adopt = fmt.Sprintf("milner adopt --stack %s --node %s --holder --id %d", stack, d.Node, d.VMID)
+	}
+	steps := emptyCDROMs(d, cfg)
+	if h := slices.IndexFunc(declared, func(h Declared) bool { return h.Holder && h.Node == d.Node }); h >= 0 && !d.Holder {
+		if reassign := reassignSteps(stack, d, declared[h], cfg, live); reassign != nil {
 			// The VM owns its disks (the OpenTofu shape): hand them to
 			// the holder first, then adopt both.
-			f.Fix = strings.Join(append(steps, f.Fix), " && ")
+			steps = append(steps, reassign...)
 		}
 	}
+	f.Fix = strings.Join(append(steps, adopt), " && ")
 	return f, f.Fix
+}
+
+// emptyCDROMs returns the command that empties a live VM's CD-ROM drives
+// before its adoption, or nil when they are empty ("none") or the VM's
+// cloud-init drive. bpg v0.95.0's import reads every drive but "none" and
+// the VM's own cloud-init volume as a disk (proxmoxtf/resource/vm/disk/
+// disk.go Read), so a drive holding the host's "cdrom" (bpg's own default)
+// or an ISO would make the adoption plan a replace, which `milner adopt`
+// refuses; the program declares the drive empty (components/substrate
+// proxmoxNoCDROM). On a running VM PVE changes a CD-ROM's medium live,
+// with no restart (qemu-server PVE::QemuServer vmconfig_update_disk, the
+// cdrom branch: Blockdev::change_medium ejects it).
+func emptyCDROMs(d Declared, cfg map[string]any) []string {
+	cmd := ""
+	for _, k := range diskKeys(cfg) {
+		s, _ := cfg[k].(string)
+		file, _, _ := strings.Cut(s, ",")
+		if !strings.Contains(s, "media=cdrom") || file == "none" || strings.HasSuffix(file, fmt.Sprintf("vm-%d-cloudinit", d.VMID)) {
+			continue
+		}
+		cmd += fmt.Sprintf(" --%s none,media=cdrom", k)
+	}
+	if cmd == "" {
+		return nil
+	}
+	return []string{fmt.Sprintf("ssh root@%s qm set %d%s", d.Host, d.VMID, cmd)}
 }
 
 // reassignSteps returns the commands that turn a live node VM owning its

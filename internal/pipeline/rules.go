@@ -111,6 +111,11 @@ func proxmoxPrivileges(o *Op) ([]gate.Refusal, error) {
 	}
 	px := o.cfg.Substrate.Proxmox
 	plan := pve.Plan{DiskDatastores: []string{px.OSDatastore, px.DataDatastore}, ImageDatastore: px.ImageDatastore, Bridge: px.Bridge}
+	if o.cfg.StopAfter.Includes(config.LayerTalos) {
+		// The first configs go up as snippets only with the Talos layer
+		// (stacks.DeployWith).
+		plan.SnippetsDatastore = px.SnippetsDatastore
+	}
 	for _, n := range o.cfg.Nodes {
 		plan.VMIDs = append(plan.VMIDs, n.VMID, vocab.HolderVMID(n.VMID))
 	}
@@ -128,7 +133,8 @@ func proxmoxPrivileges(o *Op) ([]gate.Refusal, error) {
 
 // proxmoxKnownHosts refuses, before anything is touched, a Proxmox stack
 // whose first configs go over SSH (milner:substrate.proxmox.ssh) to a host
-// that ~/.ssh/known_hosts, the file the provider reads, does not know.
+// that ~/.ssh/known_hosts, the file the provider reads, does not know, or
+// that shows another host key than it holds.
 func proxmoxKnownHosts(o *Op) ([]gate.Refusal, error) {
 	c, err := o.proxmox()
 	if err != nil || c == nil || o.cfg.Substrate.Proxmox.SSH == nil {
@@ -149,11 +155,11 @@ func proxmoxKnownHosts(o *Op) ([]gate.Refusal, error) {
 	if err != nil {
 		return nil, err
 	}
-	findings, err := guard.KnownHosts(filepath.Join(home, ".ssh", "known_hosts"), hosts)
+	findings, err := guard.KnownHosts(o.Ctx, filepath.Join(home, ".ssh", "known_hosts"), hosts, guard.DialHostKey)
 	if err != nil {
 		return nil, err
 	}
-	return nil, refuseList(findings, "refused before touching anything: %d Proxmox hosts are not in known_hosts",
+	return nil, refuseList(findings, "refused before touching anything: %d Proxmox hosts are not in known_hosts or show another key",
 		"add the hosts' keys to known_hosts after checking them (see above); nothing was changed")
 }
 
@@ -367,4 +373,45 @@ func refuseList[T any](problems []T, header string, refusal string, a ...any) er
 		fmt.Fprintf(os.Stderr, "  - %v\n", p)
 	}
 	return Refused(refusal, a...)
+}
+
+// proxmoxDiskShrink refuses, with the delta, a disk holder whose disk the
+// plan shrinks: Proxmox refuses any shrink (qemu-server API2/Qemu.pm
+// resize_vm: "shrinking disks is not supported"), and bpg says so only in
+// the holder's update, mid-apply (proxmoxtf/resource/vm/vm.go
+// vmUpdateDiskLocationAndSize: "Cannot shrink ... it is not supported!"),
+// after `up --replace` has shut the node down for its VM's replace.
+func proxmoxDiskShrink(o *Op) ([]gate.Refusal, error) {
+	var out []gate.Refusal
+	for _, s := range o.plan.res.Steps {
+		if s.Type != gate.TypeProxmoxVM || !strings.HasSuffix(s.Name(), vocab.HolderSuffix) || s.Inputs == nil {
+			continue
+		}
+		old, err := o.Find(s.Type, s.Name())
+		if err != nil || old == nil {
+			return out, err
+		}
+		was, now := diskGiB(old.Inputs), diskGiB(s.Inputs)
+		node := strings.TrimSuffix(strings.TrimPrefix(s.Name(), o.cfg.Cluster.Name+"-"), vocab.HolderSuffix)
+		for i, field := range []string{"osDiskGiB", "dataDiskGiB"} {
+			if i < len(was) && i < len(now) && now[i] < was[i] {
+				out = append(out, gate.Refusal{Resource: s.Name(),
+					Reason:  fmt.Sprintf("node %s's %s would shrink from %d to %d GiB, which Proxmox refuses (the provider only mid-apply)", node, field, was[i], now[i]),
+					Instead: fmt.Sprintf("set milner:nodes[%s].%s back to %d or more: a disk only grows", node, field, was[i])})
+			}
+		}
+	}
+	return out, nil
+}
+
+// diskGiB reads a Proxmox VM's inputs' disks[].size, in order.
+func diskGiB(inputs map[string]any) []int {
+	disks, _ := inputs["disks"].([]any)
+	out := make([]int, 0, len(disks))
+	for _, d := range disks {
+		m, _ := d.(map[string]any)
+		size, _ := m["size"].(float64)
+		out = append(out, int(size))
+	}
+	return out
 }

@@ -15,6 +15,7 @@ var previewRules = []Rule{
 	{"substrate-in-state", Stop, substrateInState},
 	{"state-identity", Stop, stateIdentity},
 	{"layer-rules", Report, layerRules},
+	{"proxmox-disk-shrink", Report, proxmoxDiskShrink},
 	{"one-secrets-bundle", Report, oneSecretsBundle},
 	{"one-bootstrap", Report, oneBootstrap},
 	{"boot-image", Stop, bootImage},

@@ -45,12 +45,21 @@ func teardownPlan(o *Op) error {
 // teardownReport lists everything the teardown deletes.
 func teardownReport(o *Op, found []Finding) *Outcome {
 	fmt.Printf("milner teardown will DELETE every resource of stack %q (cluster %s), protected disks and data included:\n", o.St.Name(), o.cfg.Cluster.Name)
+	retained := 0
 	for _, r := range o.teardown.resources {
 		mark := ""
-		if r.Protect {
+		switch {
+		case r.RetainOnDelete:
+			// Images and first-config snippets: a delete only forgets them.
+			mark = " (retained: left where it is, not deleted)"
+			retained++
+		case r.Protect:
 			mark = " (protected)"
 		}
 		fmt.Printf("  - %s %s%s\n", r.Type, r.Name(), mark)
+	}
+	if retained > 0 {
+		fmt.Printf("%d retained resources are removed from the state only and stay where they are (remove them by hand, docs/proxmox.md)\n", retained)
 	}
 	return &Outcome{Stack: o.St.Name(), Refusals: found}
 }

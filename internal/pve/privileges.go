@@ -27,6 +27,8 @@ type Plan struct {
 	ImageDatastore string
 	// Bridge is the bridge the node NICs attach to.
 	Bridge string
+	// SnippetsDatastore holds the nodes' first-config snippets ("": none).
+	SnippetsDatastore string
 }
 
 // Needs lists the privileges the program needs, in a stable order. Each is
@@ -49,7 +51,13 @@ type Plan struct {
 //     PVE/API2/Qemu.pm $check_storage_access -> check_volume_access, the
 //     'import' content branch), Audit also lists it (Content.pm index);
 //   - attaching a NIC to a bridge: SDN.Use on /sdn/zones/localnetwork/<bridge>
-//     (PVE 8: check_bridge_access -> check_vnet_access).
+//     (PVE 8: check_bridge_access -> check_vnet_access);
+//   - uploading a snippet: bpg reads the datastore's configuration for its
+//     path before it writes the file over SSH (proxmoxtf/resource/file.go
+//     fileCreate -> storage GetDatastore, GET /storage/{storage}), which
+//     PVE allows with Datastore.Allocate on it only (pve-storage
+//     PVE/API2/Storage/Config.pm, read); then it lists the datastore's
+//     snippets (fileRead, Content.pm index: Datastore.Audit).
 func Needs(p Plan) []Need {
 	var out []Need
 	vmPrivs := []string{"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit",
@@ -74,6 +82,12 @@ func Needs(p Plan) []Need {
 		Need{Path: "/", Priv: "Sys.Modify", Why: "download-url"},
 		Need{Path: "/sdn/zones/localnetwork/" + p.Bridge, Priv: "SDN.Use", Why: "attach NICs to bridge " + p.Bridge},
 	)
+	if ds := p.SnippetsDatastore; ds != "" {
+		out = append(out,
+			Need{Path: "/storage/" + ds, Priv: "Datastore.Allocate", Why: "read the snippets datastore's path (GET /storage/" + ds + ") before the snippet upload over SSH"},
+			Need{Path: "/storage/" + ds, Priv: "Datastore.Audit", Why: "list the uploaded snippets"},
+		)
+	}
 	return out
 }
 

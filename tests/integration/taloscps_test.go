@@ -5,7 +5,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/http"
 	"net/netip"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/tests/clusterapi"
 	"github.com/milner/milner/tests/harness"
 	"github.com/milner/milner/tests/talosapi"
 )
@@ -108,7 +108,7 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		// No API server runs before etcd does, and the wait between two
 		// control planes' applies is for updates (a first config restarts
 		// nothing): none was asked.
-		if asks := s.clusterAPI().nodeAsks(); len(asks) > 0 {
+		if asks := s.clusterAPI().NodeAsks(); len(asks) > 0 {
 			t.Errorf("a control plane's API server was asked in the bring-up: %v", asks)
 		}
 		// The health check ran: each control plane's services and etcd members,
@@ -131,7 +131,7 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 				t.Errorf("a call after the bootstrap was answered %s (a health check skips on it): %s", c, e)
 			}
 		}
-		reads, err := s.clusterAPI().reads()
+		reads, err := s.clusterAPI().Reads()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,8 +218,8 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		s.oneAtATime(j, "cp-1", "cp-2", "cp-3")
 		// Between two control planes' applies, the previous one's own API
 		// server answered /readyz at its address (internal/apiready).
-		var asks []nodeAsk
-		for _, a := range s.clusterAPI().nodeAsks() {
+		var asks []clusterapi.NodeAsk
+		for _, a := range s.clusterAPI().NodeAsks() {
 			if a.Time.After(start) {
 				asks = append(asks, a)
 			}
@@ -227,13 +227,13 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		t.Logf("asks of the control planes' own API servers: %v", asks)
 		for i := range 2 {
 			prev, next := applies.On(cps[i].Name())[0], applies.On(cps[i+1].Name())[0]
-			if !slices.ContainsFunc(asks, func(a nodeAsk) bool {
+			if !slices.ContainsFunc(asks, func(a clusterapi.NodeAsk) bool {
 				return a.Node == prev.Node && a.Served && a.Time.After(prev.Done) && a.Time.Before(next.Time)
 			}) {
 				t.Errorf("%s's API server was not asked between its apply (answered %s) and %s's (sent %s)", prev.Node, prev.Done.Format(time.StampMilli), next.Node, next.Time.Format(time.StampMilli))
 			}
 		}
-		if slices.ContainsFunc(asks, func(a nodeAsk) bool { return a.Node == "cp-3" }) {
+		if slices.ContainsFunc(asks, func(a clusterapi.NodeAsk) bool { return a.Node == "cp-3" }) {
 			t.Errorf("the last control plane's API server was asked (nothing follows it): %v", asks)
 		}
 		for _, n := range cps {
@@ -413,7 +413,7 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		}
 		api := s.clusterAPI()
 		for _, n := range append(slices.Clone(cps), w1) {
-			b, code, err := api.do(http.MethodGet, "/api/v1/nodes/"+n.Name(), "", nil)
+			b, code, err := api.Do(http.MethodGet, "/api/v1/nodes/"+n.Name(), "", nil)
 			var node struct {
 				Status struct {
 					NodeInfo struct {
@@ -494,9 +494,4 @@ func (s *talosLayer) kubeconfigNode() string {
 		}
 	}
 	return ""
-}
-
-// String is one ask, for a log line.
-func (a nodeAsk) String() string {
-	return fmt.Sprintf("%s %s served=%v", a.Time.Format(time.StampMilli), a.Node, a.Served)
 }

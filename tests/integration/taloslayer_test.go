@@ -32,6 +32,7 @@ import (
 
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/clusterapi"
 	"github.com/milner/milner/tests/harness"
 	"github.com/milner/milner/tests/talosapi"
 )
@@ -93,7 +94,7 @@ func inTalosNamespace(t *testing.T, addrs ...netip.Addr) bool {
 type talosLayer struct {
 	*milnerScenario
 	c   *talosapi.Cluster
-	api chan *clusterAPI
+	api chan *clusterapi.API
 }
 
 // TestTalosLayerOnRealPlugin: the Talos layer through the real Talos
@@ -231,7 +232,7 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 			}
 		}
 		api := s.clusterAPI()
-		reads, err := api.reads()
+		reads, err := api.Reads()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -566,7 +567,7 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		api := s.clusterAPI()
 		binding := func(group string) (map[string]any, int) {
 			t.Helper()
-			b, code, err := api.do(http.MethodGet, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+config.OIDCBindingName(group), "", nil)
+			b, code, err := api.Do(http.MethodGet, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+config.OIDCBindingName(group), "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -639,11 +640,11 @@ func (n tnode) addr(subnet int) netip.Addr {
 // the Talos layer declared (the caller writes its stack file with apply),
 // and, as soon as the first control plane holds its config, the cluster
 // API on the VIP, seeded with every node, each control plane's own API
-// server address (clusterAPI.relay) and a kubelet per node
-// (clusterAPI.kubelet).
+// server address (clusterapi.API.Relay) and a kubelet per node
+// (clusterapi.API.Kubelet).
 func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLayer {
 	t.Helper()
-	s := &talosLayer{api: make(chan *clusterAPI, 1)}
+	s := &talosLayer{api: make(chan *clusterapi.API, 1)}
 	cluster := "milner-it-" + id
 	vip := netip.AddrFrom4([4]byte{10, 199, byte(subnet), 240})
 	// The first kubeconfig's client certificate expires within the
@@ -667,9 +668,9 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 		case a := <-s.api:
 			if a != nil {
 				if t.Failed() {
-					t.Logf("kube-apiserver log:\n%s", a.logs("kube-apiserver"))
+					t.Logf("kube-apiserver log:\n%s", a.Logs("kube-apiserver"))
 				}
-				a.stop()
+				a.Stop()
 			}
 		default:
 		}
@@ -683,21 +684,21 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
-		a, err := startClusterAPI(apiDir, vip, cp.Config())
+		a, err := clusterapi.Start(filepath.Join(repo, ".tools", "bin"), apiDir, vip, cp.Config())
 		if err == nil {
-			var seed []seedNode
+			var seed []clusterapi.Node
 			for _, n := range nodes {
-				seed = append(seed, seedNode{Name: n.name, IP: n.addr(subnet), ControlPlane: n.controlPlane})
+				seed = append(seed, clusterapi.Node{Name: n.name, IP: n.addr(subnet), ControlPlane: n.controlPlane})
 			}
-			err = a.seed(seed)
+			err = a.Seed(seed)
 		}
 		for _, n := range nodes {
 			if err == nil && n.controlPlane {
-				err = a.relay(s.c.Node(n.name))
+				err = a.Relay(s.c.Node(n.name))
 			}
 		}
 		if err == nil {
-			go a.kubelet(s.c, done)
+			go a.Kubelet(s.c, done)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
@@ -722,7 +723,7 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 }
 
 // clusterAPI is the cluster's API server, once started.
-func (s *talosLayer) clusterAPI() *clusterAPI {
+func (s *talosLayer) clusterAPI() *clusterapi.API {
 	s.t.Helper()
 	select {
 	case a := <-s.api:

@@ -156,6 +156,11 @@ type Server struct {
 	// TaskDuration is how long a worker task runs before it is stopped.
 	TaskDuration time.Duration
 
+	// OnPower, when set, is called (in its own goroutine) with a copy of
+	// a guest each time it starts or stops: the test's stand-in for what
+	// the guest's firmware and OS do at power-on and power-off.
+	OnPower func(VM)
+
 	mu      sync.Mutex
 	hosts   map[string]*Host
 	tokens  map[string]*Token
@@ -218,6 +223,44 @@ func (s *Server) PutVolume(host, storage string, v Volume) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hosts[host].storages[storage].volumes[v.VolID] = &v
+}
+
+// GuestPoweredOff stops a running guest as if its OS had powered the
+// machine off (an ACPI shutdown it finished, or Talos' Shutdown): PVE
+// then reports it "stopped". No request is journaled.
+func (s *Server) GuestPoweredOff(vmid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.vms[vmid]; v != nil && v.Status == "running" {
+		s.setStatus(v, "stopped")
+	}
+}
+
+// setStatus sets a guest's power state and tells OnPower (s.mu held).
+func (s *Server) setStatus(v *VM, status string) {
+	if v.Status == status {
+		return
+	}
+	v.Status = status
+	if f := s.OnPower; f != nil {
+		c := *v
+		c.Config = maps.Clone(v.Config)
+		go f(c)
+	}
+}
+
+// RemoveVM removes a guest as if destroyed out of band, its disks left.
+func (s *Server) RemoveVM(vmid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.vms, vmid)
+}
+
+// RemoveVolume removes a volume as if deleted on the host out of band.
+func (s *Server) RemoveVolume(host, storage, volid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.hosts[host].storages[storage].volumes, volid)
 }
 
 // Journal returns every request so far.
@@ -459,6 +502,8 @@ func (s *Server) route(q *req) (any, *apiError) {
 		return s.nodes(), nil
 	case m == "GET" && match(p, "pools"):
 		return []any{}, nil
+	case m == "GET" && len(p) == 2 && p[0] == "storage":
+		return s.storageConfig(q, p[1])
 	}
 	if len(p) < 2 || p[0] != "nodes" {
 		return nil, fail(http.StatusNotImplemented, "Method '%s /%s' not implemented", m, strings.Join(p, "/"))
@@ -480,6 +525,8 @@ func (s *Server) route(q *req) (any, *apiError) {
 		return s.storage(q, host, rest[1], rest[2:])
 	case len(rest) == 3 && rest[0] == "tasks":
 		return s.task(q, host, rest[1], rest[2])
+	case m == "DELETE" && len(rest) == 2 && rest[0] == "tasks":
+		return s.stopTask(q, host, rest[1])
 	case m == "GET" && match(rest, "qemu"):
 		return s.listQemu(q, host), nil
 	case m == "POST" && match(rest, "qemu"):
@@ -569,6 +616,29 @@ func (s *Server) nextID(q *req) (any, *apiError) {
 			return strconv.Itoa(id), nil
 		}
 	}
+}
+
+// storageConfig is GET /storage/{storage} (pve-storage
+// PVE/API2/Storage/Config.pm read: Datastore.Allocate on
+// /storage/{storage}; $api_storage_config): the storage's cluster-wide
+// configuration, its type, content types and, for a dir storage, path.
+// bpg reads it for the path it uploads a snippet to (file.go fileCreate,
+// GetDatastore).
+func (s *Server) storageConfig(q *req, sid string) (any, *apiError) {
+	if err := q.check("/storage/"+sid, "Datastore.Allocate"); err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.hosts)) {
+		if st, ok := s.hosts[name].storages[sid]; ok {
+			out := map[string]any{"storage": sid, "type": st.Type, "content": strings.Join(st.Content, ","), "digest": "5d4a2a8a7c0f4d3e9b1c6e2f7a8b9c0d1e2f3a4b"}
+			if st.Path != "" {
+				out["path"] = st.Path
+			}
+			return out, nil
+		}
+	}
+	// PVE::Storage::storage_config.
+	return nil, fail(http.StatusInternalServerError, "storage '%s' does not exist", sid)
 }
 
 // nodes is GET /nodes.
@@ -827,6 +897,32 @@ func (s *Server) task(q *req, h *Host, upid, what string) (any, *apiError) {
 		return out, nil
 	}
 	return nil, fail(http.StatusNotImplemented, "Method '%s /nodes/%s/tasks/%s/%s' not implemented", q.method, h.Name, upid, what)
+}
+
+// stopTask is DELETE /nodes/{node}/tasks/{upid} (pve-manager
+// PVE/API2/Tasks.pm stop_task): an unknown task is a parameter error ("no
+// such task"); the task's own user may stop it, others need Sys.Modify on
+// /nodes/{node}; a running worker is killed (check_worker with kill), a
+// finished one is left as it ended. bpg calls it after a failed download
+// (proxmox/nodes/tasks DeleteTask).
+func (s *Server) stopTask(q *req, h *Host, upid string) (any, *apiError) {
+	t, ok := s.tasks[upid]
+	if !ok || t.node != h.Name {
+		return nil, paramErr("upid", "no such task")
+	}
+	if t.user != q.token.ID {
+		if err := q.check("/nodes/"+h.Name, "Sys.Modify"); err != nil {
+			return nil, err
+		}
+	}
+	if !t.applied {
+		// Killed before its effect: the worker's TERM handler dies
+		// "received interrupt" (pve-common PVE::RESTEnvironment
+		// fork_worker), its exit status.
+		t.applied, t.exit = true, "received interrupt"
+		t.log = append(t.log, "TASK ERROR: received interrupt")
+	}
+	return nil, nil
 }
 
 // listQemu is GET /nodes/{node}/qemu: the node's guests the caller may audit.

@@ -153,7 +153,14 @@ func TestHolderPattern(t *testing.T) {
 	assert.Equal(t, "OK", c.wait("pve-1", dl))
 	again := c.ok("POST", "/nodes/pve-1/storage/local/download-url", url.Values{"content": {"import"}, "filename": {"talos.qcow2"}, "url": {imgURL}})
 	assert.Contains(t, c.wait("pve-1", again), "refusing to override existing file")
-	st, _ := c.call("POST", "/nodes/pve-1/storage/local/download-url", url.Values{"content": {"import"}, "filename": {"talos.iso"}, "url": {imgURL}})
+	// bpg then stops the task (DeleteTask): a finished task stays as it ended.
+	var againID string
+	require.NoError(t, json.Unmarshal(again, &againID))
+	c.ok("DELETE", "/nodes/pve-1/tasks/"+url.PathEscape(againID), nil)
+	assert.Contains(t, c.wait("pve-1", again), "refusing to override existing file")
+	st, _ := c.call("DELETE", "/nodes/pve-1/tasks/"+url.PathEscape("UPID:pve-1:00000000:00000000:00000000:download:local:x@pve:"), nil)
+	assert.Equal(t, "400 Parameter verification failed.", st)
+	st, _ = c.call("POST", "/nodes/pve-1/storage/local/download-url", url.Values{"content": {"import"}, "filename": {"talos.iso"}, "url": {imgURL}})
 	assert.Equal(t, "400 Parameter verification failed.", st)
 
 	holder := c.ok("POST", "/nodes/pve-1/qemu", url.Values{"vmid": {"1150"}, "name": {"milner-prod-cp-1-disks"}, "protection": {"1"},
@@ -168,10 +175,13 @@ func TestHolderPattern(t *testing.T) {
 
 	node := c.ok("POST", "/nodes/pve-1/qemu", url.Values{"vmid": {"150"}, "name": {"milner-prod-cp-1"}, "memory": {"16384"},
 		"virtio0": {"local-lvm:vm-1150-disk-0,format=raw"}, "virtio1": {"local-lvm:vm-1150-disk-1"}, "ide2": {"local-lvm:cloudinit"},
-		"net0": {"virtio=BC:24:11:A8:01:50,bridge=vmbr0"}})
+		"ide3": {"file=cdrom,media=cdrom,"}, "ide1": {"file=none,media=cdrom,"}, "net0": {"virtio=BC:24:11:A8:01:50,bridge=vmbr0"}})
 	assert.Equal(t, "OK", c.wait("pve-1", node))
 	cfg = s.VMs()[150].Config
 	assert.Equal(t, "local-lvm:vm-1150-disk-0,format=raw,size=64G", cfg["virtio0"], "an attached volume takes its current size")
+	// bpg's CD-ROM drive as qemu-server's $create_disks writes it (print_drive).
+	assert.Equal(t, "cdrom,media=cdrom", cfg["ide3"])
+	assert.Equal(t, "none,media=cdrom", cfg["ide1"])
 	assert.Equal(t, "OK", c.wait("pve-1", c.ok("POST", "/nodes/pve-1/qemu/150/status/start", nil)))
 	st, _ = c.call("DELETE", "/nodes/pve-1/qemu/150", nil)
 	assert.Equal(t, "500 VM 150 is running - destroy failed", st)

@@ -88,10 +88,16 @@ type drive struct {
 	opts [][2]string
 }
 
+// parseDrive reads a drive value as PVE::JSONSchema::parse_property_string
+// does: Perl's split(/,/) drops empty fields, so bpg's trailing comma
+// ("file=cdrom,media=cdrom,") is no option.
 func parseDrive(v string) drive {
 	parts := strings.Split(v, ",")
 	d := drive{}
 	for i, p := range parts {
+		if p == "" {
+			continue
+		}
 		k, val, ok := strings.Cut(p, "=")
 		switch {
 		case i == 0 && !ok:
@@ -256,8 +262,18 @@ func (s *Server) applyDrives(h *Host, vmid int, settings map[string]string) (map
 			continue
 		}
 		d := parseDrive(settings[k])
-		if d.get("media") == "cdrom" || d.file == "none" {
-			out[k] = settings[k]
+		if d.file == "" || d.file == "none" || d.file == "cdrom" {
+			// qemu-server API2/Qemu.pm $create_disks: no volume, "none"
+			// (an empty drive) or "cdrom" (the host's drive) is written
+			// as PVE::QemuServer::print_drive prints it, without size:
+			// bpg's "file=cdrom,media=cdrom," reads back
+			// "cdrom,media=cdrom" (the double stored it raw before).
+			d.del("size")
+			out[k] = d.String()
+			continue
+		}
+		if d.get("media") == "cdrom" {
+			out[k] = d.String()
 			continue
 		}
 		sid, volname, _ := strings.Cut(d.file, ":")
@@ -365,7 +381,10 @@ func (s *Server) createVM(q *req, h *Host) (any, *apiError) {
 		cfg["meta"] = "creation-qemu=9.2.0,ctime=1733140000"
 		s.vms[vmid].Config = cfg
 		if start {
-			s.vms[vmid].Status = "running"
+			if err := s.startable(h, s.vms[vmid]); err != nil {
+				return err
+			}
+			s.setStatus(s.vms[vmid], "running")
 		}
 		return nil
 	})
@@ -545,12 +564,18 @@ func (s *Server) power(q *req, h *Host, v *VM, op string) (any, *apiError) {
 			if _, ok := s.vms[v.VMID]; !ok {
 				return fmt.Errorf("VM %d does not exist", v.VMID)
 			}
-			v.Status = "running"
+			if err := s.startable(h, v); err != nil {
+				return err
+			}
+			s.setStatus(v, "running")
 			return nil
 		}), nil
 	case "stop", "shutdown":
+		// shutdown is an ACPI request the guest acts on (Talos powers
+		// off on the power button); stop cuts the power. Either way the
+		// guest ends stopped, which OnPower tells the guest's double.
 		return s.startTask(q, h.Name, "qm"+op, id, s.TaskDuration, func() error {
-			v.Status = "stopped"
+			s.setStatus(v, "stopped")
 			return nil
 		}), nil
 	case "reboot":
@@ -562,6 +587,45 @@ func (s *Server) power(q *req, h *Host, v *VM, op string) (any, *apiError) {
 		}), nil
 	}
 	return nil, fail(http.StatusNotImplemented, "Method 'POST /nodes/%s/qemu/%d/status/%s' not implemented", h.Name, v.VMID, op)
+}
+
+// startable is what vm_start checks of the config before QEMU runs, as
+// far as the prod stack reaches it: the nocloud drive is generated from
+// the cicustom snippets (qemu-server PVE::QemuServer::Cloudinit
+// apply_cloudinit_config -> read_cloudinit_snippets_file), which dies on a
+// missing file (pve-storage PVE::Storage::abs_filesystem_path: "can't find
+// file '<volid>'").
+func (s *Server) startable(h *Host, v *VM) error {
+	for _, part := range strings.Split(v.Config["cicustom"], ",") {
+		_, volid, ok := strings.Cut(part, "=")
+		if !ok || volid == "" {
+			continue
+		}
+		if _, vol := h.volume(volid); vol == nil {
+			return fmt.Errorf("can't find file '%s'", volid)
+		}
+	}
+	return nil
+}
+
+// UserData returns the snippet a guest's nocloud drive carries as
+// user-data (cicustom user=<volid>), as PVE builds the drive at start:
+// nil when it names none or the file is gone.
+func (s *Server) UserData(vmid int) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.vms[vmid]
+	if v == nil {
+		return nil
+	}
+	for _, part := range strings.Split(v.Config["cicustom"], ",") {
+		if k, volid, _ := strings.Cut(part, "="); k == "user" {
+			if _, vol := s.hosts[v.Node].volume(volid); vol != nil {
+				return slices.Clone(vol.Data)
+			}
+		}
+	}
+	return nil
 }
 
 // resize is PUT /resize (qemu-server API2/Qemu.pm resize_vm: VM.Config.Disk,

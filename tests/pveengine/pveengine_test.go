@@ -61,8 +61,9 @@ var hosts = []pveapi.Host{
 }
 
 // inNamespace re-runs the calling test in a fresh network namespace and
-// returns false, or returns true when already in it.
-func inNamespace(t *testing.T) bool {
+// returns false, or returns true when already in it. The hosts' addresses,
+// and extra ones, are on the namespace's loopback.
+func inNamespace(t *testing.T, extra ...string) bool {
 	t.Helper()
 	if os.Getenv(nsEnv) != "" {
 		return true
@@ -87,9 +88,12 @@ func inNamespace(t *testing.T) bool {
 		ip("-n", ns, "addr", "add", h.Address+"/32", "dev", "lo")
 		lines = append(lines, h.Address+" "+h.Name+".home.arpa "+h.Name)
 	}
+	for _, a := range extra {
+		ip("-n", ns, "addr", "add", a+"/32", "dev", "lo")
+	}
 	require.NoError(t, os.MkdirAll("/etc/netns/"+ns, 0o755))
 	require.NoError(t, os.WriteFile("/etc/netns/"+ns+"/hosts", []byte("127.0.0.1 localhost\n"+strings.Join(lines, "\n")+"\n"), 0o644))
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=40m")
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=60m")
 	cmd.Env = append(os.Environ(), nsEnv+"="+ns)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	start := time.Now()

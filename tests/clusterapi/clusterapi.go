@@ -1,6 +1,9 @@
-//go:build integration
-
-package integration
+// Package clusterapi runs a real etcd and kube-apiserver (scripts/tools.sh
+// kubeapi, the pair tests/kubeapi runs) as the control plane a Talos
+// cluster's first node would run, for the real-engine scenarios whose Talos
+// nodes are tests/talosapi doubles (tests/integration on libvirt,
+// tests/pveengine on the PVE double). Only tests import it.
+package clusterapi
 
 import (
 	"bytes"
@@ -33,17 +36,18 @@ import (
 	"github.com/milner/milner/tests/talosapi"
 )
 
-// clusterAPI is a real etcd and kube-apiserver (scripts/tools.sh kubeapi,
+// API is a real etcd and kube-apiserver (scripts/tools.sh kubeapi,
 // the pair tests/kubeapi runs) standing in for the control plane a Talos
 // node would run: it listens on the cluster endpoint (the VIP, port
 // 6443), where the kubeconfig Talos' Kubeconfig call hands out points,
 // with a serving certificate from the cluster's Kubernetes CA and that CA
 // as its client CA, both read from the config the first control plane
 // received. It is seeded with what the kubelets and Talos' manifests would
-// write (seed): the Node objects and the control plane's static pods, so
+// write (Seed): the Node objects and the control plane's static pods, so
 // the provider's cluster.getHealth runs talos pkg/cluster/check's
 // DefaultClusterChecks with no check skipped.
-type clusterAPI struct {
+type API struct {
+	tools  string
 	dir    string
 	procs  []*exec.Cmd
 	client *http.Client
@@ -52,13 +56,13 @@ type clusterAPI struct {
 
 	mu sync.Mutex
 	// asks are the connections to the control planes' own API server
-	// addresses (relay), oldest first.
-	asks      []nodeAsk
+	// addresses (Relay), oldest first.
+	asks      []NodeAsk
 	listeners []net.Listener
 }
 
-// nodeAsk is one connection to a control plane's own API server address.
-type nodeAsk struct {
+// NodeAsk is one connection to a control plane's own API server address.
+type NodeAsk struct {
 	Time time.Time
 	Node string
 	// Served: the node's API server ran (relayed to the cluster's); else
@@ -66,9 +70,15 @@ type nodeAsk struct {
 	Served bool
 }
 
-// startClusterAPI starts etcd on loopback and kube-apiserver on vip:6443
-// from a control plane's machine config.
-func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*clusterAPI, error) {
+// String is one ask, for a log line.
+func (a NodeAsk) String() string {
+	return fmt.Sprintf("%s %s served=%v", a.Time.Format(time.StampMilli), a.Node, a.Served)
+}
+
+// Start starts etcd on loopback and kube-apiserver on vip:6443
+// from a control plane's machine config, with the binaries of tools
+// (a .tools/bin).
+func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error) {
 	cfg, err := configloader.NewFromBytes(machineConfig)
 	if err != nil {
 		return nil, fmt.Errorf("control plane config: %w", err)
@@ -104,7 +114,7 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 	if err != nil {
 		return nil, err
 	}
-	a := &clusterAPI{dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip}
+	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip}
 	etcdURL, peerURL := "http://127.0.0.1:22379", "http://127.0.0.1:22380"
 	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
@@ -120,12 +130,12 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 		"--service-cluster-ip-range=10.96.0.0/12", "--authorization-mode=Node,RBAC",
 		"--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false", "--v=0",
 		"--audit-policy-file="+policy, "--audit-log-path="+filepath.Join(dir, "audit.log")); err != nil {
-		a.stop()
+		a.Stop()
 		return nil, err
 	}
 	cert, err := tls.X509KeyPair(admin, adminKey)
 	if err != nil {
-		a.stop()
+		a.Stop()
 		return nil, err
 	}
 	pool := x509.NewCertPool()
@@ -135,12 +145,12 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 	}}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		body, code, err := a.do(http.MethodGet, "/readyz", "", nil)
+		body, code, err := a.Do(http.MethodGet, "/readyz", "", nil)
 		if err == nil && code == http.StatusOK && string(body) == "ok" {
 			return a, a.garbageCollector(caFile, admin, adminKey)
 		}
 		if time.Now().After(deadline) {
-			a.stop()
+			a.Stop()
 			return nil, fmt.Errorf("kube-apiserver not ready after 3m: %d %s %w (logs in %s)", code, body, err, dir)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -151,7 +161,7 @@ func startClusterAPI(dir string, vip netip.Addr, machineConfig []byte) (*cluster
 // alone, as the seeding admin: the Kubernetes provider deletes with
 // foreground propagation (pulumi-kubernetes' default), whose finalizer
 // only the garbage collector removes.
-func (a *clusterAPI) garbageCollector(caFile string, crt, key []byte) error {
+func (a *API) garbageCollector(caFile string, crt, key []byte) error {
 	b64 := base64.StdEncoding.EncodeToString
 	kc := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -198,13 +208,13 @@ func issue(ca *x509.Certificate, caKey any, cn string, orgs []string, ips []net.
 // newKey is a P-256 key, as Talos' own PKI issues.
 func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
 
-// daemon starts a binary of .tools/bin with its output in dir/<name>.log.
-func (a *clusterAPI) daemon(name string, args ...string) error {
+// daemon starts a binary of a.tools with its output in dir/<name>.log.
+func (a *API) daemon(name string, args ...string) error {
 	log, err := os.Create(filepath.Join(a.dir, name+".log"))
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(repo, ".tools", "bin", name), args...)
+	cmd := exec.Command(filepath.Join(a.tools, name), args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -213,7 +223,7 @@ func (a *clusterAPI) daemon(name string, args ...string) error {
 	return nil
 }
 
-// relay serves the control plane n's own API server address (its node
+// Relay serves the control plane n's own API server address (its node
 // address, port 6443: what internal/apiready asks between two control
 // planes' applies) with the cluster's kube-apiserver on the VIP, a TCP
 // relay, so the TLS session and the server certificate (whose IP SANs
@@ -222,7 +232,7 @@ func (a *clusterAPI) daemon(name string, args ...string) error {
 // reachable and booted, with an etcd member (the static pod reaches etcd
 // through it); otherwise a connection is closed at once. Every connection
 // is logged (asks).
-func (a *clusterAPI) relay(n *talosapi.Node) error {
+func (a *API) Relay(n *talosapi.Node) error {
 	lis, err := net.Listen("tcp", netip.AddrPortFrom(n.IP(), 6443).String())
 	if err != nil {
 		return fmt.Errorf("%s's API server address: %w", n.Name(), err)
@@ -239,7 +249,7 @@ func (a *clusterAPI) relay(n *talosapi.Node) error {
 			st := n.Status()
 			serves := st.On && st.Reachable && st.Booted && st.EtcdMemberID != 0
 			a.mu.Lock()
-			a.asks = append(a.asks, nodeAsk{Time: time.Now(), Node: n.Name(), Served: serves})
+			a.asks = append(a.asks, NodeAsk{Time: time.Now(), Node: n.Name(), Served: serves})
 			a.mu.Unlock()
 			if !serves {
 				_ = conn.Close()
@@ -260,15 +270,15 @@ func (a *clusterAPI) relay(n *talosapi.Node) error {
 	return nil
 }
 
-// nodeAsks returns the connections to the control planes' own API server
+// NodeAsks returns the connections to the control planes' own API server
 // addresses so far.
-func (a *clusterAPI) nodeAsks() []nodeAsk {
+func (a *API) NodeAsks() []NodeAsk {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.asks)
 }
 
-// kubelet plays each node's kubelet until done: while a node's double
+// Kubelet plays each node's kubelet until done: while a node's double
 // runs booted, its Node reports the kubelet version of its running config,
 // and on a control plane the mirror pod of each static pod Talos wrote
 // (talosapi Node.StaticPods) carries that pod's annotations and image,
@@ -276,7 +286,7 @@ func (a *clusterAPI) nodeAsks() []nodeAsk {
 // reports. What `talosctl upgrade-k8s` waits for after each config patch:
 // the pod with the new talos.dev/config-version on that node Ready, and
 // the Node's kubelet version.
-func (a *clusterAPI) kubelet(c *talosapi.Cluster, done <-chan struct{}) {
+func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}) {
 	written := map[string]string{}
 	for {
 		select {
@@ -336,8 +346,8 @@ func (a *clusterAPI) kubelet(c *talosapi.Cluster, done <-chan struct{}) {
 	}
 }
 
-// stop stops kube-apiserver, then etcd.
-func (a *clusterAPI) stop() {
+// Stop stops kube-apiserver, then etcd.
+func (a *API) Stop() {
 	a.mu.Lock()
 	for _, l := range a.listeners {
 		_ = l.Close()
@@ -357,8 +367,8 @@ func (a *clusterAPI) stop() {
 	}
 }
 
-// do sends one request as the seeding admin.
-func (a *clusterAPI) do(method, path, contentType string, body any) ([]byte, int, error) {
+// Do sends one request as the seeding admin.
+func (a *API) Do(method, path, contentType string, body any) ([]byte, int, error) {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -385,8 +395,8 @@ func (a *clusterAPI) do(method, path, contentType string, body any) ([]byte, int
 }
 
 // send is do that wants a 2xx answer.
-func (a *clusterAPI) send(method, path, contentType string, body any) error {
-	b, code, err := a.do(method, path, contentType, body)
+func (a *API) send(method, path, contentType string, body any) error {
+	b, code, err := a.Do(method, path, contentType, body)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -396,14 +406,14 @@ func (a *clusterAPI) send(method, path, contentType string, body any) error {
 	return nil
 }
 
-// seedNode is one node as its kubelet registers it.
-type seedNode struct {
+// Node is one node as its kubelet registers it.
+type Node struct {
 	Name         string
 	IP           netip.Addr
 	ControlPlane bool
 }
 
-// seed writes what a running cluster's kubelets and Talos' bootstrap
+// Seed writes what a running cluster's kubelets and Talos' bootstrap
 // manifests would have written: each Node, registered and Ready (the
 // kubelet's status, node-role label on control planes: talos
 // pkg/cluster/check K8sAllNodesReportedAssertion, K8sFullControlPlane-
@@ -412,7 +422,7 @@ type seedNode struct {
 // (K8sFullControlPlaneAssertion lists them by k8s-app), and kube-proxy
 // (a DaemonSet, one Ready pod per node) and CoreDNS (a Deployment of one
 // Ready pod), the two Talos deploys, so those checks do not skip.
-func (a *clusterAPI) seed(nodes []seedNode) error {
+func (a *API) Seed(nodes []Node) error {
 	now := time.Now().UTC().Format(time.RFC3339)
 	ready := map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}
 	errs := []error{a.send(http.MethodPost, "/api/v1/namespaces/kube-system/serviceaccounts", "",
@@ -473,11 +483,11 @@ func (a *clusterAPI) seed(nodes []seedNode) error {
 	return errors.Join(errs...)
 }
 
-// reads returns, per user other than the seeding admin, the requests the
+// Reads returns, per user other than the seeding admin, the requests the
 // API server's audit log recorded as "<verb> <resource>" (e.g. "list
 // nodes"): who read the cluster, e.g. the health check with the admin
 // kubeconfig Talos handed out.
-func (a *clusterAPI) reads() (map[string][]string, error) {
+func (a *API) Reads() (map[string][]string, error) {
 	b, err := os.ReadFile(filepath.Join(a.dir, "audit.log"))
 	if err != nil {
 		return nil, err
@@ -505,8 +515,8 @@ func (a *clusterAPI) reads() (map[string][]string, error) {
 	return out, nil
 }
 
-// logs returns the tail of a daemon's log, for a failure message.
-func (a *clusterAPI) logs(name string) string {
+// Logs returns the tail of a daemon's log, for a failure message.
+func (a *API) Logs(name string) string {
 	b, _ := os.ReadFile(filepath.Join(a.dir, name+".log")) //nolint:errcheck // a missing log says nothing
 	if len(b) > 4096 {
 		b = b[len(b)-4096:]
