@@ -141,6 +141,7 @@ type task struct {
 	upid, node, typ, id, user string
 	start                     time.Time
 	done                      time.Time
+	seq                       int    // the order it was started in
 	exit                      string // OK or the error
 	log                       []string
 	apply                     func() error // run once when the task ends
@@ -456,10 +457,12 @@ func (q *req) check(p string, privs ...string) *apiError {
 // can reports whether the token holds every priv on path.
 func (q *req) can(p string, privs ...string) bool { return q.check(p, privs...) == nil }
 
-// settle ends the tasks whose time has come, applying their effects.
+// settle ends the tasks whose time has come, applying their effects in
+// the order the workers were forked (an earlier worker's effect is there
+// for a later one: a volume an imgdel frees before a download checks for it).
 func (s *Server) settle() {
 	now := time.Now()
-	for _, t := range s.tasks {
+	for _, t := range slices.SortedFunc(maps.Values(s.tasks), func(a, b *task) int { return a.seq - b.seq }) {
 		if !t.applied && !now.Before(t.done) {
 			t.applied = true
 			if t.apply != nil {
@@ -481,7 +484,7 @@ func (s *Server) startTask(q *req, node, typ, id string, d time.Duration, apply 
 	s.pid++
 	now := time.Now()
 	upid := fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", node, s.pid, s.pid*7, now.Unix(), typ, id, q.token.ID)
-	s.tasks[upid] = &task{upid: upid, node: node, typ: typ, id: id, user: q.token.ID, start: now, done: now.Add(d), exit: "OK", apply: apply}
+	s.tasks[upid] = &task{seq: s.pid, upid: upid, node: node, typ: typ, id: id, user: q.token.ID, start: now, done: now.Add(d), exit: "OK", apply: apply}
 	return upid
 }
 
@@ -742,8 +745,12 @@ func (s *Server) storage(q *req, h *Host, sid string, rest []string) (any, *apiE
 		return s.listContent(q, sid, st)
 	case q.method == "POST" && match(rest, "download-url"):
 		return s.downloadURL(q, h, sid, st)
-	case len(rest) == 2 && rest[0] == "content":
-		volid := rest[1]
+	case len(rest) >= 2 && rest[0] == "content":
+		// The content subclass is registered with fragmentDelimiter ''
+		// (pve-storage PVE/API2/Storage/Status.pm, "volume IDs may contain
+		// a slash"): the rest of the path, unescaped, is the volume, so
+		// import%2Fx.qcow2 and import/x.qcow2 name the same volume.
+		volid := strings.Join(rest[1:], "/")
 		if !strings.Contains(volid, ":") {
 			volid = sid + ":" + volid
 		}
@@ -759,11 +766,14 @@ func (s *Server) storage(q *req, h *Host, sid string, rest []string) (any, *apiE
 			return map[string]any{"path": st.Path + "/" + strings.TrimPrefix(v.VolID, sid+":"), "size": v.Size, "used": v.Size, "format": v.Format}, nil
 		case "DELETE":
 			// pve-storage PVE/API2/Storage/Content.pm delete: Datastore.Allocate
-			// (or the owner VM's VM.Config.Disk); a disk in use by a guest is refused.
+			// on the storage (a VM's backup: Datastore.AllocateSpace and
+			// VM.Backup, not modelled); an imgdel worker frees the volume
+			// (vdisk_free), its task id the storage. The caller gets the UPID
+			// at once: bpg's DeleteDatastoreFile does not wait for it.
 			if err := q.check("/storage/"+sid, "Datastore.Allocate"); err != nil {
 				return nil, err
 			}
-			upid := s.startTask(q, h.Name, "imgdel", volid, s.TaskDuration, func() error {
+			upid := s.startTask(q, h.Name, "imgdel", sid, s.TaskDuration, func() error {
 				delete(st.volumes, volid)
 				return nil
 			})
@@ -841,22 +851,34 @@ func (s *Server) downloadURL(q *req, h *Host, sid string, st *Storage) (any, *ap
 	}
 	volid := sid + ":" + content + "/" + name
 	sum, algo := q.form.Get("checksum"), q.form.Get("checksum-algorithm")
+	if sum != "" && algo != "sha256" {
+		return nil, fail(http.StatusNotImplemented, "the double verifies sha256 only, not %q", algo)
+	}
+	digest := func(b []byte) string { d := sha256.Sum256(b); return hex.EncodeToString(d[:]) }
 	upid := s.startTask(q, h.Name, "download", sid, s.TaskDuration, func() error {
-		if _, ok := st.volumes[volid]; ok {
-			return fmt.Errorf("refusing to override existing file '%s'", name)
+		// pve-common PVE::Tools::download_file_from_url on a file that
+		// exists: with a checksum, one that matches is kept ("OK, got
+		// correct file already, no need to download"), another refused
+		// ("checksum mismatch ..., aborting"); without one, refused
+		// ("refusing to override existing file"). download_url never sets
+		// allow_overwrite (pve-storage PVE/API2/Storage/Status.pm).
+		if v, ok := st.volumes[volid]; ok {
+			switch {
+			case sum == "":
+				// get_import_dir, get_iso_dir, get_vztmpl_dir of a dir storage.
+				dir := map[string]string{"import": "import", "iso": "template/iso", "vztmpl": "template/cache"}[content]
+				return fmt.Errorf("refusing to override existing file '%s/%s/%s'", st.Path, dir, name)
+			case digest(v.Data) != strings.ToLower(sum):
+				return fmt.Errorf("checksum mismatch: got '%s' != expect '%s', aborting", digest(v.Data), sum)
+			}
+			return nil
 		}
 		img, ok := s.images[u]
 		if !ok {
 			return fmt.Errorf("download failed: 404 Not Found")
 		}
-		if sum != "" {
-			if algo != "sha256" {
-				return fmt.Errorf("the double verifies sha256 only, not %q", algo)
-			}
-			got := sha256.Sum256(img.Data)
-			if hex.EncodeToString(got[:]) != strings.ToLower(sum) {
-				return fmt.Errorf("checksum mismatch: got '%s' != expect '%s'", hex.EncodeToString(got[:]), sum)
-			}
+		if sum != "" && digest(img.Data) != strings.ToLower(sum) {
+			return fmt.Errorf("checksum mismatch: got '%s' != expect '%s'", digest(img.Data), sum)
 		}
 		size := img.VirtualSize
 		if size == 0 {

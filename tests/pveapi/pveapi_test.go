@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -229,4 +231,39 @@ func TestResourcesAndNetwork(t *testing.T) {
 	st, _ = c.call("GET", "/nodes/pve-1/qemu/300/config", nil)
 	assert.Equal(t, "500 Configuration file 'nodes/pve-1/qemu-server/300.conf' does not exist", st)
 	assert.Regexp(t, regexp.MustCompile(`"address":"127.0.0.12"`), string(c.ok("GET", "/nodes/pve-2/network", nil)))
+}
+
+// TestDownloadOverAnExistingFile: download_url on a file that exists
+// (PVE::Tools::download_file_from_url) keeps it when the checksum given
+// matches, refuses a mismatch and, without a checksum, refuses to
+// override it; the file deleted by its volume id with the slash escaped
+// (as bpg's DeleteDatastoreFile sends it, not waiting for the task) is
+// gone for a download started after the delete.
+func TestDownloadOverAnExistingFile(t *testing.T) {
+	s, c := start(t)
+	sum := sha256.Sum256([]byte("talos nocloud v1.9.5"))
+	form := func(checksum string) url.Values {
+		f := url.Values{"content": {"import"}, "filename": {"talos.qcow2"}, "url": {imgURL}}
+		if checksum != "" {
+			f.Set("checksum", checksum)
+			f.Set("checksum-algorithm", "sha256")
+		}
+		return f
+	}
+	download := func(checksum string) string {
+		return c.wait("pve-1", c.ok("POST", "/nodes/pve-1/storage/local/download-url", form(checksum)))
+	}
+	require.Equal(t, "OK", download(hex.EncodeToString(sum[:])))
+	assert.Equal(t, "OK", download(hex.EncodeToString(sum[:])), "the same file, its checksum given: kept")
+	assert.Contains(t, download(strings.Repeat("ab", 32)), "checksum mismatch", "another checksum")
+	assert.Equal(t, "refusing to override existing file '/var/lib/vz/import/talos.qcow2'", download(""))
+	del := "/nodes/pve-1/storage/local/content/" + url.PathEscape("import/talos.qcow2")
+	st, _ := c.call("DELETE", del, nil)
+	assert.Equal(t, "403 Permission check failed (/storage/local, Datastore.Allocate)", st)
+	acl := maps.Clone(full)
+	acl["/storage"] = append(slices.Clone(acl["/storage"]), "Datastore.Allocate")
+	s.AddToken(Token{ID: tokID, Secret: secret, ACL: acl})
+	c.ok("DELETE", del, nil)
+	assert.Equal(t, "OK", download(""), "downloaded again after the delete")
+	assert.Contains(t, s.Volumes("pve-1", "local"), "local:import/talos.qcow2")
 }
