@@ -260,6 +260,8 @@ func TestProdProtectRetainAndReplacePolicy(t *testing.T) {
 		assert.True(t, img.Options.RetainOnDelete, "boot image %s is kept on the datastore", img.Name)
 		assert.Equal(t, "import", img.Inputs["contentType"].StringValue())
 		assert.False(t, img.Inputs["overwrite"].BoolValue(), "never re-download an image in use")
+		assert.True(t, img.Inputs["overwriteUnmanaged"].BoolValue(), "this cluster's image left on the host (teardown, lost state) is downloaded again, not refused")
+		assert.Contains(t, img.Options.IgnoreChanges, "overwriteUnmanaged", "images created before overwriteUnmanaged plan no update")
 	}
 }
 

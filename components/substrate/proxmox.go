@@ -513,7 +513,10 @@ func newProxmoxImages(ctx *pulumi.Context, name string, args *ProxmoxArgs, child
 		// fwprovider/nodes/resource_download_file.go); bpg marks it
 		// RequiresReplace, so adding one to a stack whose image is already
 		// downloaded is ignored rather than a new download.
-		opts := append(slices.Clone(child), pulumi.RetainOnDelete(true), pulumi.IgnoreChanges([]string{"checksum", "checksumAlgorithm"}))
+		//
+		// overwriteUnmanaged is ignored after the create, so that stacks
+		// whose images were created before it was set plan no update.
+		opts := append(slices.Clone(child), pulumi.RetainOnDelete(true), pulumi.IgnoreChanges([]string{"checksum", "checksumAlgorithm", "overwriteUnmanaged"}))
 		if host == args.NodeName {
 			// The single-host name of this image, before images were per host.
 			opts = append(opts, pulumi.Aliases([]pulumi.Alias{{Name: pulumi.String(name + "-image-" + args.TalosVersion)}}))
@@ -529,6 +532,15 @@ func newProxmoxImages(ctx *pulumi.Context, name string, args *ProxmoxArgs, child
 			// The factory builds images on demand; never re-download one over a
 			// Content-Length difference.
 			Overwrite: pulumi.Bool(false),
+			// A file of this name that state does not hold is this cluster's
+			// own image at this version and URL (imageFileName), left on the
+			// host by a teardown (images are retained) or a lost state. bpg
+			// v0.95.0's download_file has no importer (no ImportState in
+			// fwprovider/nodes/resource_download_file.go) and refuses such a
+			// file unless overwrite_unmanaged is set; then it deletes it and
+			// downloads it again (Create, around line 430). No VM uses the
+			// file: a holder's disks are copies made by import-from.
+			OverwriteUnmanaged: pulumi.Bool(true),
 		}
 		if args.ImageSHA256 != "" {
 			fileArgs.Checksum, fileArgs.ChecksumAlgorithm = pulumi.String(args.ImageSHA256), pulumi.String("sha256")

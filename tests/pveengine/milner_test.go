@@ -897,22 +897,46 @@ func TestProdOnRealPlugin(t *testing.T) {
 		if w := p.writes(mark); len(w) > 0 {
 			t.Errorf("the adoption wrote:\n%s", strings.Join(w, "\n"))
 		}
-		// The up after it fails, an open finding (docs/verification.md):
-		// the images are no resource the adoption records, bpg's
-		// download_file has no importer (fwprovider/nodes/
-		// resource_download_file.go: no ImportState) and refuses a file it
-		// did not download (overwrite_unmanaged false, Milner's
-		// never-re-download rule). The VMs wait on the images: none is
-		// imported or touched.
+		// The up after it imports the six VMs and creates each host's
+		// image resource: the files are on the hosts but in no state, and
+		// bpg's download_file has no importer (fwprovider/nodes/
+		// resource_download_file.go: no ImportState). Run unpinned, as
+		// the committed Pulumi.prod.yaml is (no imageSha256): PVE refuses
+		// to download over a file without a checksum to verify it by
+		// (PVE::Tools::download_file_from_url), and bpg, with
+		// overwrite_unmanaged (components/substrate newProxmoxImages),
+		// deletes this cluster's file and downloads it again (before, the
+		// up failed: "File already exists in the datastore"). A pinned
+		// image is kept by PVE as it is (its checksum matches; the double's
+		// TestDownloadOverAnExistingFile). No VM is written.
+		fresh.editConfig(func(cfg map[string]any) {
+			delete(cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any), "imageSha256")
+		})
 		mark = len(p.pve.Journal())
-		r = fresh.milner("up", "--yes")
-		p.refused("the up after the adoption", r, "File already exists in the datastore")
+		fresh.must("up", "--yes")
 		w := p.writes(mark)
 		t.Logf("the up after the adoption wrote:\n%s", strings.Join(w, "\n"))
+		deleted, downloads := 0, 0
 		for _, e := range w {
-			if !strings.Contains(e, "/storage/local/download-url ") && !strings.Contains(e, "/tasks/UPID:") {
-				t.Errorf("the up after the adoption wrote more than the image downloads: %s", e)
+			switch {
+			case strings.Contains(e, "/storage/local/content/"):
+				if !strings.HasPrefix(e, "DELETE ") || !strings.Contains(e, "milner-prod-talos-") {
+					t.Errorf("the up after the adoption wrote a file other than an image: %s", e)
+				}
+				deleted++
+			case strings.Contains(e, "/storage/local/download-url "):
+				downloads++
+			case strings.Contains(e, "/tasks/UPID:"):
+			default:
+				t.Errorf("the up after the adoption wrote more than the images: %s", e)
 			}
+		}
+		if deleted != len(hosts) || downloads != 2*len(hosts) {
+			t.Errorf("the up after the adoption deleted %d images and asked %d downloads, want %d and %d (per host: refused, deleted, downloaded)", deleted, downloads, len(hosts), 2*len(hosts))
+		}
+		r = fresh.milner("preview")
+		if r.code != 0 || !strings.Contains(r.stdout, "no changes") {
+			t.Errorf("the preview after the adopting up is not a no-op:\n%s", r.stdout)
 		}
 	})
 
