@@ -50,7 +50,9 @@ records only that (e.g. after the gate refused a second bootstrap).`,
   milner adopt --stack prod --node cp-1 --id 301
   milner adopt --stack prod --node cp-1 --id 1301 --holder
   milner adopt --stack dev --bootstrap`,
-		RunE: f.run(false, func(o *pipeline.Op) error {
+		// Under Milner's lock: adopt writes the stack file (and, for the apps
+		// layer, the state) and previews what it wrote.
+		RunE: f.run(true, func(o *pipeline.Op) error {
 			_, err := pipeline.Run(o, pipeline.Adopt(), pipeline.Input{RunOpts: run, Adopt: pipeline.AdoptInput{Node: node, ID: id, Holder: holder, All: all, Bootstrap: bootstrap}})
 			return err
 		}),

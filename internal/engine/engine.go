@@ -114,6 +114,13 @@ type Stack struct {
 	// the key (PBKDF2, slow by design) once per run, not once per value.
 	keys   map[string]*lazyManager
 	keysMu sync.Mutex
+	// held is Milner's lock while this Stack holds it (Lock): depth counts
+	// the holders in this process, release frees it at the last.
+	held struct {
+		sync.Mutex
+		depth   int
+		release func()
+	}
 }
 
 // stackName is what Milner accepts as a stack name: a file name that

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	_ "github.com/lib/pq" // the PostgreSQL driver the DIY backend itself links
@@ -32,15 +33,37 @@ var ErrLocked = errors.New("stack is locked by another milner operation")
 //   - other backends: only the backend's own lock.
 //
 // A held lock is ErrLocked at once: a second `milner up` never waits.
+// The Stack that holds the lock takes it again at once (a verb under the
+// lock writes its stack file under it too: stackfile.Edit), and only the
+// last of its releases frees it.
 func (s *Stack) Lock(ctx context.Context) (func(), error) {
-	switch {
-	case strings.HasPrefix(s.url, "file://"):
-		return s.flock()
-	case strings.HasPrefix(s.url, "postgres://"):
-		return s.advisoryLock(ctx)
-	default:
-		return func() {}, nil
+	s.held.Lock()
+	defer s.held.Unlock()
+	if s.held.depth == 0 {
+		var release func()
+		var err error
+		switch {
+		case strings.HasPrefix(s.url, "file://"):
+			release, err = s.flock()
+		case strings.HasPrefix(s.url, "postgres://"):
+			release, err = s.advisoryLock(ctx)
+		default:
+			release = func() {}
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.held.release = release
 	}
+	s.held.depth++
+	return sync.OnceFunc(func() {
+		s.held.Lock()
+		defer s.held.Unlock()
+		if s.held.depth--; s.held.depth == 0 {
+			s.held.release()
+			s.held.release = nil
+		}
+	}), nil
 }
 
 // lockKey names the stack's lock, the same for every client of the backend.

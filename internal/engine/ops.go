@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -24,6 +25,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/stackfile"
 )
 
 // Result is what one operation did (or, for a preview, would do).
@@ -297,28 +299,24 @@ func (s *Stack) ensureStack(ctx context.Context, ps *workspace.ProjectStack) (ba
 		if err != nil {
 			return nil, fmt.Errorf("stack %q: secrets: %w", s.name, err)
 		}
-		if err := prependLine(s.file, "encryptionsalt: "+salt); err != nil {
+		// Under Milner's lock (this Stack's, when its verb holds it), as
+		// every write of a stack file (stackfile.Edit).
+		if _, err := stackfile.Edit(ctx, s, s.file, stackfile.Salt(salt)); err != nil {
+			if errors.Is(err, ErrLocked) {
+				err = fmt.Errorf("write its passphrase salt: %w: another milner is changing this stack; run it again when that one has finished", err)
+			}
 			return nil, fmt.Errorf("stack %q: %w", s.name, err)
 		}
-		ps.EncryptionSalt = salt
+		written, err := s.stackFile() // the salt kept: a milner that wrote one first wins
+		if err != nil {
+			return nil, err
+		}
+		ps.EncryptionSalt = written.EncryptionSalt
 	}
 	if st, err = s.backend.CreateStack(ctx, s.ref, s.dir, nil, nil); err != nil {
 		return nil, fmt.Errorf("stack %q: create: %w", s.name, err)
 	}
 	return st, nil
-}
-
-// prependLine writes line at the top of the file at path.
-func prependLine(path, line string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append([]byte(line+"\n"), b...), fi.Mode().Perm())
 }
 
 // existing returns the stack, or nil when the backend has none of that name.

@@ -87,13 +87,13 @@ func adoptPlan(o *Op) (err error) {
 			return errNothingToDo
 		}
 		a.id = fmt.Sprintf("%d domains, %d pools, networks and volumes", len(a.found.Nodes), len(a.found.Objects))
-		a.before, err = stackfile.Edit(file, stackfile.Adoption(a.found.Nodes, a.found.Objects))
+		a.before, err = stackfile.Edit(o.Ctx, o.St, file, stackfile.Adoption(a.found.Nodes, a.found.Objects))
 	default:
 		field := "adoptId"
 		if in.Holder {
 			field = "holderAdoptId"
 		}
-		a.before, err = stackfile.Edit(file, stackfile.NodeField(in.Node, field, in.ID))
+		a.before, err = stackfile.Edit(o.Ctx, o.St, file, stackfile.NodeField(in.Node, field, in.ID))
 	}
 	if err != nil {
 		return err
@@ -164,7 +164,7 @@ func (o *Op) recordBootstrap() (before []byte, err error) {
 		fmt.Fprintf(os.Stderr, "milner adopt: no bootstrap recorded: %s; the next up bootstraps etcd (VMs alone are no evidence: a crash can leave the VMs of a cluster that never was)\n", b.Etcd)
 		return nil, nil
 	}
-	if before, err = stackfile.Edit(o.St.File(), stackfile.ClusterFlag("adoptBootstrap")); err != nil {
+	if before, err = stackfile.Edit(o.Ctx, o.St, o.St.File(), stackfile.ClusterFlag("adoptBootstrap")); err != nil {
 		return nil, err
 	}
 	fmt.Printf("milner adopt: the cluster was bootstrapped (%s): recorded milner:cluster.adoptBootstrap, so the program declares no <cluster>-bootstrap and never bootstraps etcd again\n", b.Etcd)
@@ -265,7 +265,7 @@ func adoptUndo(o *Op, cause error) error {
 		return cause
 	}
 	file := o.St.File()
-	if werr := os.WriteFile(file, o.adopt.before, 0o644); werr != nil {
+	if werr := stackfile.Restore(o.Ctx, o.St, file, o.adopt.before); werr != nil {
 		return errors.Join(cause, fmt.Errorf("restore %s: %w", file, werr))
 	}
 	return cause

@@ -2,14 +2,15 @@ package stackfile
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	pconfig "github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 
 	"github.com/milner/milner/stacks/config"
@@ -20,12 +21,11 @@ import (
 // namespace get project's (the program's is stacks/config.Namespace).
 // Every reader of a stack file goes through it.
 func Load(project, path string) (*workspace.ProjectStack, error) {
-	proj := &workspace.Project{Name: tokens.PackageName(project)}
-	ps, err := workspace.LoadProjectStack(nil, proj, path)
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
+		return nil, err
 	}
-	return ps, nil
+	return loadBytes(project, path, b)
 }
 
 // Path is the stack file of stack name in the project directory dir.
@@ -80,8 +80,16 @@ func (s *Stack) ConfigKeys() ([]string, bool) { return slices.Sorted(maps.Keys(s
 // decrypter's value), so that it validates.
 func Read(path string, decrypt func(salt string) pconfig.Decrypter) (*Stack, error) {
 	name := Name(path)
-	ps, err := Load(config.Namespace, path)
+	b, err := os.ReadFile(path)
 	if err != nil {
+		return nil, fmt.Errorf("stack %q: %w", name, err)
+	}
+	shown := reviewed(b)
+	ps, err := loadBytes(config.Namespace, path, b)
+	if err != nil {
+		if len(shown) > 0 {
+			err = &config.ConfigError{Problems: shown}
+		}
 		return nil, fmt.Errorf("stack %q: %w", name, err)
 	}
 	dec := pconfig.NewBlindingDecrypter()
@@ -100,7 +108,17 @@ func Read(path string, decrypt func(salt string) pconfig.Decrypter) (*Stack, err
 	if decrypt == nil {
 		secretKeys = placeholders(raw, secretKeys)
 	}
-	return New(name, filepath.Dir(path), raw, secretKeys)
+	s, err := New(name, filepath.Dir(path), raw, secretKeys)
+	if len(shown) == 0 {
+		return s, err
+	}
+	// One refusal, every problem: what YAML hid first, then the loader's.
+	problems := shown
+	var cfgErr *config.ConfigError
+	if errors.As(err, &cfgErr) {
+		problems = append(problems, cfgErr.Problems...)
+	}
+	return nil, fmt.Errorf("stack %q: %w", name, &config.ConfigError{Problems: problems})
 }
 
 // New loads a stack's raw config (full keys) with the keys in secretKeys

@@ -1,144 +1,227 @@
-// Package stackfile edits a committed Pulumi.<stack>.yaml in place, keeping
-// its comments and layout: the one edit Milner makes to a stack file is
-// recording the ids of existing objects it adopts (milner adopt).
+// Package stackfile reads a committed Pulumi.<stack>.yaml as the engine
+// does, and makes the few edits Milner makes to one: adopt's ids (milner
+// adopt), the bootstrap's record, the passphrase salt of a stack's first
+// run. Every write goes through Pulumi's own ProjectStack and is made
+// under Milner's lock on the stack, to a temporary file renamed over the
+// stack file: a reader never sees half a file, and two milners never
+// write it at once.
 package stackfile
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 
-	"gopkg.in/yaml.v3"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/encoding"
+	pconfig "github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+
+	"github.com/milner/milner/stacks/config"
 )
 
-// Change is one edit of a stack file's config mapping.
-type Change func(config *yaml.Node) error
+// Locker takes Milner's lock on the stack (engine.Stack.Lock, re-entrant
+// for the Stack that holds it): every write of its stack file happens
+// under it.
+type Locker interface {
+	Lock(ctx context.Context) (release func(), err error)
+}
+
+// Change is one edit of a stack file, made on Pulumi's ProjectStack as the
+// CLI makes its own (`pulumi config set --path`: config.Map.Set).
+type Change func(ps *workspace.ProjectStack) error
 
 // NodeField sets field of the node named node in milner:nodes to value
-// (adopt's adoptId, holderAdoptId).
+// (adopt's adoptId, holderAdoptId), as a string.
 func NodeField(node, field, value string) Change {
-	return func(config *yaml.Node) error { return setNodeField(config, node, field, value) }
+	return func(ps *workspace.ProjectStack) error { return setNodeField(ps, node, field, value) }
 }
 
 // Adoption records what `milner adopt --all` adopts: each node's domain id
 // as its adoptId, and each other object's id under its logical name in
 // milner:substrate's libvirt.adopt.
 func Adoption(nodes, objects map[string]string) Change {
-	return func(config *yaml.Node) error {
+	return func(ps *workspace.ProjectStack) error {
 		for _, n := range slices.Sorted(maps.Keys(nodes)) {
-			if err := setNodeField(config, n, "adoptId", nodes[n]); err != nil {
+			if err := setNodeField(ps, n, "adoptId", nodes[n]); err != nil {
 				return err
 			}
 		}
 		if len(objects) == 0 {
 			return nil
 		}
-		sub := lookup(config, "milner:substrate")
-		lv := lookup(sub, "libvirt")
-		if lv == nil || lv.Kind != yaml.MappingNode {
+		var sub struct {
+			Libvirt map[string]any `json:"libvirt"`
+		}
+		if err := objectValue(ps, "substrate", &sub); err != nil || sub.Libvirt == nil {
 			return fmt.Errorf("no milner:substrate.libvirt mapping")
 		}
-		adopt := lookup(lv, "adopt")
-		if adopt == nil || adopt.Kind != yaml.MappingNode {
-			adopt = &yaml.Node{Kind: yaml.MappingNode}
-			setValue(lv, "adopt", adopt)
-		}
 		for _, logical := range slices.Sorted(maps.Keys(objects)) {
-			setValue(adopt, logical, str(objects[logical]))
+			// Quoted: a logical name is a map key, never a path.
+			if err := set(ps, fmt.Sprintf("substrate.libvirt.adopt[%s]", strconv.Quote(logical)), pconfig.NewTypedValue(objects[logical], pconfig.TypeString)); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
 }
 
-// ClusterFlag sets the boolean field of the milner:cluster mapping to true
-// (adopt's adoptBootstrap).
+// ClusterFlag sets the boolean field of milner:cluster to true (adopt's
+// adoptBootstrap).
 func ClusterFlag(field string) Change {
-	return func(config *yaml.Node) error {
-		cl := lookup(config, "milner:cluster")
-		if cl == nil || cl.Kind != yaml.MappingNode {
+	return func(ps *workspace.ProjectStack) error {
+		var cl map[string]any
+		if err := objectValue(ps, "cluster", &cl); err != nil || cl == nil {
 			return fmt.Errorf("no milner:cluster mapping")
 		}
-		setValue(cl, field, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+		return set(ps, "cluster."+field, pconfig.NewTypedValue("true", pconfig.TypeBool))
+	}
+}
+
+// Salt sets the passphrase salt of a stack's first run, as `pulumi stack
+// init` does (ProjectStack.EncryptionSalt); a salt already there is kept.
+func Salt(salt string) Change {
+	return func(ps *workspace.ProjectStack) error {
+		if ps.EncryptionSalt == "" {
+			ps.EncryptionSalt = salt
+		}
 		return nil
 	}
 }
 
-// Edit is the one edit of a stack file: it applies change to the config
-// mapping of the stack file at path, keeping its comments and layout, and
-// writes the file back; it returns the previous bytes (to restore it if
-// the caller's check fails).
-func Edit(path string, change Change) ([]byte, error) {
+// Edit is every edit of a stack file: under lock it reads the file,
+// applies change to its ProjectStack, and writes the bytes
+// ProjectStack.Save would write (Pulumi's YAML marshaler: yamlutil.Edit of
+// the file as read, so comments and layout are kept; list items are
+// matched by position, and no change reorders a list) to a temporary file
+// it renames over the stack file. Save itself writes in place
+// (sdk v3.276.0 workspace/project.go save: os.WriteFile), so it is not
+// called. It returns the previous bytes (to put back if the caller's check
+// fails).
+func Edit(ctx context.Context, lock Locker, path string, change Change) ([]byte, error) {
+	release, err := lock.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	before, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(before, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(doc.Content) == 0 {
-		return nil, fmt.Errorf("%s: empty stack file", path)
-	}
-	if err := change(lookup(doc.Content[0], "config")); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var out bytes.Buffer
-	enc := yaml.NewEncoder(&out)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
+	ps, err := loadBytes(config.Namespace, path, before)
+	if err != nil {
 		return nil, err
 	}
-	return before, os.WriteFile(path, out.Bytes(), 0o644)
+	if err := change(ps); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	after, err := encoding.YAML.Marshal(ps)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return before, writeAtomic(path, after)
+}
+
+// Restore puts data back as the stack file at path, under lock, as Edit
+// writes (adopt's undo).
+func Restore(ctx context.Context, lock Locker, path string, data []byte) error {
+	release, err := lock.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return writeAtomic(path, data)
+}
+
+// writeAtomic replaces the file at path with data: a new file in the same
+// directory (created O_EXCL by os.CreateTemp), written, synced, given the
+// old file's mode and renamed over it; a reader sees the old file or the
+// new one, never a part.
+func writeAtomic(path string, data []byte) (err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(fi.Mode().Perm())
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// set sets a milner: config path (`pulumi config set --path` syntax).
+func set(ps *workspace.ProjectStack, path string, v pconfig.Value) error {
+	k, err := pconfig.ParseKey(config.Key(path))
+	if err != nil {
+		return err
+	}
+	return ps.Config.Set(k, v, true)
+}
+
+// objectValue decodes the object key milner:<k> into v.
+func objectValue(ps *workspace.ProjectStack, k string, v any) error {
+	val, ok := ps.Config[pconfig.MustMakeKey(config.Namespace, k)]
+	if !ok {
+		return errors.New("not set")
+	}
+	s, err := val.Value(pconfig.NopDecrypter)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal([]byte(s), v)
 }
 
 // setNodeField sets field of the node named node in milner:nodes.
-func setNodeField(config *yaml.Node, node, field, value string) error {
-	nodes := lookup(config, "milner:nodes")
-	if nodes == nil || nodes.Kind != yaml.SequenceNode {
+func setNodeField(ps *workspace.ProjectStack, node, field, value string) error {
+	var nodes []struct {
+		Name string `json:"name"`
+	}
+	if err := objectValue(ps, "nodes", &nodes); err != nil {
 		return fmt.Errorf("no milner:nodes list")
 	}
 	var names []string
-	for _, n := range nodes.Content {
-		name := lookup(n, "name")
-		if name == nil {
-			continue
+	for i, n := range nodes {
+		if n.Name == node {
+			return set(ps, fmt.Sprintf("nodes[%d].%s", i, field), pconfig.NewTypedValue(value, pconfig.TypeString))
 		}
-		names = append(names, name.Value)
-		if name.Value == node {
-			setValue(n, field, str(value))
-			return nil
-		}
+		names = append(names, n.Name)
 	}
 	return fmt.Errorf("no node %q in milner:nodes (nodes: %v)", node, names)
 }
 
-// str is a double-quoted YAML string.
-func str(v string) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: v}
-}
-
-// setValue sets key in mapping m to v, appending the key if m lacks it.
-func setValue(m *yaml.Node, key string, v *yaml.Node) {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			m.Content[i+1] = v
-			return
-		}
+// loadBytes is Load of a stack file's bytes, a UTF-8 byte order mark
+// stripped as workspace.LoadProjectStack strips it.
+func loadBytes(project, path string, b []byte) (*workspace.ProjectStack, error) {
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	proj := &workspace.Project{Name: tokens.PackageName(project)}
+	ps, err := workspace.LoadProjectStackBytes(nil, proj, b, path, encoding.YAML)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, v)
-}
-
-// lookup returns the value of key in a mapping node, or nil.
-func lookup(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
+	return ps, nil
 }
