@@ -151,7 +151,7 @@ func adoptedDev(t *testing.T) map[string]string {
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
 	require.NoError(t, os.WriteFile(path, orig, 0o644))
-	_, err = stackfile.Edit(path, stackfile.ClusterFlag("adoptBootstrap"))
+	_, err = stackfile.Edit(t.Context(), freeLock{}, path, stackfile.ClusterFlag("adoptBootstrap"))
 	require.NoError(t, err)
 	recorded, err := offlinetest.ReadStackConfig(path)
 	require.NoError(t, err)
@@ -159,6 +159,11 @@ func adoptedDev(t *testing.T) map[string]string {
 	require.NotEqual(t, stackConfig(t, "dev", devSecrets)["milner:cluster"], recorded["milner:cluster"])
 	return recorded
 }
+
+// freeLock is Milner's lock on a stack nobody else runs: taken at once.
+type freeLock struct{}
+
+func (freeLock) Lock(context.Context) (func(), error) { return func() {}, nil }
 
 // A cluster bootstrapped outside this state declares no bootstrap, so no
 // up can call the Bootstrap API, and its kubeconfig dials the first

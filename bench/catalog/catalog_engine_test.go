@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/milner/milner/internal/engine"
 )
@@ -56,8 +56,12 @@ func TestCatalogEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 		if old, err := os.ReadFile(stackFile); err == nil {
-			if line, _, _ := strings.Cut(string(old), "\n"); strings.HasPrefix(line, "encryptionsalt: ") {
-				b = append([]byte(line+"\n"), b...)
+			// The first run's salt (milner writes it as Pulumi's ProjectStack
+			// does: a key the file lacks goes after the others).
+			for _, line := range strings.Split(string(old), "\n") {
+				if strings.HasPrefix(line, "encryptionsalt: ") {
+					b = append([]byte(line+"\n"), b...)
+				}
 			}
 		}
 		if err := os.WriteFile(stackFile, b, 0o644); err != nil {

@@ -24,7 +24,7 @@ import (
 	"filippo.io/age/armor"
 	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // FromState builds the bundle from the machineSecrets output of the

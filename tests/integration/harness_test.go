@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"

@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
-	"gopkg.in/yaml.v3"
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/stacks"
