@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -49,5 +51,47 @@ func TestStateEditsHoldTheBackendLock(t *testing.T) {
 	}
 	if len(after) != 0 {
 		t.Errorf("backend locks after the edit: %+v, want none", after)
+	}
+}
+
+// TestFirstRunSaltUnderTheLock: the first run of a stack writes its
+// passphrase salt into the stack file under Milner's lock: while another
+// milner holds the lock the run is refused and the file is as it was;
+// then it writes the salt, keeping the file's comments.
+func TestFirstRunSaltUnderTheLock(t *testing.T) {
+	dir := t.TempDir()
+	const stackFile = "# the salt test\nconfig:\n  salttest:stopAfter: talos # nothing\n"
+	for name, text := range map[string]string{"Pulumi.yaml": "name: salttest\nruntime: go\n", "Pulumi.s.yaml": stackFile} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	open := func() *Stack {
+		st, err := Open(ctx, Options{Stack: "s", Dir: dir, Backend: "file://" + filepath.Join(dir, "state"),
+			Passphrase: "correct horse battery staple 42", Program: func(*pulumi.Context) error { return nil }, Progress: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	release, err := open().Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := open()
+	if _, err := st.Up(ctx); !errors.Is(err, ErrLocked) {
+		t.Errorf("the first run while another milner holds the lock: %v, want ErrLocked", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "Pulumi.s.yaml")); string(b) != stackFile {
+		t.Errorf("the stack file was written without the lock:\n%s", b)
+	}
+	release()
+	if _, err := st.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "Pulumi.s.yaml"))
+	if !strings.Contains(string(b), "encryptionsalt: v1:") || !strings.Contains(string(b), "# the salt test") || !strings.Contains(string(b), "# nothing") {
+		t.Errorf("after the first run:\n%s", b)
 	}
 }

@@ -42,7 +42,8 @@ func GenerateSecrets(w io.Writer, project, stack, out string) error {
 	}
 	_, _ = fmt.Fprintf(w, "milner secrets: wrote to %s (keep it out of git):\n", out)
 	for _, g := range files {
-		if err := engine.WritePrivateFile(filepath.Join(out, g.Name), g.Data); err != nil {
+		// O_EXCL: a file that appeared since the check above is refused, not truncated.
+		if err := engine.CreatePrivateFile(filepath.Join(out, g.Name), g.Data); err != nil {
 			return err
 		}
 		_, _ = fmt.Fprintf(w, "  %-24s %s\n", g.Name, g.Use)
