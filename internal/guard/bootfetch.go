@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // CopyBootImage makes dst a verified, content-addressed copy of the boot
@@ -21,7 +22,13 @@ import (
 // hashed at preview could have changed by then. ctx ends a download (the
 // first interrupt cancels it).
 func CopyBootImage(ctx context.Context, client *http.Client, src, wantHex, dst string) error {
-	if _, err := os.Stat(dst); err == nil {
+	if err := privateCopyDir(dst); err != nil {
+		return fmt.Errorf("boot image: %w", err)
+	}
+	if fi, err := os.Lstat(dst); err == nil {
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("boot image: the verified copy %s is not a regular file: remove it and run again", dst)
+		}
 		if err := VerifyBootImage(dst, wantHex); err != nil {
 			return fmt.Errorf("%w (the verified copy of %s was altered: remove it and run again)", err, src)
 		}
@@ -34,9 +41,6 @@ func CopyBootImage(ctx context.Context, client *http.Client, src, wantHex, dst s
 		return err
 	}
 	defer func() { _ = body.Close() }()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return fmt.Errorf("boot image: %w", err)
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), ".copy-*")
 	if err != nil {
 		return fmt.Errorf("boot image: %w", err)
@@ -83,4 +87,55 @@ func openBootImage(ctx context.Context, client *http.Client, src string) (io.Rea
 		return nil, fmt.Errorf("boot image %s: %s", src, resp.Status)
 	}
 	return resp.Body, nil
+}
+
+// privateCopyDir makes the directories of the verified copy dst
+// (<user cache dir>/milner/boot) the user's own and 0700, creating them
+// 0700 and keeping them so, and refuses them, or the user cache directory
+// above them, when someone else could replace what is in them between
+// milner's check of the copy and the provider's read of it: a directory
+// of another user (root's excepted, above them), a link where milner's
+// own directory should be, a cache directory others can write to (a
+// shared /tmp among them, sticky or not: whoever comes first makes the
+// directory).
+func privateCopyDir(dst string) error {
+	boot := filepath.Dir(dst)
+	milner := filepath.Dir(boot)
+	root := filepath.Dir(milner)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return err
+	}
+	uid := os.Getuid()
+	fi, err := os.Stat(root)
+	if err != nil {
+		return err
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case st != nil && int(st.Uid) != uid && st.Uid != 0:
+		return fmt.Errorf("the cache directory %s is owned by uid %d, not by the user running milner (uid %d): set XDG_CACHE_HOME to a directory of your own", root, st.Uid, uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("the cache directory %s is writable by others (mode %04o): set XDG_CACHE_HOME to a directory of your own, or chmod go-w %s", root, fi.Mode().Perm(), root)
+	}
+	for _, d := range []string{milner, boot} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return err
+		}
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !fi.IsDir():
+			return fmt.Errorf("%s is not a directory (a link or a file): remove it; milner keeps the verified boot image copies in a directory of its own", d)
+		case st != nil && int(st.Uid) != uid:
+			return fmt.Errorf("%s is owned by uid %d, not by the user running milner (uid %d): remove it; milner keeps the verified boot image copies in a directory of its own", d, st.Uid, uid)
+		case fi.Mode().Perm() != 0o700:
+			if err := os.Chmod(d, 0o700); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

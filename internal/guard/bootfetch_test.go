@@ -100,7 +100,7 @@ func TestBootImageDownloadStopsWithTheContext(t *testing.T) {
 	go func() { <-started; cancel() }()
 	done := make(chan error, 1)
 	go func() {
-		done <- CopyBootImage(ctx, srv.Client(), srv.URL+"/metal.qcow2", strings.Repeat("0", 64), filepath.Join(t.TempDir(), "x.qcow2"))
+		done <- CopyBootImage(ctx, srv.Client(), srv.URL+"/metal.qcow2", strings.Repeat("0", 64), filepath.Join(t.TempDir(), "milner", "boot", "x.qcow2"))
 	}()
 	select {
 	case err := <-done:
@@ -109,5 +109,89 @@ func TestBootImageDownloadStopsWithTheContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the download went on after its context was cancelled")
+	}
+}
+
+// TestBootImageCopyDirectoryIsPrivate: the verified copy lives in
+// <cache>/milner/boot, the user's own and 0700 (made so, kept so); a cache
+// directory others can write to, a directory of another user or a link in
+// its place, and a copy that is not a regular file are refused before
+// anything is read or written.
+func TestBootImageCopyDirectoryIsPrivate(t *testing.T) {
+	const sum = "216016a8050f7df7d7302341465e5746c918aeea1e49c8cab4708e5a2159f383" // sha256 of "talos"
+	image := filepath.Join(t.TempDir(), "metal.raw")
+	if err := os.WriteFile(image, []byte("talos"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		setup  func(t *testing.T, cache string)
+		refuse string // "" copies
+	}{
+		{"a fresh cache", func(*testing.T, string) {}, ""},
+		{"milner's directory too open: kept 0700", func(t *testing.T, cache string) {
+			mkdir(t, filepath.Join(cache, "milner"), 0o755)
+		}, ""},
+		{"a cache directory anyone can write", func(t *testing.T, cache string) { chmod(t, cache, 0o777) }, "is writable by others"},
+		{"a shared sticky cache directory", func(t *testing.T, cache string) { chmod(t, cache, 0o777|os.ModeSticky) }, "is writable by others"},
+		{"milner's directory a link", func(t *testing.T, cache string) {
+			if err := os.Symlink(t.TempDir(), filepath.Join(cache, "milner")); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not a directory (a link or a file)"},
+		{"milner's directory another user's", func(t *testing.T, cache string) {
+			d := filepath.Join(cache, "milner")
+			mkdir(t, d, 0o700)
+			if os.Getuid() != 0 {
+				t.Skip("chown needs root")
+			}
+			if err := os.Chown(d, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, "is owned by uid 65534"},
+		{"the copy a link", func(t *testing.T, cache string) {
+			mkdir(t, filepath.Join(cache, "milner"), 0o700)
+			mkdir(t, filepath.Join(cache, "milner", "boot"), 0o700)
+			if err := os.Symlink(image, filepath.Join(cache, "milner", "boot", sum+".qcow2")); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not a regular file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cache := filepath.Join(t.TempDir(), "cache")
+			mkdir(t, cache, 0o700)
+			c.setup(t, cache)
+			dst := filepath.Join(cache, "milner", "boot", sum+".qcow2")
+			err := CopyBootImage(context.Background(), http.DefaultClient, image, sum, dst)
+			if c.refuse != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refuse) {
+					t.Fatalf("err = %v, want %q", err, c.refuse)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []string{filepath.Join(cache, "milner"), filepath.Join(cache, "milner", "boot")} {
+				if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+					t.Errorf("%s: %v, %v; want 0700", d, fi.Mode().Perm(), err)
+				}
+			}
+		})
+	}
+}
+
+func mkdir(t *testing.T, d string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(d, mode); err != nil {
+		t.Fatal(err)
+	}
+	chmod(t, d, mode)
+}
+
+func chmod(t *testing.T, p string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -301,7 +301,7 @@ func bootImage(o *Op) ([]gate.Refusal, error) {
 	if url == "" {
 		url = config.DefaultBootImage(o.cfg.Cluster.TalosVersion)
 	}
-	if err := guard.CopyBootImage(o.Ctx, http.DefaultClient, url, lv.BootImageSHA256, config.BootImageCache(lv.BootImageSHA256)); err != nil {
+	if err := guard.CopyBootImage(o.Ctx, http.DefaultClient, url, lv.BootImageSHA256, lv.BootSource()); err != nil {
 		return nil, Refused("%v", err)
 	}
 	return nil, nil

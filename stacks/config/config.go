@@ -137,6 +137,8 @@ type LibvirtConfig struct {
 
 	// defaultImage is set when BootImage is the derived factory URL.
 	defaultImage bool
+	// bootCopy is BootImageCache of BootImageSHA256, resolved by Load.
+	bootCopy string
 }
 
 // ProxmoxConfig is milner:substrate.proxmox. The API token is not here: it

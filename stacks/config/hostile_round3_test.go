@@ -279,3 +279,21 @@ func TestEveryDeclaredKeyIsKnown(t *testing.T) {
 	}
 	assert.ElementsMatch(t, append(append([]string{}, config.Keys...), config.SecretKeys...), declared)
 }
+
+// TestBootImageCopyNeedsAUserCacheDir: the verified copy of a pinned boot
+// image lives in the user's cache directory; without one, no shared
+// directory (/tmp) stands in for it: refused at the digest's path.
+func TestBootImageCopyNeedsAUserCacheDir(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	c := baseConfig()
+	at(c, "substrate", "libvirt")["bootImageSha256"] = strings.Repeat("ab", 32)
+	_, err := configtest.Load(raw(t, c), "milner:vaultToken")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "milner:substrate.libvirt.bootImageSha256: no user cache directory for the verified copy of the boot image")
+
+	t.Setenv("XDG_CACHE_HOME", "/home/op/.cache")
+	cfg, err := configtest.Load(raw(t, c), "milner:vaultToken")
+	require.NoError(t, err)
+	assert.Equal(t, "/home/op/.cache/milner/boot/"+strings.Repeat("ab", 32)+".qcow2", cfg.Substrate.Libvirt.BootSource())
+}

@@ -36,30 +36,35 @@ func DefaultBootImage(talosVersion string) string {
 
 // BootSource is the source the boot media is created from: for a bootImage
 // with a digest, local or remote, the verified copy `milner up` makes first
-// (BootImageCache); otherwise bootImage itself. The libvirt provider would
-// download a URL source straight into the pool with no check
-// (terraform-provider-libvirt 0.8.3 libvirt/volume_image.go
+// (BootImageCache, resolved once by Load); otherwise bootImage itself. The
+// libvirt provider would download a URL source straight into the pool
+// with no check (terraform-provider-libvirt 0.8.3 libvirt/volume_image.go
 // httpImage.Import), and reads a local file when it creates the volume,
-// after the confirmation; a copy named by its digest, written only once its
-// bytes matched, is what a pinned image reaches the pool from. A plain
-// `pulumi up` without that copy fails on the missing file when it creates
-// the boot media (the volume ignores a changed source once created).
+// after the confirmation; a copy named by its digest, written only once
+// its bytes matched, in a directory only the user can write, is what a
+// pinned image reaches the pool from. A plain `pulumi up` without that
+// copy fails on the missing file when it creates the boot media (the
+// volume ignores a changed source once created).
 func (lv *LibvirtConfig) BootSource() string {
 	if lv.BootImageSHA256 != "" {
-		return BootImageCache(lv.BootImageSHA256)
+		return lv.bootCopy
 	}
 	return lv.BootImage
 }
 
-// BootImageCache is the verified local copy of a remote boot image of
-// digest sum: <user cache dir>/milner/boot/<sum>.qcow2, named by its
-// content, so a copy is never reused for another image.
-func BootImageCache(sum string) string {
+// BootImageCache is the verified local copy of a boot image of digest
+// sum: <user cache dir>/milner/boot/<sum>.qcow2, named by its content, so a
+// copy is never reused for another image. The user cache directory is
+// $XDG_CACHE_HOME or ~/.cache (os.UserCacheDir); without one there is no
+// place only the user can write, and no shared directory (/tmp) stands in
+// for it: another user could own it, or the copy in it, between milner's
+// check and the provider's read.
+func BootImageCache(sum string) (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
-		dir = os.TempDir()
+		return "", fmt.Errorf("no user cache directory for the verified copy of the boot image (%w): set XDG_CACHE_HOME or HOME", err)
 	}
-	return filepath.Join(dir, "milner", "boot", sum+".qcow2")
+	return filepath.Join(dir, "milner", "boot", sum+".qcow2"), nil
 }
 
 // Local reports whether the libvirt URI names no host (qemu:///system,

@@ -163,6 +163,12 @@ func (c *Config) checkBootImage(p *problems, sp string) {
 		p.addf(sp+".bootImageSha256", "is required with a downloaded bootImage (sha256sum of the image)")
 	case sum == "" && remote:
 		p.warnf(sp+".bootImageSha256", "the default boot image %s is downloaded without a pinned digest; set bootImageSha256 to its sha256sum", img)
+	case sum != "":
+		copyPath, err := BootImageCache(sum)
+		if err != nil {
+			p.addf(sp+".bootImageSha256", "%v", err)
+		}
+		lv.bootCopy = copyPath
 	}
 }
 
