@@ -410,11 +410,11 @@ func TestEveryNodeConfigPassesTalosMachinery(t *testing.T) {
 			want := map[string]talosconfig.Platform{"dev": talosconfig.Metal, "local": talosconfig.Metal, "prod": talosconfig.Nocloud}[stack]
 			for node, in := range inputs {
 				assert.Equal(t, want, in.Platform)
-				assert.Equal(t, "v1.9", in.Contract)
+				assert.Equal(t, ev.Config.Cluster.ConfigContract, in.Contract)
 				cfg, warnings, err := renderTalos(secrets, in)
 				require.NoError(t, err, "%s %s", stack, node)
 				assert.Empty(t, warnings, "%s %s", stack, node)
-				assert.Equal(t, node, cfg.Machine().Network().Hostname(), "the patch reached the config")
+				assert.Equal(t, node, cfg.NetworkHostnameConfig().Hostname(), "the patch reached the config")
 				assert.True(t, cfg.Cluster().ScheduleOnControlPlanes(), "%s %s", stack, node)
 			}
 		})

@@ -11,6 +11,7 @@ import "slices"
 var previewRules = []Rule{
 	{"proxmox-privileges", Before, proxmoxPrivileges},
 	{"proxmox-known-hosts", Before, proxmoxKnownHosts},
+	{"charts-published", Before, chartsPublished},
 	{"replace-in-state", Before, replaceInState},
 	{"substrate-in-state", Stop, substrateInState},
 	{"state-identity", Stop, stateIdentity},

@@ -17,11 +17,11 @@ import (
 func publishedChart(t *testing.T, chart, version string) map[string]any {
 	t.Helper()
 	for _, p := range config.PublishedCharts {
-		if p.Name == chart && slices.Contains(p.Versions, version) {
+		if p.Name == chart {
 			return map[string]any{"repo": p.Repo, "name": chart, "version": version}
 		}
 	}
-	t.Fatalf("%s %s is not recorded as published (config.PublishedCharts)", chart, version)
+	t.Fatalf("%s has no record of where it is published (config.PublishedCharts)", chart)
 	return nil
 }
 
