@@ -331,7 +331,7 @@ func TestWaitForAppsIsOnByDefaultAndTestOnlyOff(t *testing.T) {
 	cfg := stackConfig(t, "dev", devSecrets)
 	cfg["milner:waitForApps"] = "false"
 	rec = runStack(t, "dev", cfg)
-	require.Len(t, rec.ByType(tRelease), 3)
+	require.Len(t, rec.ByType(tRelease), 4)
 	for _, r := range rec.ByType(tRelease) {
 		assert.True(t, r.Inputs["skipAwait"].BoolValue(), r.Name)
 		assert.False(t, r.Inputs["atomic"].BoolValue(), "%s: Helm's atomic implies waiting", r.Name)

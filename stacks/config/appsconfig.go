@@ -290,6 +290,7 @@ func (c *Config) validateAppsLayer(p *problems) {
 		}
 		validateChart(p, sp+".chart", c.dir, &c.Storage.Chart)
 	}
+	c.validateLoadBalancer(p, claim)
 
 	vaults, woodpeckers := 0, 0
 	for i := range c.Apps {
