@@ -76,7 +76,7 @@ func TestLoadBalancerPoolOnAnExistingCluster(t *testing.T) {
 	assert.Equal(t, "10.73.0.241", cfg.LBPool().From.String())
 	for p, want := range map[string]obj{
 		"milner:loadBalancer.pool: start 10.73.0.250 is after end 10.73.0.241": {"start": "10.73.0.250", "end": "10.73.0.241"},
-		`milner:loadBalancer.pool.start: "lb" is not a unicast IP address`:      {"start": "lb", "end": "10.73.0.241"},
+		`milner:loadBalancer.pool.start: "lb" is not a unicast IP address`:     {"start": "lb", "end": "10.73.0.241"},
 	} {
 		_, err := load(want)
 		require.Error(t, err)
