@@ -74,6 +74,9 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 		afterStorage = append(afterStorage, layer.LoadBalancer.Pool, layer.LoadBalancer.Advertisement)
 	}
 	for i, app := range cfg.Apps {
+		if app.WoodpeckerOff() {
+			continue // no forge: config's warning says Woodpecker is off
+		}
 		ap := fmt.Sprintf("%s[%d]", config.Key("apps"), i)
 		values, secrets, err := appValues(ctx, cfg, app, storageClass)
 		if err != nil {

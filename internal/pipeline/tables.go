@@ -12,6 +12,7 @@ var previewRules = []Rule{
 	{"proxmox-privileges", Before, proxmoxPrivileges},
 	{"proxmox-known-hosts", Before, proxmoxKnownHosts},
 	{"replace-in-state", Before, replaceInState},
+	{"forge-answers", Before, forgeAnswers},
 	{"substrate-in-state", Stop, substrateInState},
 	{"state-identity", Stop, stateIdentity},
 	{"layer-rules", Report, layerRules},
