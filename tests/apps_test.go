@@ -190,7 +190,7 @@ func TestWoodpeckerReadsItsForgeFromSecrets(t *testing.T) {
 	assert.Equal(t, false, at(t, v, "agent.mapAgentSecret"))
 	assert.Equal(t, []any{"woodpecker-agent-env"}, at(t, v, "agent.extraSecretNamesForEnvFrom"))
 	assert.Equal(t, "true", at(t, v, "server.env.WOODPECKER_GITEA"))
-	assert.Equal(t, "http://10.73.0.1:3000", at(t, v, "server.env.WOODPECKER_GITEA_URL"))
+	assert.Equal(t, devForgeURL, at(t, v, "server.env.WOODPECKER_GITEA_URL"))
 	assert.Equal(t, "https://ci.milner.internal", at(t, v, "server.env.WOODPECKER_HOST"))
 	assert.Equal(t, "local-path", at(t, v, "server.persistentVolume.storageClass"))
 	assert.Equal(t, false, at(t, v, "agent.env.WOODPECKER_BACKEND_K8S_STORAGE_RWX"))

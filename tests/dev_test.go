@@ -74,8 +74,22 @@ func stackConfig(t testing.TB, stack string, secrets map[string]string) map[stri
 	cfg, err := offlinetest.ReadStackConfig("../Pulumi." + stack + ".yaml")
 	require.NoError(t, err)
 	maps.Copy(cfg, secrets)
+	if stack == "dev" {
+		// The committed dev stack has no forge (Woodpecker off: the forge
+		// is the user's); these tests run it as a user with one does.
+		cfg = patchKey(t, cfg, "milner:apps", func(v any) {
+			for _, a := range v.([]any) {
+				if w, ok := a.(map[string]any)["woodpecker"].(map[string]any); ok {
+					w["forge"] = map[string]any{"kind": "gitea", "url": devForgeURL}
+				}
+			}
+		})
+	}
 	return cfg
 }
+
+// devForgeURL is the forge the tests' dev stack names.
+const devForgeURL = "https://git.milner.internal"
 
 // runStack runs the program on cfg, with every test secret key marked
 // secret, and fails the test on error.
