@@ -7,6 +7,8 @@
 #                               tools/kube-apiserver/go.mod and tools/etcd/go.mod
 #   kube-controller-manager   - its controllers (Pods, PVCs from the charts' workloads),
 #                               pinned by tools/kube-controller-manager/go.mod (the same release)
+#   kubelet, kube-scheduler, kube-proxy - the node side of the real-kubelet apps scenario
+#                               (tests/kubeapi), pinned by tools/kubelet/go.mod (the same release)
 #   pulumi-resource-kubernetes - the Kubernetes provider plugin, pinned by
 #                               tools/kubernetes-provider/go.mod
 #   talos-validate-v<version> - Talos config validators, one per machinery version the
@@ -24,7 +26,7 @@
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubernetes|talos-validate|talos|proxmoxve]...
+# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubelet|kubernetes|talos-validate|talos|proxmoxve]...
 #   (default: pulumi libvirt; kubeapi is kube-apiserver, kube-controller-manager and etcd)
 set -euo pipefail
 
@@ -162,6 +164,10 @@ for t in "${targets[@]}"; do
       build kube-apiserver "$root/tools/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
       build kube-controller-manager "$root/tools/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
       build etcd "$root/tools/etcd" . "" ;;
+    kubelet) # a node for the real-kubelet apps scenario (tests/kubeapi): kubelet, scheduler, kube-proxy
+      for c in kubelet kube-scheduler kube-proxy; do
+        build "$c" "$root/tools/kubelet" "k8s.io/kubernetes/cmd/$c" "$kube_ldflags"
+      done ;;
     kubernetes)
       build pulumi-resource-kubernetes "$root/tools/kubernetes-provider" . \
         "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$kubernetes_ver" kubernetes_embeds ;;
@@ -185,6 +191,6 @@ for t in "${targets[@]}"; do
       [[ -n $tf && -d $src/$tf ]] || { echo "tools: $src/go.mod replaces terraform-provider-talos with no sibling folder" >&2; exit 1; }
       trees="$src $src/$tf" build pulumi-resource-talos "$src" ./cmd/pulumi-resource-talos \
         "-X github.com/pulumiverse/pulumi-talos/provider/pkg/version.Version=$talos_ver" ;;
-    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubernetes, talos-validate, talos or proxmoxve)" >&2; exit 2 ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubelet, kubernetes, talos-validate, talos or proxmoxve)" >&2; exit 2 ;;
   esac
 done

@@ -45,6 +45,8 @@ const (
 	tK8sProvider   = "pulumi:providers:kubernetes"
 	tLvProvider    = "pulumi:providers:libvirt"
 	tNamespace     = "kubernetes:core/v1:Namespace"
+	tIPPool        = "kubernetes:metallb.io/v1beta1:IPAddressPool"
+	tL2Adv         = "kubernetes:metallb.io/v1beta1:L2Advertisement"
 	tSecret        = "kubernetes:core/v1:Secret"
 	tStorageClass  = "kubernetes:storage.k8s.io/v1:StorageClass"
 	tQuota         = "kubernetes:core/v1:ResourceQuota"
@@ -72,8 +74,22 @@ func stackConfig(t testing.TB, stack string, secrets map[string]string) map[stri
 	cfg, err := offlinetest.ReadStackConfig("../Pulumi." + stack + ".yaml")
 	require.NoError(t, err)
 	maps.Copy(cfg, secrets)
+	if stack == "dev" {
+		// The committed dev stack has no forge (Woodpecker off: the forge
+		// is the user's); these tests run it as a user with one does.
+		cfg = patchKey(t, cfg, "milner:apps", func(v any) {
+			for _, a := range v.([]any) {
+				if w, ok := a.(map[string]any)["woodpecker"].(map[string]any); ok {
+					w["forge"] = map[string]any{"kind": "gitea", "url": devForgeURL}
+				}
+			}
+		})
+	}
 	return cfg
 }
+
+// devForgeURL is the forge the tests' dev stack names.
+const devForgeURL = "https://git.milner.internal"
 
 // runStack runs the program on cfg, with every test secret key marked
 // secret, and fails the test on error.
@@ -136,9 +152,11 @@ func TestDevCountsPerType(t *testing.T) {
 		tBootstrap:            1,
 		tKubeconfig:           1,
 		tK8sProvider:          1,
-		helmapp.Type:          3, // storage, vault, woodpecker
-		tRelease:              3,
-		tNamespace:            4, // one per app, and the workloads'
+		helmapp.Type:          4, // storage, load balancer, vault, woodpecker
+		tIPPool:               1, // MetalLB's pool: milner:network.vipRange
+		tL2Adv:                1,
+		tRelease:              4, // storage, load balancer, vault, woodpecker
+		tNamespace:            5, // one per app (storage and load balancer too), and the workloads'
 		tSecret:               3, // Vault's TLS, Woodpecker's server and agent env
 		tStorageClass:         1,
 		workloads.Type:        1,
@@ -165,9 +183,9 @@ func TestDevLogicalNames(t *testing.T) {
 		tApply:         {"cp-1-apply", "cp-2-apply", "cp-3-apply"},
 		tBootstrap:     {"milner-dev-bootstrap"},
 		tKubeconfig:    {"milner-dev-kubeconfig"},
-		helmapp.Type:   {"local-path-provisioner", "vault", "woodpecker"},
-		tRelease:       {"local-path-provisioner-release", "vault-release", "woodpecker-release"},
-		tNamespace:     {"evolved-npcs-ns", "local-path-provisioner-ns", "vault-ns", "woodpecker-ns"},
+		helmapp.Type:   {"local-path-provisioner", "metallb", "vault", "woodpecker"},
+		tRelease:       {"local-path-provisioner-release", "metallb-release", "vault-release", "woodpecker-release"},
+		tNamespace:     {"evolved-npcs-ns", "local-path-provisioner-ns", "metallb-ns", "vault-ns", "woodpecker-ns"},
 		tSecret:        {"vault-tls", "woodpecker-agent-env", "woodpecker-server-env"},
 		tStorageClass:  {"local-path-provisioner-class"},
 		workloads.Type: {"evolved-npcs"},

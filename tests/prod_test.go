@@ -93,15 +93,17 @@ func TestProdCountsPerType(t *testing.T) {
 		"talos:machine/bootstrap:Bootstrap":                   1,
 		"talos:cluster/kubeconfig:Kubeconfig":                 1,
 		"pulumi:providers:kubernetes":                         1,
-		helmapp.Type:                                          3,
-		"kubernetes:helm.sh/v3:Release":                       3,
-		tNamespace:                                            4,
-		tSecret:                                               3,
-		tStorageClass:                                         1,
-		"milner:components:Workloads":                         1,
-		tQuota:                                                1,
-		tLimitRange:                                           1,
-		tPriorityClass:                                        1,
+		helmapp.Type:                                          4,
+		"kubernetes:helm.sh/v3:Release":                       4,
+		"kubernetes:metallb.io/v1beta1:IPAddressPool":         1,
+		"kubernetes:metallb.io/v1beta1:L2Advertisement":       1,
+		tNamespace:                    5,
+		tSecret:                       3,
+		tStorageClass:                 1,
+		"milner:components:Workloads": 1,
+		tQuota:                        1,
+		tLimitRange:                   1,
+		tPriorityClass:                1,
 	}, offlinetest.Counts(rec))
 }
 
@@ -117,7 +119,7 @@ func TestProdLogicalNames(t *testing.T) {
 			"milner-prod-cp-3", "milner-prod-cp-3-disks",
 		},
 		talosnode.Type: {"cp-1", "cp-2", "cp-3"},
-		helmapp.Type:   {"local-path-provisioner", "vault", "woodpecker"},
+		helmapp.Type:   {"local-path-provisioner", "metallb", "vault", "woodpecker"},
 	} {
 		assert.Equal(t, want, prodNames(rec.ByType(token)), token)
 	}

@@ -178,8 +178,8 @@ var failureCases = []failureCase{
 		edit(t, ev.Declared.Regs, "vault-release", func(r *offline.Registration) { delete(r.Inputs, "name") })
 	}, "vault-release has no fixed release name"},
 	{"releases have a fixed name and are atomic", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Declared.Regs, "woodpecker-release", func(r *offline.Registration) { r.Inputs["atomic"] = resource.NewProperty(false) })
-	}, "woodpecker-release is not atomic"},
+		edit(t, ev.Declared.Regs, "vault-release", func(r *offline.Registration) { r.Inputs["atomic"] = resource.NewProperty(false) })
+	}, "vault-release is not atomic"},
 	{"chart versions are pinned", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "vault-release", func(r *offline.Registration) { r.Inputs["version"] = resource.NewProperty("^0.29") })
 	}, `vault-release: chart version "^0.29" is not pinned`},

@@ -13,6 +13,7 @@ var previewRules = []Rule{
 	{"proxmox-known-hosts", Before, proxmoxKnownHosts},
 	{"charts-published", Before, chartsPublished},
 	{"replace-in-state", Before, replaceInState},
+	{"forge-answers", Before, forgeAnswers},
 	{"substrate-in-state", Stop, substrateInState},
 	{"state-identity", Stop, stateIdentity},
 	{"layer-rules", Report, layerRules},

@@ -36,6 +36,12 @@ var PublishedCharts = []PublishedChart{
 	// chart repository (its issue #89, "Publish Helm chart in a chart
 	// repository", is open).
 	{Name: StorageChartName, Repo: "oci://ghcr.io/rancher/local-path-provisioner/charts"},
+	// metallb/metallb at v0.16.1 (fafdcee2): its installation guide
+	// (website/content/installation/_index.md, "Installation with Helm"):
+	// "helm repo add metallb https://metallb.github.io/metallb"; the
+	// chart's own Chart.yaml names the frr-k8s subchart's repository beside
+	// it, https://metallb.github.io/frr-k8s.
+	{Name: LoadBalancerChartName, Repo: "https://metallb.github.io/metallb"},
 }
 
 // StorageChartName is local-path-provisioner's chart name.

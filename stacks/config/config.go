@@ -27,7 +27,7 @@ const Namespace = vocab.Project
 // Keys lists every structured config key the program reads, in the order a
 // stack file shows them. Secrets named by apps and the Proxmox token are
 // separate, secret keys.
-var Keys = []string{"cluster", "substrate", "network", "nodes", "storage", "apps", "chartMirrors", "workloads", "startAt", "stopAfter", "waitForApps"}
+var Keys = []string{"cluster", "substrate", "network", "nodes", "storage", "loadBalancer", "apps", "chartMirrors", "workloads", "startAt", "stopAfter", "waitForApps"}
 
 // Config mirrors a stack's Pulumi.<stack>.yaml: one field per milner: key.
 // Load fills it once; nothing else reads stack config.
@@ -52,6 +52,8 @@ type Config struct {
 	WaitForApps bool `json:"-"`
 	// Storage is milner:storage, the storage layer under the apps.
 	Storage StorageConfig `json:"storage"`
+	// LoadBalancer is milner:loadBalancer, MetalLB for the apps' Services.
+	LoadBalancer LoadBalancerConfig `json:"loadBalancer"`
 	// Workloads is milner:workloads, room reserved for Evolved-NPCs (optional).
 	Workloads *WorkloadsConfig `json:"workloads,omitempty"`
 	// ChartMirrors is milner:chartMirrors: where charts are fetched from
@@ -386,6 +388,7 @@ func Load(src ConfigSource) (*Config, error) {
 	}
 	decodeList(src, "apps", &cfg.Apps, &p)
 	decodeOptional(src, "storage", &cfg.Storage, &p)
+	decodeOptional(src, "loadBalancer", &cfg.LoadBalancer, &p)
 	decodeOptional(src, "chartMirrors", &cfg.ChartMirrors, &p)
 	if decodeOptional(src, "workloads", &cfg.Workloads, &p) && cfg.Workloads == nil {
 		p.addf(Key("workloads"), "is empty")
@@ -551,6 +554,7 @@ func (c *Config) applyDefaults() {
 		c.StartAt = LayerSubstrate
 	}
 	c.applyAppsDefaults()
+	c.applyLoadBalancerDefaults()
 	if c.Cluster.OIDC != nil {
 		c.Cluster.OIDC.applyOIDCDefaults()
 	}

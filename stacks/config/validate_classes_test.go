@@ -177,7 +177,7 @@ func TestHardeningValues(t *testing.T) {
 		{"a LoadBalancer without vipRange", func(c obj) {
 			delete(at(c, "network"), "vipRange")
 			set(asVault(c), "ui.serviceType", "LoadBalancer")
-		}, "milner:apps[0].values.ui.serviceType: LoadBalancer exposes the Service beyond the cluster, but the stack declares no milner:network.vipRange"},
+		}, "milner:apps[0].values.ui.serviceType: LoadBalancer exposes the Service beyond the cluster, but the stack runs no load balancer (milner:network.vipRange"},
 		{"host network", vault("server.hostNetwork", true), "milner:apps[0].values.server.hostNetwork: opens the app beyond the cluster network"},
 		{"a host port in a list", vault("server.extraPorts", []any{obj{"containerPort": 8200, "hostPort": 8200}}), "milner:apps[0].values.server.extraPorts[0].hostPort: opens the app beyond the cluster network"},
 		{"external IPs", vault("server.service.externalIPs", []any{"192.168.1.9"}), "milner:apps[0].values.server.service.externalIPs: opens the app beyond the cluster network"},

@@ -62,6 +62,9 @@ func (c *Config) checkProvenance(p *problems) {
 	if s := c.Storage; s.On() {
 		checkChartSource(p, Key("storage")+".chart", s.Chart)
 	}
+	if c.LBOn() {
+		checkChartSource(p, Key("loadBalancer")+".chart", c.LoadBalancer.Chart)
+	}
 	for i, a := range c.Apps {
 		ap := fmt.Sprintf("%s[%d]", Key("apps"), i)
 		checkChartSource(p, ap+".chart", a.Chart)
