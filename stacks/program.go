@@ -20,6 +20,7 @@ package stacks
 import (
 	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	pulumiconfig "github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
@@ -80,7 +81,7 @@ func NewProgram(opts *RunOptions) pulumi.RunFunc {
 
 // run loads the config, declares every layer and exports the outputs.
 func run(ctx *pulumi.Context, opts RunOptions) error {
-	cfg, err := config.Load(ctx)
+	cfg, err := config.Load(programConfig{ctx})
 	if err != nil {
 		return err
 	}
@@ -287,6 +288,20 @@ func nodeSpecs(c *config.Config) []substrate.NodeSpec {
 
 // A *pulumi.Context is a config source: the program loads its stack with it.
 var _ config.ConfigSource = (*pulumi.Context)(nil)
+
+// programConfig is the program's config source: the context, which also
+// lists its keys when the language host passed them in PULUMI_CONFIG
+// (pulumi-language-go does; sdk v3.276.0 go/pulumi/run.go getEnvInfo reads
+// them from there), so that plain `pulumi up` refuses an unknown milner:
+// key as milner does. Milner's own engine loads the stack file first
+// (internal/stackfile), which lists them.
+type programConfig struct{ *pulumi.Context }
+
+var _ config.KeyLister = programConfig{}
+
+func (c programConfig) ConfigKeys() ([]string, bool) {
+	return config.EnvKeys(os.Getenv(pulumi.EnvConfig), c.GetConfig)
+}
 
 // secret reads the secret milner:<k> as an Output; config.Load has checked
 // that it is set, and set as a secret, wherever the stack needs it.

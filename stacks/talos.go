@@ -126,7 +126,7 @@ func newSecrets(ctx *pulumi.Context, cfg *config.Config, importPath string) (*ma
 // never carries the import: its later runs register no id and plan "same".
 func SecretsBundle(importPath string) pulumi.RunFunc {
 	return func(ctx *pulumi.Context) error {
-		cfg, err := config.Load(ctx)
+		cfg, err := config.Load(programConfig{ctx})
 		if err != nil {
 			return err
 		}

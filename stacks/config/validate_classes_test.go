@@ -157,9 +157,9 @@ func TestHardeningValues(t *testing.T) {
 	vault := func(path string, v any) func(c obj) { return func(c obj) { set(asVault(c), path, v) } }
 	runRefusals(t, []refusalCase{
 		// Shell quoting around flags.
-		{"vault dev flag in single quotes", vault("server.extraArgs", "'-dev'"), `milner:apps[0].values.server.extraArgs: "'-dev'" undoes Milner's hardened Vault`},
-		{"vault dev flag quoted inside", vault("server.extraArgs", `-log-level=info -d"e"v`), `milner:apps[0].values.server.extraArgs: "-log-level=info -d\"e\"v" undoes`},
-		{"vault config flag behind a backslash", vault("server.extraArgs", `\-config=/tmp/plain.hcl`), `milner:apps[0].values.server.extraArgs: "\\-config=/tmp/plain.hcl" undoes`},
+		{"vault dev flag in single quotes", vault("server.extraArgs", "'-dev'"), `milner:apps[0].values.server.extraArgs: "'-dev'" is not one of the Vault server flags Milner allows there`},
+		{"vault dev flag quoted inside", vault("server.extraArgs", `-log-level=info -d"e"v`), `milner:apps[0].values.server.extraArgs: "-d\"e\"v" is not one of the Vault server flags`},
+		{"vault config flag behind a backslash", vault("server.extraArgs", `\-config=/tmp/plain.hcl`), `milner:apps[0].values.server.extraArgs: "\\-config=/tmp/plain.hcl" is not one of the Vault server flags`},
 		// Environment variables that turn TLS verification off.
 		{"vault skip verify in an env map", vault("server.extraEnvironmentVars.VAULT_SKIP_VERIFY", "true"),
 			"milner:apps[0].values.server.extraEnvironmentVars.VAULT_SKIP_VERIFY: VAULT_SKIP_VERIFY=true turns TLS verification off"},
