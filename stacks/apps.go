@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/components/lifecycle"
 	"github.com/milner/milner/components/workloads"
 	"github.com/milner/milner/stacks/config"
 )
@@ -34,7 +35,7 @@ type AppsLayer struct {
 // one HelmApp per configured app (after the storage), and the workloads'
 // reservation. adopt maps logical names to the live objects they import
 // (RunOptions.Adopt).
-func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.StringOutput, adopt map[string]string) (*AppsLayer, error) {
+func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.StringOutput, adopt map[string]string, hooks *lifecycle.Hooks) (*AppsLayer, error) {
 	name := cfg.Cluster.Name
 	// An explicit provider, never the ambient kubeconfig. The cluster
 	// identifier is fixed so that a rotated kubeconfig updates the provider
@@ -53,7 +54,7 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 	storageClass := ""
 	var afterStorage []pulumi.Resource
 	if cfg.Storage.On() {
-		if layer.Storage, err = deployStorage(ctx, cfg, k8s, adopt); err != nil {
+		if layer.Storage, err = deployStorage(ctx, cfg, k8s, adopt, hooks); err != nil {
 			return nil, err
 		}
 		storageClass = cfg.Storage.StorageClass
@@ -95,6 +96,7 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 			SkipAwait:      !cfg.WaitForApps,
 			DependsOn:      afterStorage,
 			Adopt:          adopt,
+			Hooks:          hooks,
 		})
 		if err != nil {
 			return nil, err

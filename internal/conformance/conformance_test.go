@@ -183,6 +183,15 @@ var failureCases = []failureCase{
 	{"chart versions are pinned", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "vault-release", func(r *offline.Registration) { r.Inputs["version"] = resource.NewProperty("^0.29") })
 	}, `vault-release: chart version "^0.29" is not pinned`},
+	{"what plain `pulumi` must not delete or replace carries its lifecycle hook", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Declared.Regs, "woodpecker-release", func(r *offline.Registration) { r.Options.BeforeDelete = nil })
+	}, "woodpecker-release (kubernetes:helm.sh/v3:Release) has before-delete hooks [], want [milner-keep-release]"},
+	{"what plain `pulumi` must not delete or replace carries its lifecycle hook", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Declared.Regs, "milner-dev-cp-2-data", func(r *offline.Registration) { r.Options.BeforeDelete = nil })
+	}, "milner-dev-cp-2-data (libvirt:index/volume:Volume) has before-delete hooks [], want [milner-keep-persistent]"},
+	{"what plain `pulumi` must not delete or replace carries its lifecycle hook", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Declared.Regs, "milner-dev-cp-1", func(r *offline.Registration) { r.Options.BeforeDelete = []string{"milner-keep-persistent"} })
+	}, "milner-dev-cp-1 (libvirt:index/domain:Domain) has before-delete hooks [milner-keep-persistent], want []"},
 }
 
 func TestEveryRuleCanFail(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"golang.org/x/mod/semver"
 
+	"github.com/milner/milner/components/lifecycle"
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/offline"
@@ -43,6 +44,7 @@ var Rules = []Rule{
 	{"cluster secrets are protected and secret", config.LayerTalos, secretsProtected, nil},
 	{"releases have a fixed name and are atomic", config.LayerApps, releasesNamedAtomic, nil},
 	{"chart versions are pinned", config.LayerApps, chartsPinned, nil},
+	{"what plain `pulumi` must not delete or replace carries its lifecycle hook", config.LayerSubstrate, lifecycleHooks, nil},
 }
 
 // bootMediaTypes may be retained on delete instead of protected: one image
@@ -391,6 +393,35 @@ func chartsPinned(ev *Evidence) []string {
 		}
 		if !semver.IsValid(v) || semver.Canonical(v) != v {
 			out = append(out, fmt.Sprintf("%s: chart version %q is not pinned to an exact version", r.Name, strings.TrimPrefix(v, "v")))
+		}
+	}
+	return out
+}
+
+// lifecycleHooks checks that every resource a plain `pulumi preview` or
+// `pulumi up` must refuse to delete or replace is bound to the hook that
+// refuses it (components/lifecycle): persistent substrate (but for what is
+// retained on delete), the secrets bundle, the bootstrap, each release not
+// retained on delete; and that nothing else is.
+func lifecycleHooks(ev *Evidence) []string {
+	var out []string
+	for _, r := range ev.Declared.Regs {
+		if !r.Custom {
+			continue
+		}
+		var want []string
+		switch {
+		case layer(r) == gate.Persistent && !r.Options.RetainOnDelete:
+			want = []string{lifecycle.KeepPersistent}
+		case r.Type == gate.TypeTalosSecrets:
+			want = []string{lifecycle.KeepSecrets}
+		case r.Type == gate.TypeTalosBootstrap:
+			want = []string{lifecycle.KeepBootstrap}
+		case r.Type == gate.TypeHelmRelease && !r.Options.RetainOnDelete:
+			want = []string{lifecycle.KeepRelease}
+		}
+		if !slices.Equal(r.Options.BeforeDelete, want) {
+			out = append(out, fmt.Sprintf("%s (%s) has before-delete hooks %v, want %v", r.Name, r.Type, r.Options.BeforeDelete, want))
 		}
 	}
 	return out

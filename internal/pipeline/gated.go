@@ -95,6 +95,11 @@ type planned struct {
 // its report.
 func Run(o *Op, v Verb, in Input) (g *Outcome, err error) {
 	o.in, o.rules = in, v.Rules
+	if in.RunOpts != nil {
+		// milner's gate judges every preview whole, every refusal named;
+		// the program's lifecycle hooks hold in its updates.
+		in.RunOpts.Lifecycle.Gated = true
+	}
 	// teardown's deprecated --confirm <cluster> is --yes once
 	// teardownClusterName passed.
 	o.Yes = o.Yes || in.ConfirmName != ""
@@ -188,6 +193,11 @@ func (o *Op) planPreview() error {
 		return err
 	}
 	opts.Replace = append(opts.Replace, targets...)
+	if o.in.RunOpts != nil {
+		// The replaces the gate lets through (the --os-disk node's OS
+		// volume) pass the lifecycle hooks too.
+		o.in.RunOpts.Lifecycle.Allowed = opts.Replace
+	}
 	if err := o.unprotectOSVolume(); err != nil {
 		return err
 	}
