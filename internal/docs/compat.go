@@ -62,4 +62,3 @@ func Compatibility() (string, error) {
 	}
 	return b.String(), nil
 }
-

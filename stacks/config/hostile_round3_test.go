@@ -107,7 +107,9 @@ func TestCredentialHostsAllowLocalClearText(t *testing.T) {
 // TestJoinedLists (class 3): an entry of a list Woodpecker reads as one
 // comma-joined setting is one forge name.
 func TestJoinedLists(t *testing.T) {
-	admins := func(v any) func(c obj) { return func(c obj) { asWoodpecker(c); at(c, "apps", 1, "woodpecker")["admins"] = v } }
+	admins := func(v any) func(c obj) {
+		return func(c obj) { asWoodpecker(c); at(c, "apps", 1, "woodpecker")["admins"] = v }
+	}
 	runRefusals(t, []refusalCase{
 		{"a comma makes two admins", admins([]any{"alice,mallory"}), `milner:apps[1].woodpecker.admins[0]: "alice,mallory" is not one forge user name`},
 		{"a newline", admins([]any{"alice\nmallory"}), `milner:apps[1].woodpecker.admins[0]: "alice\nmallory" is not one forge user name`},

@@ -37,12 +37,12 @@ type apiLevel string
 // atLeast reports a node version at or after since.
 func (l apiLevel) atLeast(since string) bool { return semver.Compare(string(l), since) >= 0 }
 
-func (l apiLevel) etcdReader() bool            { return l.atLeast("v1.10.0") }
-func (l apiLevel) v1alpha1Required() bool      { return l.atLeast("v1.10.0") }
+func (l apiLevel) etcdReader() bool             { return l.atLeast("v1.10.0") }
+func (l apiLevel) v1alpha1Required() bool       { return l.atLeast("v1.10.0") }
 func (l apiLevel) preserveSkipsEtcdCheck() bool { return l.atLeast("v1.12.0") }
 func (l apiLevel) rbacAlways() bool             { return l.atLeast("v1.12.0") }
-func (l apiLevel) unifiedMaintenance() bool    { return l.atLeast("v1.13.0") }
-func (l apiLevel) lifecycle() bool             { return l.atLeast("v1.13.0") }
+func (l apiLevel) unifiedMaintenance() bool     { return l.atLeast("v1.13.0") }
+func (l apiLevel) lifecycle() bool              { return l.atLeast("v1.13.0") }
 
 // rules are machined's rules at this version for the methods the double
 // serves; methods not listed fall back to os:admin, as there.
