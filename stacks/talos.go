@@ -244,6 +244,7 @@ func PatchArgs(cfg *config.Config) talosnode.PatchArgs {
 		InstallImage:                   cfg.Cluster.InstallImage,
 		AllowSchedulingOnControlPlanes: *cfg.Cluster.AllowSchedulingOnControlPlanes,
 		DataMountpoint:                 config.DataMountpoint,
+		HostnameDocument:               cfg.Cluster.HostnameDocument(),
 	}
 }
 

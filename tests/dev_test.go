@@ -289,7 +289,7 @@ func TestDevTalosPatch(t *testing.T) {
 	assert.Equal(t, []string{"10.73.0.12/24"}, m.Network.Interfaces[0].Addresses)
 	assert.Equal(t, "10.73.0.240", m.Network.Interfaces[0].VIP["ip"])
 	assert.Equal(t, "/dev/vda", m.Install["disk"])
-	assert.Equal(t, "ghcr.io/siderolabs/installer:v1.9.5", m.Install["image"])
+	assert.Equal(t, "ghcr.io/siderolabs/installer:"+stackCluster(t, "dev").TalosVersion, m.Install["image"])
 	require.Len(t, m.Disks, 1)
 	assert.Equal(t, "/dev/vdb", m.Disks[0].Device)
 }
@@ -397,7 +397,9 @@ func substrateInputs(rec *offline.Recorder) map[string]resource.PropertyMap {
 
 func TestTalosVersionBumpTouchesNoSubstrate(t *testing.T) {
 	base := stackConfig(t, "dev", devSecrets)
-	bumped := patchKey(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = "v1.9.6" })
+	from := stackCluster(t, "dev").TalosVersion
+	to := nextPatch(t, from)
+	bumped := patchKey(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = to })
 	before, after := runStack(t, "dev", base), runStack(t, "dev", bumped)
 
 	assert.Equal(t, substrateInputs(before), substrateInputs(after), "a Talos version bump must not change any volume, domain, pool or network input")
@@ -418,7 +420,7 @@ func TestTalosVersionBumpTouchesNoSubstrate(t *testing.T) {
 	bc, ac := nodeConfigInvoke(t, before, "cp-1"), nodeConfigInvoke(t, after, "cp-1")
 	assert.Equal(t, "v1.9", ac.Contract)
 	assert.Equal(t, bc.Contract, ac.Contract, "the config contract is fixed")
-	assert.Equal(t, strings.Replace(bc.Patches[0], "installer:v1.9.5", "installer:v1.9.6", 1), ac.Patches[0], "only the installer image follows the version")
+	assert.Equal(t, strings.Replace(bc.Patches[0], "installer:"+from, "installer:"+to, 1), ac.Patches[0], "only the installer image follows the version")
 	assert.NotEqual(t, bc.Patches[0], ac.Patches[0])
 }
 

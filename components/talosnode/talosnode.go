@@ -76,6 +76,12 @@ type PatchArgs struct {
 	AllowSchedulingOnControlPlanes bool
 	// DataMountpoint is where the node's persistent data disk is mounted.
 	DataMountpoint string
+	// HostnameDocument puts the hostname in a HostnameConfig document, not
+	// in machine.network: the contracts that generate one (Talos v1.12+,
+	// machinery's VersionContract.MultidocNetworkConfigSupported) refuse a
+	// config with both ("static hostname is already set in v1alpha1 config",
+	// config/types/network/hostname.go).
+	HostnameDocument bool
 }
 
 // Args configures one node's Talos machine configuration.
@@ -193,13 +199,13 @@ func Patch(node Node, args PatchArgs) (string, error) {
 	for _, ns := range args.Nameservers {
 		nameservers = append(nameservers, ns.String())
 	}
+	network := map[string]any{"interfaces": []any{iface}, "nameservers": nameservers}
+	if !args.HostnameDocument {
+		network["hostname"] = node.Name
+	}
 	patch := map[string]any{
 		"machine": map[string]any{
-			"network": map[string]any{
-				"hostname":    node.Name,
-				"interfaces":  []any{iface},
-				"nameservers": nameservers,
-			},
+			"network": network,
 			// install.image is read by an install (a new node booting the
 			// boot media) and offered to upgrades; changing it on a running
 			// node upgrades nothing (upstream: "The upgrade API call passes a
@@ -221,5 +227,11 @@ func Patch(node Node, args PatchArgs) (string, error) {
 	}
 	// JSON is YAML: Talos takes it as a strategic merge patch.
 	b, err := json.Marshal(patch)
-	return string(b), err
+	if err != nil || !args.HostnameDocument {
+		return string(b), err
+	}
+	// The generated HostnameConfig says auto: stable; the node's name
+	// replaces it (auto and hostname exclude each other).
+	h, err := json.Marshal(map[string]any{"apiVersion": "v1alpha1", "kind": "HostnameConfig", "auto": "off", "hostname": node.Name})
+	return string(b) + "\n---\n" + string(h), err
 }

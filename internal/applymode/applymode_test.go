@@ -86,16 +86,28 @@ func applyAsProvider(t *testing.T, n *talosapi.Node, mode, config string) error 
 }
 
 // A node in maintenance mode gets "auto", the one mode of the provider's
-// that maintenance mode takes and that never reboots a running node; the
-// node accepts the provider's apply in that mode. (The provider's own
-// staged_if_needing_reboot sends STAGED there, refused as Unimplemented.)
+// that maintenance mode boots with at once and that never reboots a
+// running node; the node accepts the provider's apply in that mode. The
+// provider's own staged_if_needing_reboot sends STAGED there: Talos up to
+// v1.12 refuses it (its maintenance service), v1.13 takes it and stays in
+// maintenance until a reboot nobody makes (v1alpha1_server.go
+// ApplyConfiguration: STAGED only SetPersistedConfig). That is the defect
+// the decision avoids.
 func TestMaintenanceNodeTakesItsFirstConfig(t *testing.T) {
 	e := newEnv(t)
 	n := e.add(t, "cp-1", 1)
 	mode := e.d.Mode(context.Background(), e.req(n))
 	require.Equal(t, applymode.Auto, mode)
 	require.NoError(t, applyAsProvider(t, n, mode, e.cfg), "maintenance mode refused the decided mode")
-	assert.Error(t, applyAsProvider(t, e.add(t, "cp-2", 2), "staged", e.cfg), "maintenance mode takes no staged apply (the defect the decision avoids)")
+	require.Eventually(t, func() bool { return !n.Status().Maintenance }, 10*time.Second, 10*time.Millisecond, "the node did not boot its first config")
+
+	old := e.add(t, "cp-2", 2, talosapi.WithVersion("v1.12.11"))
+	assert.Error(t, applyAsProvider(t, old, "staged", e.cfg), "Talos v1.12 in maintenance mode took a staged apply")
+	today := e.add(t, "cp-3", 3)
+	require.NoError(t, applyAsProvider(t, today, "staged", e.cfg))
+	time.Sleep(200 * time.Millisecond) // longer than the double takes to boot a NO_REBOOT config
+	assert.True(t, today.Status().Maintenance, "Talos v1.13 booted a staged config without a reboot")
+	assert.True(t, today.Status().Pending, "Talos v1.13 did not keep the staged config for the next boot")
 	assert.Empty(t, e.c.Journal().Calls("Reboot"))
 }
 

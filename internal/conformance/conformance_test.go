@@ -167,7 +167,7 @@ var failureCases = []failureCase{
 		cfg := *ev.Config
 		cfg.Cluster.TalosVersion = "v1.14.0"
 		ev.Config = &cfg
-	}, `Talos v1.14 is not supported: Milner supports Talos v1.9 to v1.13`},
+	}, `unsupported Talos v1.14: Milner supports Talos v1.9 to v1.13`},
 	{"cluster secrets are protected and secret", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "milner-dev-secrets", func(r *offline.Registration) { r.Options.Protect = false })
 	}, "milner-dev-secrets is not protected"},

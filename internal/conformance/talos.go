@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
@@ -66,18 +67,27 @@ func hasSuffix(patches, suffix []string) bool {
 	return len(suffix) > 0 && len(patches) > len(suffix) && slices.Equal(patches[len(patches)-len(suffix):], suffix)
 }
 
-// hostname reads machine.network.hostname from a node's patches.
+// hostname reads the node's hostname from its patches: machine.network's,
+// or a HostnameConfig document's (talosnode.Patch writes JSON documents).
 func hostname(patches []string) (string, error) {
 	for _, p := range patches {
-		var m struct {
-			Machine struct {
-				Network struct {
-					Hostname string `json:"hostname"`
-				} `json:"network"`
-			} `json:"machine"`
-		}
-		if json.Unmarshal([]byte(p), &m) == nil && m.Machine.Network.Hostname != "" {
-			return m.Machine.Network.Hostname, nil
+		for doc := range strings.SplitSeq(p, "\n---\n") {
+			var m struct {
+				Kind     string `json:"kind"`
+				Hostname string `json:"hostname"`
+				Machine  struct {
+					Network struct {
+						Hostname string `json:"hostname"`
+					} `json:"network"`
+				} `json:"machine"`
+			}
+			switch {
+			case json.Unmarshal([]byte(doc), &m) != nil:
+			case m.Machine.Network.Hostname != "":
+				return m.Machine.Network.Hostname, nil
+			case m.Kind == "HostnameConfig" && m.Hostname != "":
+				return m.Hostname, nil
+			}
 		}
 	}
 	return "", fmt.Errorf("a node config without a hostname patch")

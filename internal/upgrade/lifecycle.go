@@ -80,7 +80,7 @@ func (c *Cluster) uncordonLifecycle(ctx context.Context, n Node, o Options, what
 		return err
 	}
 	if err := nodedrain.WaitForNodeReady(ctx, cs, nodeName, o.HealthTimeout); err != nil {
-		return fmt.Errorf("Kubernetes node %q: %w", nodeName, err)
+		return fmt.Errorf("node %q in Kubernetes: %w", nodeName, err)
 	}
 	return nodedrain.Uncordon(ctx, cs, nodeName, report(o.Out, what))
 }

@@ -169,7 +169,7 @@ func kubernetesHops(d Declared, kube, want string, row config.TalosMinor) ([]Sta
 	for m := config.NextMinor(semver.MajorMinor(kube)); semver.Compare(m, semver.MajorMinor(want)) < 0; m = config.NextMinor(m) {
 		i := slices.IndexFunc(config.Supported, func(r config.TalosMinor) bool { return semver.MajorMinor(r.Kubernetes) == m })
 		if i < 0 {
-			return nil, fmt.Errorf("Kubernetes %s -> %s passes through %s, and the supported-versions table (%s) names no %s release: move Kubernetes to %s first (talosctl upgrade-k8s, one minor at a time)",
+			return nil, fmt.Errorf("moving Kubernetes %s -> %s passes through %s, and the supported-versions table (%s) names no %s release: move Kubernetes to %s first (talosctl upgrade-k8s, one minor at a time)",
 				kube, want, m, config.SupportedVersionsFile, m, semver.MajorMinor(config.Supported[0].Kubernetes))
 		}
 		hops = append(hops, config.Supported[i].Kubernetes)
@@ -177,13 +177,13 @@ func kubernetesHops(d Declared, kube, want string, row config.TalosMinor) ([]Sta
 	hops = append(hops, want)
 	cps := d.controlPlanes()
 	if len(cps) == 0 {
-		return nil, fmt.Errorf("Kubernetes %s -> %s: no control plane to drive upgrade-k8s through", kube, want)
+		return nil, fmt.Errorf("moving Kubernetes %s -> %s: no control plane to drive upgrade-k8s through", kube, want)
 	}
 	var out []Stage
 	from := kube
 	for _, h := range hops {
 		if err := row.SupportsKubernetes(h); err != nil {
-			return nil, fmt.Errorf("Kubernetes %s on Talos %s: %w", h, row.Minor, err)
+			return nil, fmt.Errorf("moving to Kubernetes %s on Talos %s: %w", h, row.Minor, err)
 		}
 		out = append(out, Stage{Kubernetes: &KubernetesStep{From: from, To: h, Via: cps[0], Endpoint: d.KubernetesEndpoint}})
 		from = h

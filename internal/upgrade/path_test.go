@@ -156,7 +156,7 @@ func TestPathRefusals(t *testing.T) {
 		from, fromK string // running
 		want        string
 	}{
-		{"a minor outside the table", "v1.14.0", "v1.36.3", "v1.13.9", "v1.36.3", "Talos v1.14 is not supported: Milner supports Talos v1.9 to v1.13"},
+		{"a minor outside the table", "v1.14.0", "v1.36.3", "v1.13.9", "v1.36.3", "unsupported Talos v1.14: Milner supports Talos v1.9 to v1.13"},
 		{"Kubernetes outside the target's range", "v1.13.9", "v1.37.0", "v1.13.9", "v1.36.3", "Talos v1.13 supports Kubernetes v1.31 to v1.36"},
 		{"a downgrade across minors", "v1.12.11", "v1.35.4", "v1.13.9", "v1.35.4", `runs Talos v1.13.9, a newer minor than the declared v1.12.11`},
 		{"a Kubernetes downgrade", "v1.13.9", "v1.35.4", "v1.13.9", "v1.36.3", "runs Kubernetes v1.36.3, newer than the declared v1.35.4: downgrades are refused"},

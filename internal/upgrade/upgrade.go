@@ -461,7 +461,9 @@ func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Optio
 // and a control plane leaves etcd); stage=false installs now; force=false
 // keeps machined's own etcd checks before a control plane goes down.
 func (c *Cluster) upgrade(ctx context.Context, n Node, image string) error {
-	resp, err := c.clients[n.Name].UpgradeWithOptions(ctx,
+	// Deprecated upstream for LifecycleService, which nodes below v1.13 lack;
+	// talosctl v1.13.9 falls back to this call for them too (cmd/talosctl/cmd/talos/upgrade.go).
+	resp, err := c.clients[n.Name].UpgradeWithOptions(ctx, //nolint:staticcheck // see above
 		client.WithUpgradeImage(image),
 		client.WithUpgradePreserve(true),
 		client.WithUpgradeStage(false),

@@ -171,8 +171,9 @@ func TestDryRunChangesNothing(t *testing.T) {
 	for _, n := range fc.nodes {
 		assert.Equal(t, fromTalos, n.version)
 	}
-	assert.Contains(t, out.String(), "1. cp-1")
-	assert.Contains(t, out.String(), "5. w-2")
+	assert.Contains(t, out.String(), "1. Talos "+toTalos)
+	assert.Contains(t, out.String(), "cp-1         controlplane "+fromTalos+" -> "+toTalos)
+	assert.Contains(t, out.String(), "w-2          worker "+fromTalos+" -> "+toTalos)
 	assert.Contains(t, out.String(), "dry run: nothing was changed")
 }
 

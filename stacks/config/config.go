@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/milner/milner/components/vocab"
 	"net"
 	"net/netip"
 	"reflect"
@@ -18,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/milner/milner/components/vocab"
 )
 
 // Namespace is the config namespace of every Milner key (milner:<key>):
@@ -73,7 +74,7 @@ type ClusterConfig struct {
 	// Name is the cluster name; every substrate object is named after it.
 	Name string `json:"name"`
 	// TalosVersion is the Talos OS version the nodes should run, e.g.
-	// v1.9.5: the installer image of new installs and the target of
+	// v1.13.9: the installer image of new installs and the target of
 	// `milner upgrade`. An up never upgrades a running node.
 	TalosVersion string `json:"talosVersion"`
 	// ConfigContract is the Talos machine-config contract, e.g. v1.9: the

@@ -134,17 +134,17 @@ func TestVersionsSupported(t *testing.T) {
 	cl := func(c obj) obj { return at(c, "cluster") }
 	runRefusals(t, []refusalCase{
 		{"a Talos minor past the table", func(c obj) { cl(c)["talosVersion"] = "v1.14.0" },
-			"milner:cluster.talosVersion: Talos v1.14 is not supported: Milner supports Talos v1.9 to v1.13 (stacks/config/supported-versions.txt, docs/compatibility.md); the nearest supported version is v1.13.9"},
+			"milner:cluster.talosVersion: unsupported Talos v1.14: Milner supports Talos v1.9 to v1.13 (stacks/config/supported-versions.txt, docs/compatibility.md); the nearest supported version is v1.13.9"},
 		{"a Talos minor before the table", func(c obj) { cl(c)["talosVersion"] = "v1.8.4" },
-			"milner:cluster.talosVersion: Talos v1.8 is not supported: Milner supports Talos v1.9 to v1.13 (stacks/config/supported-versions.txt, docs/compatibility.md); the nearest supported version is v1.9.6"},
+			"milner:cluster.talosVersion: unsupported Talos v1.8: Milner supports Talos v1.9 to v1.13 (stacks/config/supported-versions.txt, docs/compatibility.md); the nearest supported version is v1.9.6"},
 		{"a Talos pre-release", func(c obj) { cl(c)["talosVersion"] = "v1.14.0-rc.1" },
 			`milner:cluster.talosVersion: "v1.14.0-rc.1" is not an exact Talos release like v1.13.9 (no range, no pre-release)`},
 		{"kubernetes too new for talos 1.9", func(c obj) { cl(c)["kubernetesVersion"] = "v1.33.0" },
-			"milner:cluster.kubernetesVersion: Talos v1.9 supports Kubernetes v1.27 to v1.32 (machinery's compatibility table), not v1.33.0 (stacks/config/supported-versions.txt)"},
+			"milner:cluster.kubernetesVersion: unsupported Kubernetes v1.33.0: Talos v1.9 supports Kubernetes v1.27 to v1.32 (machinery's compatibility table) (stacks/config/supported-versions.txt)"},
 		{"kubernetes too old for talos 1.13", func(c obj) {
 			cl(c)["talosVersion"] = "v1.13.9"
 			cl(c)["kubernetesVersion"] = "v1.30.14"
-		}, "milner:cluster.kubernetesVersion: Talos v1.13 supports Kubernetes v1.31 to v1.36 (machinery's compatibility table), not v1.30.14"},
+		}, "milner:cluster.kubernetesVersion: unsupported Kubernetes v1.30.14: Talos v1.13 supports Kubernetes v1.31 to v1.36 (machinery's compatibility table)"},
 		{"a Kubernetes pre-release", func(c obj) { cl(c)["kubernetesVersion"] = "v1.37.0-alpha.1" },
 			`milner:cluster.kubernetesVersion: "v1.37.0-alpha.1" is not an exact Kubernetes release like v1.36.3 (no range, no pre-release)`},
 		{"a contract past the provider's machinery", func(c obj) {

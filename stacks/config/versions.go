@@ -9,6 +9,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/compatibility"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"golang.org/x/mod/semver"
 )
 
@@ -154,9 +155,9 @@ func (r TalosMinor) SupportsKubernetes(kube string) error {
 	if kv.SupportedWith(r.talosVersion()) != nil {
 		lo, hi := r.KubernetesRange()
 		if lo == "" {
-			return fmt.Errorf("Milner's machinery (go.mod: github.com/siderolabs/talos/pkg/machinery) does not know Talos %s: move it to a release that does", r.Minor)
+			return fmt.Errorf("the machinery Milner links (go.mod: github.com/siderolabs/talos/pkg/machinery) does not know Talos %s: move it to a release that does", r.Minor)
 		}
-		return fmt.Errorf("Talos %s supports Kubernetes %s to %s (machinery's compatibility table), not %s", r.Minor, lo, hi, kube)
+		return fmt.Errorf("unsupported Kubernetes %s: Talos %s supports Kubernetes %s to %s (machinery's compatibility table)", kube, r.Minor, lo, hi)
 	}
 	return nil
 }
@@ -211,7 +212,7 @@ func TalosRow(v string) (TalosMinor, error) {
 	if semver.Compare(v, oldest.Latest) < 0 {
 		nearest = oldest.Latest
 	}
-	return TalosMinor{}, fmt.Errorf("Talos %s is not supported: Milner supports Talos %s to %s (%s, docs/compatibility.md); the nearest supported version is %s", semver.MajorMinor(v), oldest.Minor, newest.Minor, SupportedVersionsFile, nearest)
+	return TalosMinor{}, fmt.Errorf("unsupported Talos %s: Milner supports Talos %s to %s (%s, docs/compatibility.md); the nearest supported version is %s", semver.MajorMinor(v), oldest.Minor, newest.Minor, SupportedVersionsFile, nearest)
 }
 
 // NewerThanKnown says, for a release of the row's minor newer than its
@@ -238,3 +239,12 @@ func Validators() []string {
 // machinery knows: the generator's minor. A contract past it would be
 // generated as this one while claiming more.
 func GeneratorContract() string { return semver.MajorMinor(GeneratorMachinery) }
+
+// HostnameDocument reports whether the cluster's config contract generates
+// a HostnameConfig document (v1.12+), so the node's hostname goes there
+// rather than in machine.network.hostname. Validation has refused a
+// malformed contract; this answers false for one.
+func (c ClusterConfig) HostnameDocument() bool {
+	vc, err := talosconfig.ParseContractFromVersion(c.ConfigContract)
+	return err == nil && vc.MultidocNetworkConfigSupported()
+}

@@ -45,7 +45,7 @@ func canApplyImmediate(current, next config.Provider) error {
 		nm.MachineTime = cm.MachineTime //nolint:staticcheck // Talos compares it too
 		nm.MachineCertSANs = cm.MachineCertSANs
 		nm.MachineInstall = cm.MachineInstall
-		nm.MachineNetwork = cm.MachineNetwork
+		nm.MachineNetwork = cm.MachineNetwork //nolint:staticcheck // Talos compares it too
 		nm.MachineSysfs = cm.MachineSysfs
 		nm.MachineSysctls = cm.MachineSysctls
 		nm.MachineLogging = cm.MachineLogging

@@ -560,7 +560,10 @@ func TestWhatUpgradeK8sReads(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "registry.k8s.io/kube-controller-manager:v"+k8sVersion, cm.TypedSpec().Image)
 
-	require.NoError(t, c.ImagePull(cx, common.ContainerdNamespace_NS_CRI, "registry.k8s.io/kube-apiserver:v1.34.2"))
-	err = c.ImagePull(cx, common.ContainerdNamespace_NS_UNKNOWN, "registry.k8s.io/kube-apiserver:v1.34.2")
+	// MachineService.ImagePull, deprecated upstream for ImageService, is what
+	// nodes below v1.13 serve.
+	pull := c.ImagePull //nolint:staticcheck // see above
+	require.NoError(t, pull(cx, common.ContainerdNamespace_NS_CRI, "registry.k8s.io/kube-apiserver:v1.34.2"))
+	err = pull(cx, common.ContainerdNamespace_NS_UNKNOWN, "registry.k8s.io/kube-apiserver:v1.34.2")
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 }
