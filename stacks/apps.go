@@ -65,7 +65,7 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 		afterStorage = []pulumi.Resource{layer.Storage.App.Release, layer.Storage.Class}
 	}
 	if cfg.LBOn() {
-		if layer.LoadBalancer, err = deployLoadBalancer(ctx, cfg, k8s, adopt); err != nil {
+		if layer.LoadBalancer, err = deployLoadBalancer(ctx, cfg, k8s, adopt, hooks); err != nil {
 			return nil, err
 		}
 		// A release waits for its LoadBalancer Services to get an address

@@ -9,6 +9,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/components/lifecycle"
 	"github.com/milner/milner/components/vocab"
 	"github.com/milner/milner/stacks/config"
 )
@@ -37,8 +38,7 @@ type LoadBalancer struct {
 // stack's pool. The pool and advertisement follow the release: the chart
 // installs their CRDs and the controller's validating webhook, which the
 // API server calls on every IPAddressPool (the release waits for the
-// controller, so the webhook answers).
-func deployLoadBalancer(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Provider, adopt map[string]string) (*LoadBalancer, error) {
+func deployLoadBalancer(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Provider, adopt map[string]string, hooks *lifecycle.Hooks) (*LoadBalancer, error) {
 	l := cfg.LoadBalancer
 	pool := cfg.LBPool()
 	// Keys checked against the chart's values.yaml (chart 0.16.1):
@@ -62,6 +62,7 @@ func deployLoadBalancer(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes
 		Provider:    k8s,
 		SkipAwait:   !cfg.WaitForApps,
 		Adopt:       adopt,
+		Hooks:       hooks,
 	})
 	if err != nil {
 		return nil, err

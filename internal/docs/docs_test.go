@@ -91,7 +91,7 @@ func TestDriftIsCaught(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"README.md", File}; !slices.Equal(written, want) {
+	if want := []string{"README.md", CompatibilityFile, File}; !slices.Equal(written, want) {
 		t.Fatalf("wrote %q, want %q", written, want)
 	}
 	if drifted, err := Sync(dir, false); err != nil || len(drifted) != 0 {
