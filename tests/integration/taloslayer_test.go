@@ -656,7 +656,7 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 	t.Cleanup(func() { _ = s.c.Close() })
 	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 10 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 1 << 30})
 	for _, n := range nodes {
-		if _, err := s.c.AddNode(n.name, netip.AddrPortFrom(n.addr(subnet), 50000), disks, talosapi.WithPlatform(talosapi.Metal)); err != nil {
+		if _, err := s.c.AddNode(n.name, netip.AddrPortFrom(n.addr(subnet), 50000), disks, talosapi.WithPlatform(talosapi.Metal), talosapi.WithVersion(talosFrom)); err != nil {
 			t.Fatal(err)
 		}
 	}
