@@ -44,9 +44,19 @@
 //     into maintenance mode whatever it answers now: "auto".
 //   - no answer: "staged", never a live mode Milner cannot vouch for;
 //     except for a node taking its first config (First: its apply is not
-//     in state), whose VM may not have booted yet: it will come up in
-//     maintenance mode (or, on Proxmox, configured from its nocloud drive
-//     with this very config), so "auto".
+//     in state). If its VM is new in this run (not Adopted), it has not
+//     booted yet: it will come up in maintenance mode (or, on Proxmox,
+//     configured from its nocloud drive with this very config), so
+//     "auto". If its VM was already there (Adopted: recovery after a lost
+//     state, `adopt --all` then `up`), it may be a configured node that
+//     answers by the time the update applies; AUTO there reboots it when
+//     the change needs a reboot (machined: AUTO becomes REBOOT when
+//     CanApplyImmediate refuses), so it gets "no_reboot", which never
+//     reboots: a configured node applies it live or refuses it
+//     (InvalidArgument), a v1.13 node in maintenance mode boots it, and
+//     maintenance mode before v1.13 refuses it; a refusal fails the up
+//     naming the node, and the next run, the node answering, decides
+//     again.
 //
 // Before any of that, a node whose config is the one its apply recorded
 // (Applied: the provider's machine_configuration output, the patched
@@ -112,6 +122,9 @@ type Decider struct {
 	First map[string]bool
 	// Fresh names the nodes whose OS disk is new in this run.
 	Fresh map[string]bool
+	// Adopted names the First nodes whose VM is already in state: it may
+	// run a config this state does not know.
+	Adopted map[string]bool
 	// Recorded is each node's apply mode as state records it.
 	Recorded map[string]string
 	// Applied is each node's machine configuration as its apply in state
@@ -177,7 +190,10 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 		}
 		return mode
 	}
-	if d.First[r.Node] {
+	switch {
+	case d.First[r.Node] && d.Adopted[r.Node]:
+		return NoReboot
+	case d.First[r.Node]:
 		return Auto
 	}
 	return Staged

@@ -10,10 +10,13 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	mtype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/tests/talosapi"
@@ -22,6 +25,7 @@ import (
 // env is one cluster of Talos API doubles on loopback, a control-plane
 // config and the cluster's client identity.
 type env struct {
+	tc  *clientconfig.Config
 	c   *talosapi.Cluster
 	cfg string
 	req func(n *talosapi.Node, patches ...string) applymode.Request
@@ -39,11 +43,11 @@ func newEnv(t *testing.T) *env {
 	ctx := tc.Contexts[tc.Context]
 	c := talosapi.NewCluster()
 	t.Cleanup(func() { _ = c.Close() })
-	e := &env{c: c, cfg: string(cp)}
+	e := &env{c: c, cfg: string(cp), tc: tc}
 	e.req = func(n *talosapi.Node, patches ...string) applymode.Request {
 		return applymode.Request{Node: n.Name(), Address: n.IP(), Config: e.cfg, Patches: patches, CA: ctx.CA, Cert: ctx.Crt, Key: ctx.Key}
 	}
-	e.d = &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Recorded: map[string]string{}, Timeout: 5 * time.Second, Endpoint: func(a netip.Addr) string {
+	e.d = &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Adopted: map[string]bool{}, Recorded: map[string]string{}, Timeout: 5 * time.Second, Endpoint: func(a netip.Addr) string {
 		for _, n := range c.Nodes() {
 			if n.IP() == a {
 				return n.Endpoint()
@@ -76,6 +80,21 @@ func applyAsProvider(t *testing.T, n *talosapi.Node, mode, config string) error 
 	t.Helper()
 	ctx := context.Background()
 	c, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), client.WithEndpoints(n.Endpoint())) //nolint:gosec // as the provider
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{
+		Mode: machine.ApplyConfigurationRequest_Mode(machine.ApplyConfigurationRequest_Mode_value[strings.ToUpper(mode)]),
+		Data: []byte(config),
+	})
+	return err
+}
+
+// applyConfigured sends the apply the provider's Create sends for mode to
+// a configured node, with the cluster's client identity (mutual TLS).
+func (e *env) applyConfigured(t *testing.T, n *talosapi.Node, mode, config string) error {
+	t.Helper()
+	ctx := context.Background()
+	c, err := client.New(ctx, client.WithConfig(e.tc), client.WithEndpoints(n.Endpoint()))
 	require.NoError(t, err)
 	defer func() { _ = c.Close() }()
 	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{
@@ -145,6 +164,37 @@ func TestUnreachableNodeIsStaged(t *testing.T) {
 	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)))
 	e.d.Recorded["cp-1"] = applymode.Auto
 	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"c"}}}`)), "auto may reboot: never kept for a node that does not answer")
+}
+
+// Recovery after a lost state (issue 45): every node takes its "first"
+// config, their VMs adopted. A node that does not answer at the preview
+// may be configured and answer by the time the update applies; decided
+// "auto", Talos would reboot it for a change that needs a reboot (the
+// double does, as machined's AUTO: the second half of this test). Such a
+// node is decided "no_reboot": Talos refuses the change, nothing reboots.
+func TestAdoptedNodeIsNeverSentAuto(t *testing.T) {
+	e := newEnv(t)
+	n := e.configured(t, "cp-1", 1)
+	require.Eventually(t, func() bool { return !n.Status().Maintenance && n.Status().Booted }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, n.SetReachable(false))
+	e.d.First["cp-1"], e.d.Adopted["cp-1"] = true, true
+	ctx := context.Background()
+	needsReboot := `{"machine":{"env":{"HTTP_PROXY":"http://proxy.example.org:3128"}}}`
+	mode := e.d.Mode(ctx, e.req(n, needsReboot))
+	require.Equal(t, applymode.NoReboot, mode)
+	require.NoError(t, n.SetReachable(true))
+	boot := n.Status().BootID
+	cfg, err := applymode.Patched(e.cfg, []string{needsReboot})
+	require.NoError(t, err)
+	err = e.applyConfigured(t, n, mode, string(cfg))
+	require.Error(t, err)
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "Talos refuses no_reboot for a change that needs a reboot: %v", err)
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, boot, n.Status().BootID, "the node rebooted")
+
+	// The defect the decision avoids: the same apply sent "auto" reboots it.
+	require.NoError(t, e.applyConfigured(t, n, applymode.Auto, string(cfg)))
+	require.Eventually(t, func() bool { return n.Status().BootID != boot }, 10*time.Second, 10*time.Millisecond, "auto did not reboot the node")
 }
 
 // A node whose config is the one its apply recorded keeps the recorded
