@@ -63,12 +63,20 @@ type API struct {
 	// kubelet is restarting its static pod (Kubelet).
 	restarting map[string]time.Time
 	restarts   []Restart
+	// live are the relayed connections per node, closed when its API
+	// server restarts (a restart drops every client's connection).
+	live map[string]map[net.Conn]bool
 }
 
 // Restart is one restart of a control plane's API server by its kubelet.
 type Restart struct {
 	Node     string
 	Down, Up time.Time
+}
+
+// String is one restart, for a log line.
+func (r Restart) String() string {
+	return fmt.Sprintf("%s down %s up %s", r.Node, r.Down.Format(time.StampMilli), r.Up.Format(time.StampMilli))
 }
 
 // Restarts returns the API server restarts so far, oldest first.
@@ -153,7 +161,7 @@ func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error
 	if err != nil {
 		return nil, err
 	}
-	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip, restarting: map[string]time.Time{}}
+	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip, restarting: map[string]time.Time{}, live: map[string]map[net.Conn]bool{}}
 	etcdURL, peerURL := "http://127.0.0.1:22379", "http://127.0.0.1:22380"
 	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
@@ -294,8 +302,19 @@ func (a *API) Relay(n *talosapi.Node) error {
 				_ = conn.Close()
 				continue
 			}
+			a.mu.Lock()
+			if a.live[n.Name()] == nil {
+				a.live[n.Name()] = map[net.Conn]bool{}
+			}
+			a.live[n.Name()][conn] = true
+			a.mu.Unlock()
 			go func() {
-				defer func() { _ = conn.Close() }()
+				defer func() {
+					_ = conn.Close()
+					a.mu.Lock()
+					delete(a.live[n.Name()], conn)
+					a.mu.Unlock()
+				}()
 				up, err := net.Dial("tcp", netip.AddrPortFrom(a.vip, 6443).String())
 				if err != nil {
 					return
@@ -403,6 +422,9 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 						a.mu.Lock()
 						a.restarting[n.Name()] = p.at
 						a.restarts = append(a.restarts, Restart{Node: n.Name(), Down: time.Now(), Up: p.at})
+						for conn := range a.live[n.Name()] {
+							_ = conn.Close()
+						}
 						a.mu.Unlock()
 					}
 				}

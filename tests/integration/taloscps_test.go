@@ -229,6 +229,9 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		t.Logf("asks of the control planes' own API servers: %v", asks)
 		restarts := s.clusterAPI().Restarts()
 		t.Logf("API server restarts by the kubelet: %v", restarts)
+		for _, a := range applies {
+			t.Logf("apply to %s sent %s, answered %s", a.Node, a.Time.Format(time.StampMilli), a.Done.Format(time.StampMilli))
+		}
 		for i := range 2 {
 			prev, next := applies.On(cps[i].Name())[0], applies.On(cps[i+1].Name())[0]
 			if !slices.ContainsFunc(restarts, func(r clusterapi.Restart) bool {
