@@ -47,9 +47,11 @@ type RunOptions struct {
 	// own recovery. Previews never run it.
 	SkipHealthCheck bool
 	// ApplyMode decides each node's Talos apply mode from what the node
-	// answers (milner: applymode.Decider.Mode, which says why). nil, as
-	// under plain `pulumi up`: the provider's staged_if_needing_reboot.
-	ApplyMode func(applymode.Request) string
+	// answers (milner: applymode.Decider.Mode, which says why), or the
+	// error the node refused its config's dry run with, which fails the
+	// preview. nil, as under plain `pulumi up`: the provider's
+	// staged_if_needing_reboot.
+	ApplyMode func(applymode.Request) (string, error)
 	// Adopt maps logical names of the apps layer's Kubernetes objects
 	// (releases, namespaces, secrets, the workloads' objects, the storage
 	// class) to the ids of the live objects they import: `milner adopt

@@ -7,6 +7,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -511,11 +512,11 @@ func TestDevTalosApplyModeDecided(t *testing.T) {
 	want := map[string]string{"cp-1-apply": applymode.Auto, "cp-2-apply": applymode.Staged, "cp-3-apply": applymode.NoReboot}
 	var mu sync.Mutex
 	asked := map[string]applymode.Request{}
-	decide := func(r applymode.Request) string {
+	decide := func(r applymode.Request) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		asked[r.Node] = r
-		return want[r.Node+"-apply"]
+		return want[r.Node+"-apply"], nil
 	}
 	rec, err := offline.Run(stacks.NewProgram(&stacks.RunOptions{ApplyMode: decide}), "dev", cfg, slices.Sorted(maps.Keys(devSecrets))...)
 	require.NoError(t, err)
@@ -537,4 +538,21 @@ func TestDevTalosApplyModeDecided(t *testing.T) {
 		assert.NotEmpty(t, r.CA, node)
 		assert.True(t, r.Address.IsValid(), node)
 	}
+}
+
+// TestDevTalosApplyModeRefusalFailsTheRun: a node that refuses its
+// config's dry run (internal/applymode: the node's own answer) fails the
+// run with that error, naming the node, rather than planning a mode.
+func TestDevTalosApplyModeRefusalFailsTheRun(t *testing.T) {
+	cfg := stackConfig(t, "dev", devSecrets)
+	refusal := "rpc error: code = InvalidArgument desc = 1 error occurred:\n\t* invalid machine type"
+	decide := func(r applymode.Request) (string, error) {
+		if r.Node == "cp-2" {
+			return "", errors.New(refusal)
+		}
+		return applymode.NoReboot, nil
+	}
+	_, err := offline.Run(stacks.NewProgram(&stacks.RunOptions{ApplyMode: decide}), "dev", cfg, slices.Sorted(maps.Keys(devSecrets))...)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `talosnode "cp-2": apply mode: `+refusal)
 }

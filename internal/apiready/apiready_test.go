@@ -124,7 +124,7 @@ func TestWaitOutlastsTheOldAPIServer(t *testing.T) {
 func TestWaitFailsWhenNeverRestarted(t *testing.T) {
 	for want, pod := range map[string]*corev1.Pod{
 		`pod kube-apiserver-cp-1 runs config version "4", the node's is "5"`: mirrorPod("127.0.0.1", "4", true),
-		"no kube-apiserver pod on 127.0.0.1":                                  mirrorPod("10.0.0.9", "5", true),
+		"no kube-apiserver pod on 127.0.0.1":                                 mirrorPod("10.0.0.9", "5", true),
 	} {
 		srv, _ := apiServer(t, func() *corev1.Pod { return pod })
 		err := Wait(context.Background(), kubeconfigFor(t, caOf(srv)), nodeAt(srv, func() string { return "5" }), fast)

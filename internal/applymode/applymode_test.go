@@ -3,16 +3,21 @@ package applymode_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	sidx509 "github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	mtype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/role"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -26,6 +31,7 @@ import (
 // config and the cluster's client identity.
 type env struct {
 	tc  *clientconfig.Config
+	s   *talosapi.Secrets
 	c   *talosapi.Cluster
 	cfg string
 	req func(n *talosapi.Node, patches ...string) applymode.Request
@@ -43,7 +49,7 @@ func newEnv(t *testing.T) *env {
 	ctx := tc.Contexts[tc.Context]
 	c := talosapi.NewCluster()
 	t.Cleanup(func() { _ = c.Close() })
-	e := &env{c: c, cfg: string(cp), tc: tc}
+	e := &env{s: s, c: c, cfg: string(cp), tc: tc}
 	e.req = func(n *talosapi.Node, patches ...string) applymode.Request {
 		return applymode.Request{Node: n.Name(), Address: n.IP(), Config: e.cfg, Patches: patches, CA: ctx.CA, Cert: ctx.Crt, Key: ctx.Key}
 	}
@@ -56,6 +62,14 @@ func newEnv(t *testing.T) *env {
 		return a.String()
 	}}
 	return e
+}
+
+// mode is the decider's mode for r, which must not be an error.
+func (e *env) mode(t *testing.T, r applymode.Request) string {
+	t.Helper()
+	m, err := e.d.Mode(context.Background(), r)
+	require.NoError(t, err, r.Node)
+	return m
 }
 
 func (e *env) add(t *testing.T, name string, host byte, opts ...talosapi.NodeOption) *talosapi.Node {
@@ -115,7 +129,7 @@ func (e *env) applyConfigured(t *testing.T, n *talosapi.Node, mode, config strin
 func TestMaintenanceNodeTakesItsFirstConfig(t *testing.T) {
 	e := newEnv(t)
 	n := e.add(t, "cp-1", 1)
-	mode := e.d.Mode(context.Background(), e.req(n))
+	mode := e.mode(t, e.req(n))
 	require.Equal(t, applymode.Auto, mode)
 	require.NoError(t, applyAsProvider(t, n, mode, e.cfg), "maintenance mode refused the decided mode")
 	require.Eventually(t, func() bool { return !n.Status().Maintenance }, 10*time.Second, 10*time.Millisecond, "the node did not boot its first config")
@@ -136,10 +150,9 @@ func TestMaintenanceNodeTakesItsFirstConfig(t *testing.T) {
 func TestConfiguredNodeLiveOrStaged(t *testing.T) {
 	e := newEnv(t)
 	n := e.configured(t, "cp-1", 1)
-	ctx := context.Background()
-	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "the running config itself")
-	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"milner.dev/tier":"a"}}}`)), "a node label applies live")
-	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"env":{"GODEBUG":"x509sha1=1"}}}`)), "machine.env needs a reboot")
+	assert.Equal(t, applymode.NoReboot, e.mode(t, e.req(n)), "the running config itself")
+	assert.Equal(t, applymode.NoReboot, e.mode(t, e.req(n, `{"machine":{"nodeLabels":{"milner.dev/tier":"a"}}}`)), "a node label applies live")
+	assert.Equal(t, applymode.Staged, e.mode(t, e.req(n, `{"machine":{"env":{"GODEBUG":"x509sha1=1"}}}`)), "machine.env needs a reboot")
 	for _, call := range e.c.Journal().Calls("ApplyConfiguration") {
 		assert.True(t, call.DryRun(), "the decision applied something: %v", call)
 	}
@@ -152,18 +165,17 @@ func TestUnreachableNodeIsStaged(t *testing.T) {
 	e := newEnv(t)
 	n := e.configured(t, "cp-1", 1)
 	require.NoError(t, n.SetReachable(false))
-	ctx := context.Background()
-	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n)))
+	assert.Equal(t, applymode.Staged, e.mode(t, e.req(n)))
 	e.d.First["cp-2"] = true
 	fresh := e.add(t, "cp-2", 2)
 	require.NoError(t, fresh.SetReachable(false))
-	assert.Equal(t, applymode.Auto, e.d.Mode(ctx, e.req(fresh)))
+	assert.Equal(t, applymode.Auto, e.mode(t, e.req(fresh)))
 	// A changed config is staged even where state records a live mode:
 	// no answer, no vouching for live.
 	e.d.Recorded["cp-1"] = applymode.NoReboot
-	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)))
+	assert.Equal(t, applymode.Staged, e.mode(t, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)))
 	e.d.Recorded["cp-1"] = applymode.Auto
-	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"c"}}}`)), "auto may reboot: never kept for a node that does not answer")
+	assert.Equal(t, applymode.Staged, e.mode(t, e.req(n, `{"machine":{"nodeLabels":{"a":"c"}}}`)), "auto may reboot: never kept for a node that does not answer")
 }
 
 // Recovery after a lost state (issue 45): every node takes its "first"
@@ -180,7 +192,8 @@ func TestAdoptedNodeIsNeverSentAuto(t *testing.T) {
 	e.d.First["cp-1"], e.d.Adopted["cp-1"] = true, true
 	ctx := context.Background()
 	needsReboot := `{"machine":{"env":{"HTTP_PROXY":"http://proxy.example.org:3128"}}}`
-	mode := e.d.Mode(ctx, e.req(n, needsReboot))
+	mode, err := e.d.Mode(ctx, e.req(n, needsReboot))
+	require.NoError(t, err)
 	require.Equal(t, applymode.NoReboot, mode)
 	require.NoError(t, n.SetReachable(true))
 	boot := n.Status().BootID
@@ -203,7 +216,6 @@ func TestAdoptedNodeIsNeverSentAuto(t *testing.T) {
 func TestRecordedConfigIsNotAsked(t *testing.T) {
 	e := newEnv(t)
 	n := e.configured(t, "cp-1", 1)
-	ctx := context.Background()
 	patch := `{"machine":{"nodeLabels":{"a":"b"}}}`
 	applied := func(t *testing.T, patches ...string) string {
 		t.Helper()
@@ -216,13 +228,13 @@ func TestRecordedConfigIsNotAsked(t *testing.T) {
 		return string(b)
 	}
 	e.d.Recorded["cp-1"], e.d.Applied = applymode.Auto, map[string]string{"cp-1": applied(t, patch)}
-	assert.Equal(t, applymode.Auto, e.d.Mode(ctx, e.req(n, patch)), "the recorded config keeps the recorded mode")
+	assert.Equal(t, applymode.Auto, e.mode(t, e.req(n, patch)), "the recorded config keeps the recorded mode")
 	assert.Empty(t, e.c.Journal().Calls("ApplyConfiguration"), "an unchanged node is asked nothing")
 	require.NoError(t, n.SetReachable(false))
 	e.d = &applymode.Decider{Endpoint: e.d.Endpoint, Timeout: e.d.Timeout, Recorded: map[string]string{"cp-1": applymode.NoReboot}, Applied: e.d.Applied}
-	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, patch)), "unreachable and unchanged: the recorded mode, no update planned")
+	assert.Equal(t, applymode.NoReboot, e.mode(t, e.req(n, patch)), "unreachable and unchanged: the recorded mode, no update planned")
 	require.NoError(t, n.SetReachable(true))
-	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"c"}}}`)), "a changed config is decided by the node")
+	assert.Equal(t, applymode.NoReboot, e.mode(t, e.req(n, `{"machine":{"nodeLabels":{"a":"c"}}}`)), "a changed config is decided by the node")
 	assert.Len(t, e.c.Journal().Calls("ApplyConfiguration"), 1)
 }
 
@@ -232,7 +244,7 @@ func TestFreshOSDiskIsAFirstConfig(t *testing.T) {
 	e := newEnv(t)
 	n := e.configured(t, "cp-1", 1)
 	e.d.Fresh["cp-1"] = true
-	assert.Equal(t, applymode.Auto, e.d.Mode(context.Background(), e.req(n)))
+	assert.Equal(t, applymode.Auto, e.mode(t, e.req(n)))
 }
 
 // The preview and the update of one run get the same mode for the same
@@ -240,11 +252,10 @@ func TestFreshOSDiskIsAFirstConfig(t *testing.T) {
 func TestDecidedOncePerConfig(t *testing.T) {
 	e := newEnv(t)
 	n := e.configured(t, "cp-1", 1)
-	ctx := context.Background()
-	require.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)))
+	require.Equal(t, applymode.NoReboot, e.mode(t, e.req(n)))
 	require.NoError(t, n.SetReachable(false))
-	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "the same config, decided again")
-	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)), "another config is decided on its own")
+	assert.Equal(t, applymode.NoReboot, e.mode(t, e.req(n)), "the same config, decided again")
+	assert.Equal(t, applymode.Staged, e.mode(t, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)), "another config is decided on its own")
 }
 
 // A configured node that runs the very config keeps the mode state
@@ -255,12 +266,67 @@ func TestDecidedOncePerConfig(t *testing.T) {
 func TestUnchangedConfigKeepsTheRecordedMode(t *testing.T) {
 	e := newEnv(t)
 	n := e.configured(t, "cp-1", 1)
-	ctx := context.Background()
 	e.d.Recorded["cp-1"] = applymode.Auto
-	assert.Equal(t, applymode.Auto, e.d.Mode(ctx, e.req(n)), "the running config, first applied as auto")
-	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)), "a changed config applies live")
-	assert.Equal(t, applymode.Staged, e.d.Mode(ctx, e.req(n, `{"machine":{"env":{"GODEBUG":"x509sha1=1"}}}`)), "a change needing a reboot is staged")
+	assert.Equal(t, applymode.Auto, e.mode(t, e.req(n)), "the running config, first applied as auto")
+	assert.Equal(t, applymode.NoReboot, e.mode(t, e.req(n, `{"machine":{"nodeLabels":{"a":"b"}}}`)), "a changed config applies live")
+	assert.Equal(t, applymode.Staged, e.mode(t, e.req(n, `{"machine":{"env":{"GODEBUG":"x509sha1=1"}}}`)), "a change needing a reboot is staged")
 	delete(e.d.Recorded, "cp-1")
 	e.d = &applymode.Decider{Endpoint: e.d.Endpoint, Timeout: e.d.Timeout}
-	assert.Equal(t, applymode.NoReboot, e.d.Mode(ctx, e.req(n)), "nothing recorded: the node's answer")
+	assert.Equal(t, applymode.NoReboot, e.mode(t, e.req(n)), "nothing recorded: the node's answer")
+}
+
+// A configured node that refuses its config's dry run answers with the
+// error the update would meet: the preview shows that error, not a mode.
+// A config that fails Talos' validation (InvalidArgument) and a client
+// certificate the node's TLS refuses (expired: a TLS alert) are answers;
+// a node that does not answer stays staged (TestUnreachableNodeIsStaged).
+func TestRefusedDryRunIsTheError(t *testing.T) {
+	invalid := `{"machine":{"kubelet":{"nodeIP":{"validSubnets":["nonsense"]}}}}`
+	for _, c := range []struct {
+		name, patch string
+		expired     bool
+		want        []string
+	}{
+		{"a config Talos' validation refuses", invalid, false, []string{"code = InvalidArgument", `kubelet nodeIP subnet is not valid: "nonsense"`}},
+		{"an expired client certificate", "", true, []string{"code = Unavailable", "tls: expired certificate"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			n := e.configured(t, "cp-1", 1)
+			r := e.req(n)
+			if c.patch != "" {
+				r = e.req(n, c.patch)
+			}
+			if c.expired {
+				r.Cert, r.Key = e.expiredClientCert(t)
+			}
+			e.d.First["cp-1"] = true // not even a first config is taken for "auto"
+			mode, err := e.d.Mode(context.Background(), r)
+			require.Error(t, err, "decided %q", mode)
+			assert.Empty(t, mode)
+			assert.Contains(t, err.Error(), "node cp-1 ("+n.Endpoint()+") refused the dry run of its config: ")
+			for _, w := range c.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			assert.True(t, applymode.Answered(errors.Unwrap(err)))
+			_, again := e.d.Mode(context.Background(), r)
+			assert.Equal(t, err, again, "decided once per config")
+			for _, call := range e.c.Journal().Calls("ApplyConfiguration") {
+				assert.True(t, call.DryRun(), "the decision applied something: %v", call)
+			}
+		})
+	}
+}
+
+// expiredClientCert is an admin client certificate from the cluster's OS
+// CA that expired an hour ago, base64 PEM as the secrets bundle holds it.
+func (e *env) expiredClientCert(t *testing.T) (crt, key string) {
+	t.Helper()
+	ca, err := sidx509.NewCertificateAuthorityFromCertificateAndKey(e.s.Bundle().Certs.OS)
+	require.NoError(t, err)
+	kp, err := sidx509.NewKeyPair(ca, sidx509.CommonName("admin"), sidx509.Organization(string(role.Admin)),
+		sidx509.NotBefore(time.Now().Add(-48*time.Hour)), sidx509.NotAfter(time.Now().Add(-time.Hour)),
+		sidx509.KeyUsage(x509.KeyUsageDigitalSignature), sidx509.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}))
+	require.NoError(t, err)
+	return base64.StdEncoding.EncodeToString(kp.CrtPEM), base64.StdEncoding.EncodeToString(kp.KeyPEM)
 }

@@ -135,7 +135,7 @@ func (o *Op) applyModes() error {
 		d.Fresh[o.in.Replace[0]] = true
 	}
 	ctx := o.Ctx
-	o.in.RunOpts.ApplyMode = func(r applymode.Request) string { return d.Mode(ctx, r) }
+	o.in.RunOpts.ApplyMode = func(r applymode.Request) (string, error) { return d.Mode(ctx, r) }
 	return nil
 }
 
