@@ -43,10 +43,15 @@ func TestAPIReadyOnTheRealAPIServer(t *testing.T) {
 	}
 	kc := kubernetes.NewForConfigOrDie(rc)
 	ctx := context.Background()
+	// The service account admission wants the namespace's default account
+	// (no controller manager runs to make it).
+	if _, err := kc.CoreV1().ServiceAccounts("kube-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	pod, err := kc.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-cp-1", Labels: map[string]string{"k8s-app": "kube-apiserver"},
 			Annotations: map[string]string{constants.AnnotationStaticPodConfigVersion: "4"}},
-		Spec: corev1.PodSpec{NodeName: "cp-1", Containers: []corev1.Container{{Name: "kube-apiserver", Image: "registry.k8s.io/kube-apiserver:v1.36.3"}}},
+		Spec: corev1.PodSpec{NodeName: "cp-1", AutomountServiceAccountToken: new(bool), Containers: []corev1.Container{{Name: "kube-apiserver", Image: "registry.k8s.io/kube-apiserver:v1.36.3"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
