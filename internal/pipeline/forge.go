@@ -25,8 +25,8 @@ const forgeTimeout = 10 * time.Second
 // nothing.
 func forgeAnswers(o *Op) ([]gate.Refusal, error) {
 	cfg, err := o.Config()
-	if err != nil {
-		return nil, err
+	if err != nil || !cfg.Declares(config.LayerApps) {
+		return nil, err // a stack stopping before the apps deploys no Woodpecker
 	}
 	for i, a := range cfg.Apps {
 		if a.Woodpecker == nil || a.WoodpeckerOff() {

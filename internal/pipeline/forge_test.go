@@ -21,7 +21,7 @@ func forgeOp(url string) *Op {
 	if url != "" {
 		w.Forge = &config.ForgeConfig{Kind: config.ForgeGitea, URL: url}
 	}
-	return &Op{Ctx: context.Background(), cfg: &config.Config{Apps: []config.AppConfig{
+	return &Op{Ctx: context.Background(), cfg: &config.Config{StartAt: config.LayerSubstrate, StopAfter: config.LayerApps, Apps: []config.AppConfig{
 		{Name: "vault", Chart: config.ChartConfig{Name: config.VaultChart}},
 		{Name: "woodpecker", Chart: config.ChartConfig{Name: config.WoodpeckerChart}, Woodpecker: w},
 	}}}
@@ -45,6 +45,10 @@ func TestForgeMustAnswerAtPreview(t *testing.T) {
 	require.NoError(t, err, "a forge that answers")
 	_, err = forgeAnswers(forgeOp(""))
 	require.NoError(t, err, "no forge: Woodpecker is off, nothing is asked")
+	talosOnly := forgeOp(deadURL)
+	talosOnly.cfg.StopAfter = config.LayerTalos
+	_, err = forgeAnswers(talosOnly)
+	require.NoError(t, err, "a stack stopping before the apps deploys no Woodpecker: nothing is asked")
 
 	for url, reason := range map[string]string{
 		deadURL:             "connection refused",
