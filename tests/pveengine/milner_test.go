@@ -288,6 +288,12 @@ func (p *prod) newTalos() {
 				}
 			}
 		}
+		if err == nil {
+			// Each node's kubelet: the mirror pods of the static pods
+			// Talos writes, at their config version, on the node's
+			// address, what the wait between control planes looks for.
+			go a.Kubelet(p.talos, done, clusterapi.CIKubelet)
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
 		}
