@@ -199,6 +199,13 @@ func (d *Decider) decide(ctx context.Context, r Request) (string, error) {
 		return Auto, nil
 	}
 	mode, same, err := dryRun(ctx, endpoint, r)
+	// TLS 1.3 checks the client certificate after the client thinks the
+	// handshake done: a node refusing it (expired, another CA) may close
+	// the connection before its alert is read, and the client sees a
+	// broken pipe or a reset. Asking again reads the alert.
+	for try := 1; try < 3 && err != nil && refusedMidHandshake(err); try++ {
+		mode, same, err = dryRun(ctx, endpoint, r)
+	}
 	switch {
 	case err == nil:
 		if rec := d.Recorded[r.Node]; same && rec != "" {
@@ -213,6 +220,13 @@ func (d *Decider) decide(ctx context.Context, r Request) (string, error) {
 		return Auto, nil
 	}
 	return Staged, nil
+}
+
+// refusedMidHandshake reports an error that may hide a TLS refusal: the
+// connection broken by the peer on the first write.
+func refusedMidHandshake(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "broken pipe") || strings.Contains(st.Message(), "connection reset"))
 }
 
 // Answered reports whether a dry run's error is the node's answer rather

@@ -83,7 +83,9 @@ func (e *env) add(t *testing.T, name string, host byte, opts ...talosapi.NodeOpt
 // platform config, as Talos' nocloud platform hands it over).
 func (e *env) configured(t *testing.T, name string, host byte) *talosapi.Node {
 	t.Helper()
-	return e.add(t, name, host, talosapi.WithPlatformConfig([]byte(e.cfg)))
+	n := e.add(t, name, host, talosapi.WithPlatformConfig([]byte(e.cfg)))
+	require.Eventually(t, func() bool { s := n.Status(); return s.Booted && !s.Maintenance }, 10*time.Second, 5*time.Millisecond, "%s did not boot its config", name)
+	return n
 }
 
 // applyAsProvider sends the apply the provider's Create sends for mode
