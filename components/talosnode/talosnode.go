@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
@@ -233,5 +234,32 @@ func Patch(node Node, args PatchArgs) (string, error) {
 	// The generated HostnameConfig says auto: stable; the node's name
 	// replaces it (auto and hostname exclude each other).
 	h, err := json.Marshal(map[string]any{"apiVersion": "v1alpha1", "kind": "HostnameConfig", "auto": "off", "hostname": node.Name})
-	return string(b) + "\n---\n" + string(h), err
+	return string(b) + docSeparator + string(h), err
+}
+
+// docSeparator joins the documents of a node's own patch.
+const docSeparator = "\n---\n"
+
+// PatchHostname reads the hostname a patch from Patch sets: in
+// machine.network, or in its HostnameConfig document.
+func PatchHostname(patch string) (string, bool) {
+	for doc := range strings.SplitSeq(patch, docSeparator) {
+		var m struct {
+			Kind     string `json:"kind"`
+			Hostname string `json:"hostname"`
+			Machine  struct {
+				Network struct {
+					Hostname string `json:"hostname"`
+				} `json:"network"`
+			} `json:"machine"`
+		}
+		switch {
+		case json.Unmarshal([]byte(doc), &m) != nil:
+		case m.Machine.Network.Hostname != "":
+			return m.Machine.Network.Hostname, true
+		case m.Kind == "HostnameConfig" && m.Hostname != "":
+			return m.Hostname, true
+		}
+	}
+	return "", false
 }

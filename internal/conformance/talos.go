@@ -1,13 +1,12 @@
 package conformance
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
+	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/talosconfig"
@@ -67,27 +66,11 @@ func hasSuffix(patches, suffix []string) bool {
 	return len(suffix) > 0 && len(patches) > len(suffix) && slices.Equal(patches[len(patches)-len(suffix):], suffix)
 }
 
-// hostname reads the node's hostname from its patches: machine.network's,
-// or a HostnameConfig document's (talosnode.Patch writes JSON documents).
+// hostname reads the node's hostname from its own patch (talosnode.Patch).
 func hostname(patches []string) (string, error) {
 	for _, p := range patches {
-		for doc := range strings.SplitSeq(p, "\n---\n") {
-			var m struct {
-				Kind     string `json:"kind"`
-				Hostname string `json:"hostname"`
-				Machine  struct {
-					Network struct {
-						Hostname string `json:"hostname"`
-					} `json:"network"`
-				} `json:"machine"`
-			}
-			switch {
-			case json.Unmarshal([]byte(doc), &m) != nil:
-			case m.Machine.Network.Hostname != "":
-				return m.Machine.Network.Hostname, nil
-			case m.Kind == "HostnameConfig" && m.Hostname != "":
-				return m.Hostname, nil
-			}
+		if h, ok := talosnode.PatchHostname(p); ok {
+			return h, nil
 		}
 	}
 	return "", fmt.Errorf("a node config without a hostname patch")
