@@ -203,7 +203,8 @@ func (d *Decider) decide(ctx context.Context, r Request) (string, error) {
 	// handshake done: a node refusing it (expired, another CA) may close
 	// the connection before its alert is read, and the client sees a
 	// broken pipe or a reset. Asking again reads the alert.
-	for try := 1; try < 3 && err != nil && refusedMidHandshake(err); try++ {
+	for try := 1; try < 5 && err != nil && refusedMidHandshake(err); try++ {
+		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
 		mode, same, err = dryRun(ctx, endpoint, r)
 	}
 	switch {
@@ -226,7 +227,9 @@ func (d *Decider) decide(ctx context.Context, r Request) (string, error) {
 // connection broken by the peer on the first write.
 func refusedMidHandshake(err error) bool {
 	st, ok := status.FromError(err)
-	return ok && st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "broken pipe") || strings.Contains(st.Message(), "connection reset"))
+	msg := st.Message() // a nil status has an empty message
+	return ok && st.Code() == codes.Unavailable &&
+		(strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset") || strings.HasSuffix(msg, "EOF") || strings.HasSuffix(msg, `EOF"`))
 }
 
 // Answered reports whether a dry run's error is the node's answer rather
