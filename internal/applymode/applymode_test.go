@@ -89,23 +89,22 @@ func (e *env) configured(t *testing.T, name string, host byte) *talosapi.Node {
 // answers, else mutual TLS): what the node then does with it.
 func applyAsProvider(t *testing.T, n *talosapi.Node, mode, config string) error {
 	t.Helper()
-	ctx := context.Background()
-	c, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), client.WithEndpoints(n.Endpoint())) //nolint:gosec // as the provider
-	require.NoError(t, err)
-	defer func() { _ = c.Close() }()
-	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{
-		Mode: machine.ApplyConfigurationRequest_Mode(machine.ApplyConfigurationRequest_Mode_value[strings.ToUpper(mode)]),
-		Data: []byte(config),
-	})
-	return err
+	return apply(t, n, mode, config, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // as the provider
 }
 
 // applyConfigured sends the apply the provider's Create sends for mode to
 // a configured node, with the cluster's client identity (mutual TLS).
 func (e *env) applyConfigured(t *testing.T, n *talosapi.Node, mode, config string) error {
 	t.Helper()
+	return apply(t, n, mode, config, client.WithConfig(e.tc))
+}
+
+// apply sends config in mode (the Talos mode named by its upper case) to
+// n through a client with identity.
+func apply(t *testing.T, n *talosapi.Node, mode, config string, identity client.OptionFunc) error {
+	t.Helper()
 	ctx := context.Background()
-	c, err := client.New(ctx, client.WithConfig(e.tc), client.WithEndpoints(n.Endpoint()))
+	c, err := client.New(ctx, identity, client.WithEndpoints(n.Endpoint()))
 	require.NoError(t, err)
 	defer func() { _ = c.Close() }()
 	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{
