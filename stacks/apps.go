@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/components/lifecycle"
 	"github.com/milner/milner/components/workloads"
 	"github.com/milner/milner/stacks/config"
 )
@@ -19,6 +20,8 @@ import (
 type AppsLayer struct {
 	// Storage is the storage layer (nil when milner:storage.enabled is false).
 	Storage *Storage
+	// LoadBalancer is MetalLB and its pool (nil when the stack has no pool).
+	LoadBalancer *LoadBalancer
 	// Apps are the Helm releases of milner:apps, in config order.
 	Apps []*helmapp.HelmApp
 	// Workloads is the reservation of milner:workloads (nil when unset).
@@ -32,7 +35,7 @@ type AppsLayer struct {
 // one HelmApp per configured app (after the storage), and the workloads'
 // reservation. adopt maps logical names to the live objects they import
 // (RunOptions.Adopt).
-func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.StringOutput, adopt map[string]string) (*AppsLayer, error) {
+func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.StringOutput, adopt map[string]string, hooks *lifecycle.Hooks) (*AppsLayer, error) {
 	name := cfg.Cluster.Name
 	// An explicit provider, never the ambient kubeconfig. The cluster
 	// identifier is fixed so that a rotated kubeconfig updates the provider
@@ -51,7 +54,7 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 	storageClass := ""
 	var afterStorage []pulumi.Resource
 	if cfg.Storage.On() {
-		if layer.Storage, err = deployStorage(ctx, cfg, k8s, adopt); err != nil {
+		if layer.Storage, err = deployStorage(ctx, cfg, k8s, adopt, hooks); err != nil {
 			return nil, err
 		}
 		storageClass = cfg.Storage.StorageClass
@@ -61,7 +64,20 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 		// data edge orders them: this does.
 		afterStorage = []pulumi.Resource{layer.Storage.App.Release, layer.Storage.Class}
 	}
+	if cfg.LBOn() {
+		if layer.LoadBalancer, err = deployLoadBalancer(ctx, cfg, k8s, adopt, hooks); err != nil {
+			return nil, err
+		}
+		// A release waits for its LoadBalancer Services to get an address
+		// (helm.sh/helm/v3 pkg/kube/ready.go serviceReady: a LoadBalancer
+		// without status.loadBalancer.ingress is not ready), which only the
+		// pool gives: every app follows the pool and its advertisement.
+		afterStorage = append(afterStorage, layer.LoadBalancer.Pool, layer.LoadBalancer.Advertisement)
+	}
 	for i, app := range cfg.Apps {
+		if app.WoodpeckerOff() {
+			continue // no forge: config's warning says Woodpecker is off
+		}
 		ap := fmt.Sprintf("%s[%d]", config.Key("apps"), i)
 		values, secrets, err := appValues(ctx, cfg, app, storageClass)
 		if err != nil {
@@ -80,6 +96,7 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 			SkipAwait:      !cfg.WaitForApps,
 			DependsOn:      afterStorage,
 			Adopt:          adopt,
+			Hooks:          hooks,
 		})
 		if err != nil {
 			return nil, err

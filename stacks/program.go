@@ -26,6 +26,7 @@ import (
 	pulumiconfig "github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
+	"github.com/milner/milner/components/lifecycle"
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/applymode"
@@ -46,9 +47,11 @@ type RunOptions struct {
 	// own recovery. Previews never run it.
 	SkipHealthCheck bool
 	// ApplyMode decides each node's Talos apply mode from what the node
-	// answers (milner: applymode.Decider.Mode, which says why). nil, as
-	// under plain `pulumi up`: the provider's staged_if_needing_reboot.
-	ApplyMode func(applymode.Request) string
+	// answers (milner: applymode.Decider.Mode, which says why), or the
+	// error the node refused its config's dry run with, which fails the
+	// preview. nil, as under plain `pulumi up`: the provider's
+	// staged_if_needing_reboot.
+	ApplyMode func(applymode.Request) (string, error)
 	// Adopt maps logical names of the apps layer's Kubernetes objects
 	// (releases, namespaces, secrets, the workloads' objects, the storage
 	// class) to the ids of the live objects they import: `milner adopt
@@ -71,6 +74,11 @@ type RunOptions struct {
 	// (internal/kubeconfignode says why), decided once for its preview and
 	// update. nil, as under plain `pulumi up`: the first control plane.
 	KubeconfigNode func(controlPlanes []netip.Addr) netip.Addr
+	// Lifecycle is what the run's lifecycle hooks are told (Gated, Allowed):
+	// milner judges its previews with its gate and allows its plan's
+	// targets. The zero value, as under plain `pulumi`: the hooks refuse
+	// in every preview and update. DeclaresBootstrap is set by the program.
+	Lifecycle lifecycle.Options
 }
 
 // NewProgram is Program with per-run options, read when the program runs
@@ -134,11 +142,16 @@ func Deploy(ctx *pulumi.Context, cfg *config.Config) (*Cluster, error) {
 // DeployWith is Deploy with per-run options.
 func DeployWith(ctx *pulumi.Context, cfg *config.Config, opts RunOptions) (*Cluster, error) {
 	c := &Cluster{}
-	var err error
+	// Every hook, whatever the stack declares: a resource the program no
+	// longer declares is deleted with the hooks its state names.
+	hooks, err := registerHooks(ctx, cfg, opts.Lifecycle)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.StartAt == config.LayerApps {
 		// An existing cluster: its kubeconfig is a secret key (Load has
 		// checked it is set), and it stays a secret Output.
-		if c.Apps, err = deployApps(ctx, cfg, secret(ctx, config.KubeconfigKey), opts.Adopt); err != nil {
+		if c.Apps, err = deployApps(ctx, cfg, secret(ctx, config.KubeconfigKey), opts.Adopt, hooks); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -149,31 +162,31 @@ func DeployWith(ctx *pulumi.Context, cfg *config.Config, opts RunOptions) (*Clus
 	var tc *talosConfigs
 	var userData map[string]pulumi.StringInput
 	if cfg.Substrate.Kind == config.KindProxmox && cfg.StopAfter.Includes(config.LayerTalos) {
-		if tc, err = newTalosConfigs(ctx, cfg, talosNodes(cfg, plannedNodes(cfg))); err != nil {
+		if tc, err = newTalosConfigs(ctx, cfg, talosNodes(cfg, plannedNodes(cfg)), hooks); err != nil {
 			return nil, err
 		}
 		userData = firstBootConfigs(ctx, cfg, tc)
 	}
-	if c.Substrate, err = newSubstrate(ctx, cfg, userData); err != nil {
+	if c.Substrate, err = newSubstrate(ctx, cfg, userData, hooks); err != nil {
 		return nil, err
 	}
 	if !cfg.StopAfter.Includes(config.LayerTalos) {
 		return c, nil
 	}
 	if tc == nil {
-		if tc, err = newTalosConfigs(ctx, cfg, talosNodes(cfg, c.Substrate.Nodes())); err != nil {
+		if tc, err = newTalosConfigs(ctx, cfg, talosNodes(cfg, c.Substrate.Nodes()), hooks); err != nil {
 			return nil, err
 		}
 	} else if err := checkPlannedNodes(cfg, c.Substrate.Nodes()); err != nil {
 		return nil, fmt.Errorf("talos %q: %w", cfg.Cluster.Name, err)
 	}
-	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate.Nodes(), tc, opts); err != nil {
+	if c.Talos, err = deployTalos(ctx, cfg, c.Substrate.Nodes(), tc, opts, hooks); err != nil {
 		return nil, err
 	}
 	if !cfg.StopAfter.Includes(config.LayerApps) {
 		return c, nil
 	}
-	if c.Apps, err = deployApps(ctx, cfg, c.Talos.HealthyKubeconfig, opts.Adopt); err != nil {
+	if c.Apps, err = deployApps(ctx, cfg, c.Talos.HealthyKubeconfig, opts.Adopt, hooks); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -181,7 +194,7 @@ func DeployWith(ctx *pulumi.Context, cfg *config.Config, opts RunOptions) (*Clus
 
 // newSubstrate creates the configured substrate implementation. userData,
 // by node name, is each node's first machine config (Proxmox only).
-func newSubstrate(ctx *pulumi.Context, cfg *config.Config, userData map[string]pulumi.StringInput) (substrate.Substrate, error) {
+func newSubstrate(ctx *pulumi.Context, cfg *config.Config, userData map[string]pulumi.StringInput, hooks *lifecycle.Hooks) (substrate.Substrate, error) {
 	name := cfg.Cluster.Name
 	net := cfg.Network
 	switch cfg.Substrate.Kind {
@@ -197,6 +210,7 @@ func newSubstrate(ctx *pulumi.Context, cfg *config.Config, userData map[string]p
 			CIDR:        net.Prefix,
 			Nodes:       nodeSpecs(cfg),
 			Adopt:       lv.Adopt,
+			Hooks:       hooks,
 		}
 		if r := net.DHCPRange; r != nil {
 			args.DHCPStart, args.DHCPEnd = r.From, r.To
@@ -232,6 +246,7 @@ func newSubstrate(ctx *pulumi.Context, cfg *config.Config, userData map[string]p
 			UserData:          userData,
 			SnippetsDatastore: px.SnippetsDatastore,
 			SSH:               proxmoxSSH(ctx, px.SSH),
+			Hooks:             hooks,
 		})
 	default:
 		return nil, fmt.Errorf("substrate %q: unknown kind %q", name, cfg.Substrate.Kind)
@@ -307,4 +322,11 @@ func (c programConfig) ConfigKeys() ([]string, bool) {
 // that it is set, and set as a secret, wherever the stack needs it.
 func secret(ctx *pulumi.Context, k string) pulumi.StringOutput {
 	return pulumiconfig.GetSecret(ctx, config.Key(k))
+}
+
+// registerHooks registers the run's lifecycle hooks (components/lifecycle),
+// telling them whether this run declares the cluster's bootstrap.
+func registerHooks(ctx *pulumi.Context, cfg *config.Config, o lifecycle.Options) (*lifecycle.Hooks, error) {
+	o.DeclaresBootstrap = cfg.Declares(config.LayerTalos) && !cfg.Cluster.AdoptBootstrap
+	return lifecycle.Register(ctx, o)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/milner/milner/components/helmapp"
+	"github.com/milner/milner/components/lifecycle"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -37,7 +38,7 @@ type Storage struct {
 // StorageClass. The class is a program object, not the chart's
 // (storageClass.create is false): its reclaim policy and default flag are
 // typed config, and it exists whether or not a chart can be fetched.
-func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Provider, adopt map[string]string) (*Storage, error) {
+func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Provider, adopt map[string]string, hooks *lifecycle.Hooks) (*Storage, error) {
 	s := cfg.Storage
 	// Keys checked against the chart's values.yaml and README (chart 0.0.33):
 	// storageClass.create, storageClass.provisionerName, nodePathMap.
@@ -60,6 +61,7 @@ func deployStorage(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Prov
 		Provider:    k8s,
 		SkipAwait:   !cfg.WaitForApps,
 		Adopt:       adopt,
+		Hooks:       hooks,
 	})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
+	"github.com/milner/milner/components/lifecycle"
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/applymode"
@@ -79,10 +80,13 @@ func talosNodes(cfg *config.Config, nodes []substrate.Node) []talosnode.Node {
 // an update that records the stack's milner:cluster.configContract; the
 // provider's Update only stores talos_version (and renews a client
 // certificate within a month of expiry), never a key of the bundle.
-func newSecrets(ctx *pulumi.Context, cfg *config.Config, importPath string) (*machine.Secrets, error) {
+func newSecrets(ctx *pulumi.Context, cfg *config.Config, importPath string, hooks *lifecycle.Hooks) (*machine.Secrets, error) {
 	name := cfg.Cluster.Name
 	opts := []pulumi.ResourceOption{
 		pulumi.Protect(true),
+		// Policy: a plain `pulumi preview`/`up` refuses its delete or
+		// replace too, naming Milner's rule (also where Protect was lifted).
+		hooks.Secrets(),
 		pulumi.AdditionalSecretOutputs(SecretOutputs),
 	}
 	if importPath == "" {
@@ -133,7 +137,11 @@ func SecretsBundle(importPath string) pulumi.RunFunc {
 		if !cfg.Declares(config.LayerTalos) {
 			return fmt.Errorf("talos %q: the stack declares no Talos layer (milner:startAt, milner:stopAfter), so it has no secrets bundle", cfg.Cluster.Name)
 		}
-		_, err = newSecrets(ctx, cfg, importPath)
+		hooks, err := registerHooks(ctx, cfg, lifecycle.Options{})
+		if err != nil {
+			return err
+		}
+		_, err = newSecrets(ctx, cfg, importPath, hooks)
 		return err
 	}
 }
@@ -201,10 +209,14 @@ func decidedMode(opts RunOptions, n talosnode.Node, cfg pulumi.StringOutput, pat
 		if !ok1 || !ok2 {
 			return "", fmt.Errorf("talosnode %q: apply mode: unexpected inputs %T, %T", n.Name, v[0], v[1])
 		}
-		return opts.ApplyMode(applymode.Request{
+		mode, err := opts.ApplyMode(applymode.Request{
 			Node: n.Name, Address: n.Address, Config: config, Patches: patches,
 			CA: client.CaCertificate, Cert: client.ClientCertificate, Key: client.ClientKey,
-		}), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("talosnode %q: apply mode: %w", n.Name, err)
+		}
+		return mode, nil
 	}).(pulumi.StringOutput)
 	return pulumi.Unsecret(mode).(pulumi.StringOutput)
 }
@@ -236,6 +248,7 @@ func PatchArgs(cfg *config.Config) talosnode.PatchArgs {
 		InstallImage:                   cfg.Cluster.InstallImage,
 		AllowSchedulingOnControlPlanes: *cfg.Cluster.AllowSchedulingOnControlPlanes,
 		DataMountpoint:                 config.DataMountpoint,
+		HostnameDocument:               cfg.Cluster.HostnameDocument(),
 	}
 }
 
@@ -251,8 +264,8 @@ type talosConfigs struct {
 
 // newTalosConfigs creates the cluster secrets once and renders every node's
 // configuration.
-func newTalosConfigs(ctx *pulumi.Context, cfg *config.Config, nodes []talosnode.Node) (*talosConfigs, error) {
-	secrets, err := newSecrets(ctx, cfg, "")
+func newTalosConfigs(ctx *pulumi.Context, cfg *config.Config, nodes []talosnode.Node, hooks *lifecycle.Hooks) (*talosConfigs, error) {
+	secrets, err := newSecrets(ctx, cfg, "", hooks)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +285,7 @@ func newTalosConfigs(ctx *pulumi.Context, cfg *config.Config, nodes []talosnode.
 // deployTalos applies every node's configuration (control planes one at a
 // time), bootstraps the cluster once, and gates the kubeconfig on the
 // cluster health check.
-func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.Node, tc *talosConfigs, opts RunOptions) (*TalosLayer, error) {
+func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.Node, tc *talosConfigs, opts RunOptions, hooks *lifecycle.Hooks) (*TalosLayer, error) {
 	name := cfg.Cluster.Name
 	secrets, configs, extra := tc.secrets, tc.configs, tc.extra
 	clientCfg := secrets.ClientConfiguration
@@ -364,6 +377,9 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 			Endpoint:            firstCP.Apply.Endpoint,
 		}, pulumi.IgnoreChanges([]string{"node", "endpoint"}),
 			pulumi.Aliases(aliases),
+			// Policy: a plain `pulumi preview`/`up` refuses its replace
+			// (a second bootstrap), naming Milner's rule.
+			hooks.Bootstrap(),
 			pulumi.AdditionalSecretOutputs(BootstrapSecretOutputs),
 		)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/milner/milner/components/lifecycle"
 	"github.com/milner/milner/components/podsecurity"
 )
 
@@ -99,6 +100,9 @@ type Args struct {
 	// (milner adopt's one-shot import, internal/appsadopt); nil for a
 	// normal run.
 	Adopt map[string]string
+	// Hooks are the run's lifecycle hooks: a release not retained on
+	// delete is bound to lifecycle.KeepRelease.
+	Hooks *lifecycle.Hooks
 }
 
 // adopted is the import option of the child named name when adopt maps it
@@ -216,6 +220,11 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		// caller's dependencies have no data edge either (see Args.DependsOn).
 		pulumi.DependsOn(append(secrets, args.DependsOn...)),
 	)
+	if !args.RetainOnDelete {
+		// Policy: a plain `pulumi preview`/`up` refuses the release's
+		// delete (and replace) too, naming Milner's rule.
+		releaseOpts = append(releaseOpts, args.Hooks.Release())
+	}
 	release, err := helmv3.NewRelease(ctx, name+"-release", &helmv3.ReleaseArgs{
 		Name:           pulumi.String(args.ReleaseName),
 		Chart:          pulumi.String(chart),

@@ -11,6 +11,8 @@ import (
 
 	"github.com/pulumi/pulumi-libvirt/sdk/go/libvirt"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/milner/milner/components/lifecycle"
 )
 
 // LibvirtType is the type token of the libvirt substrate component. It is part
@@ -84,6 +86,9 @@ type LibvirtArgs struct {
 	// the volumes' files are not on the machine the program runs on (a
 	// remote URI) and in tests: nothing is recorded.
 	Identify func(path string) string
+	// Hooks are the run's lifecycle hooks: every persistent object (pool,
+	// network, boot media, volumes) is bound to lifecycle.KeepPersistent.
+	Hooks *lifecycle.Hooks
 }
 
 // adopt returns the options that import the live object args.Adopt names
@@ -150,7 +155,7 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 		Target: &libvirt.PoolTargetArgs{
 			Path: pulumi.String(args.PoolPath),
 		},
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+vocab.PoolSuffix))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), args.Hooks.Persistent()}, args.adopt(name+vocab.PoolSuffix))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: pool: %w", name, err)
 	}
@@ -173,7 +178,7 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 	// dns.enabled only when the XML says so explicitly
 	// (resource_libvirt_network.go resourceLibvirtNetworkRead).
 	network, err := libvirt.NewNetwork(ctx, name+vocab.NetSuffix, netArgs,
-		slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(name+vocab.NetSuffix, "xml", "mode", "dns"))...)
+		slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), args.Hooks.Persistent()}, args.adopt(name+vocab.NetSuffix, "xml", "mode", "dns"))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: network: %w", name, err)
 	}
@@ -185,7 +190,7 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 		Pool:   pool.Name,
 		Source: pulumi.String(args.BootImage),
 		Format: pulumi.String("qcow2"),
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), pulumi.IgnoreChanges([]string{"source"})}, args.adopt(name+vocab.BootSuffix))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), args.Hooks.Persistent(), pulumi.IgnoreChanges([]string{"source"})}, args.adopt(name+vocab.BootSuffix))...)
 	if err != nil {
 		return nil, fmt.Errorf("libvirt substrate %q: boot media: %w", name, err)
 	}
@@ -241,7 +246,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		Size:         pulumi.Int(spec.OSDiskGiB * gib),
 		Format:       pulumi.String("qcow2"),
 		// Read never sets base_volume_id (the backing file is not read back).
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true),
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), args.Hooks.Persistent(),
 		// Replaced only by `milner up --replace <node> --os-disk` (protected
 		// otherwise): the new volume has the old one's libvirt name and path,
 		// so a create-before-delete would delete the new file with the old
@@ -256,7 +261,7 @@ func newLibvirtNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Li
 		Pool:   pool.Name,
 		Size:   pulumi.Int(spec.DataDiskGiB * gib),
 		Format: pulumi.String("qcow2"),
-	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true)}, args.adopt(base+vocab.DataSuffix))...)
+	}, slices.Concat(child, []pulumi.ResourceOption{pulumi.Protect(true), args.Hooks.Persistent()}, args.adopt(base+vocab.DataSuffix))...)
 	if err != nil {
 		return Node{}, fmt.Errorf("data volume: %w", err)
 	}

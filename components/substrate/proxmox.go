@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/milner/milner/components/lifecycle"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/storage"
@@ -168,6 +169,10 @@ type ProxmoxArgs struct {
 	// SSH is how the provider reaches the hosts to upload the snippets
 	// (bpg uploads them over SSH, not the API). Required when UserData is set.
 	SSH *ProxmoxSSH
+	// Hooks are the run's lifecycle hooks: each disk holder is bound to
+	// lifecycle.KeepPersistent (the images and snippets are retained on
+	// delete instead: their delete only leaves state).
+	Hooks *lifecycle.Hooks
 }
 
 // ProxmoxSSH is the provider's SSH access to the Proxmox hosts.
@@ -291,7 +296,7 @@ func newProxmoxNode(ctx *pulumi.Context, cluster string, spec NodeSpec, args *Pr
 		holderImport = append(holderImport, pulumi.Import(pulumi.ID(ProxmoxImportID(spec.Host, vocab.HolderVMID(spec.VMID)))))
 		holderIgnored = slices.Concat(holderIgnored, ProxmoxHolderImportUnread)
 	}
-	holderOpts := append(slices.Clone(child), pulumi.Protect(true), pulumi.IgnoreChanges(holderIgnored))
+	holderOpts := append(slices.Clone(child), pulumi.Protect(true), args.Hooks.Persistent(), pulumi.IgnoreChanges(holderIgnored))
 	holderOpts = append(holderOpts, holderImport...)
 	holder, err := vm.NewVirtualMachine(ctx, base+vocab.HolderSuffix, &vm.VirtualMachineArgs{
 		NodeName:    pulumi.String(spec.Host),

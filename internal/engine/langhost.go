@@ -36,6 +36,18 @@ func serveProgram(program pulumi.RunFunc) (*programHost, error) {
 	return &programHost{address: fmt.Sprintf("127.0.0.1:%d", handle.Port), cancel: cancel, done: handle.Done}, nil
 }
 
+// ServeProgram serves program as a language runtime on a loopback port,
+// as the Automation API serves an inline program: the address is what
+// `pulumi preview|up --client <address>` connects the CLI's engine to, in
+// place of starting the runtime Pulumi.yaml names. stop shuts it down.
+func ServeProgram(program pulumi.RunFunc) (address string, stop func(), err error) {
+	h, err := serveProgram(program)
+	if err != nil {
+		return "", nil, err
+	}
+	return h.address, h.stop, nil
+}
+
 // stop shuts the language host down and waits for it.
 func (h *programHost) stop() {
 	close(h.cancel)

@@ -450,8 +450,12 @@ func revealSecret(v resource.PropertyValue) (any, bool) {
 func maskSecret(v resource.PropertyValue) (any, bool) { return "[secret]", v.IsSecret() }
 
 // UnprotectAll clears the protect flag of every resource in state (`pulumi
-// state unprotect --all`): the deliberate step before a destroy that is
-// meant to delete disks too, such as a confirmed teardown.
+// state unprotect --all`) and the lifecycle hooks its state names
+// (components/lifecycle), in one state edit: the deliberate step before a
+// destroy that is meant to delete disks too, such as a confirmed teardown.
+// A destroy runs no program, so it could not run the hooks (pulumi pkg/v3
+// v3.276.0 engine/destroy.go refuses a state that names delete hooks
+// without --run-program); the next up binds them again.
 func (s *Stack) UnprotectAll(ctx context.Context) error {
 	return s.setProtect(ctx, nil, false)
 }
@@ -494,6 +498,9 @@ func (s *Stack) setProtect(ctx context.Context, urns []resource.URN, protect boo
 		for i := range state.Resources {
 			if urns == nil || slices.Contains(urns, state.Resources[i].URN) {
 				state.Resources[i].Protect = protect
+			}
+			if urns == nil && !protect {
+				state.Resources[i].ResourceHooks = nil
 			}
 		}
 		dep.Deployment, err = json.Marshal(state)

@@ -53,6 +53,9 @@ type Options struct {
 	ImportID                string
 	Aliases                 int
 	Dependencies            []string
+	// BeforeDelete are the names of the resource hooks bound to run
+	// before its delete (components/lifecycle).
+	BeforeDelete []string
 }
 
 // Invoke is one provider function the program called.
@@ -97,6 +100,7 @@ func (r *Recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 			ImportID:                rpc.GetImportId(),
 			Aliases:                 len(rpc.GetAliases()),
 			Dependencies:            rpc.GetDependencies(),
+			BeforeDelete:            rpc.GetHooks().GetBeforeDelete(),
 		}
 	}
 	r.mu.Lock()

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+
 	"github.com/milner/milner/internal/apiready"
 	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/engine"
@@ -95,6 +97,11 @@ type planned struct {
 // its report.
 func Run(o *Op, v Verb, in Input) (g *Outcome, err error) {
 	o.in, o.rules = in, v.Rules
+	if in.RunOpts != nil {
+		// milner's gate judges every preview whole, every refusal named;
+		// the program's lifecycle hooks hold in its updates.
+		in.RunOpts.Lifecycle.Gated = true
+	}
 	// teardown's deprecated --confirm <cluster> is --yes once
 	// teardownClusterName passed.
 	o.Yes = o.Yes || in.ConfirmName != ""
@@ -188,6 +195,11 @@ func (o *Op) planPreview() error {
 		return err
 	}
 	opts.Replace = append(opts.Replace, targets...)
+	if o.in.RunOpts != nil {
+		// The replaces the gate lets through (the --os-disk node's OS
+		// volume) pass the lifecycle hooks too.
+		o.in.RunOpts.Lifecycle.Allowed = opts.Replace
+	}
 	if err := o.unprotectOSVolume(); err != nil {
 		return err
 	}
@@ -291,6 +303,10 @@ func (o *Op) awaitAPIServers(r gate.Report) (func(string, netip.Addr) error, err
 	if kube == "" {
 		return nil, nil
 	}
+	tc, err := o.appliedTalosconfig(o.in.Talosconfig)
+	if err != nil {
+		return nil, fmt.Errorf("the wait between control planes asks each one's Talos API: %w", err)
+	}
 	opts := apiready.Defaults
 	opts.Out = o.Out
 	ctx := o.Ctx
@@ -298,6 +314,10 @@ func (o *Op) awaitAPIServers(r gate.Report) (func(string, netip.Addr) error, err
 		if !updated[node] {
 			return nil
 		}
-		return apiready.Wait(ctx, []byte(kube), node, netip.AddrPortFrom(addr, apiready.Port), opts)
+		return apiready.Wait(ctx, []byte(kube), apiready.Node{
+			Name:          node,
+			API:           netip.AddrPortFrom(addr, apiready.Port),
+			ConfigVersion: apiready.TalosConfigVersion(tc, netip.AddrPortFrom(addr, constants.ApidPort).String()),
+		}, opts)
 	}, nil
 }

@@ -290,6 +290,7 @@ func (c *Config) validateAppsLayer(p *problems) {
 		}
 		validateChart(p, sp+".chart", c.dir, &c.Storage.Chart)
 	}
+	c.validateLoadBalancer(p, claim)
 
 	vaults, woodpeckers := 0, 0
 	for i := range c.Apps {
@@ -311,11 +312,17 @@ func (c *Config) validateAppsLayer(p *problems) {
 			c.validateVault(p, ap, a)
 		}
 		switch {
-		case a.Chart.Name == WoodpeckerChart && (a.Woodpecker == nil || a.Woodpecker.Forge == nil):
-			p.addf(ap+".woodpecker.forge", "is required: the Woodpecker 3 server exits \"forge not configured\" without one; set woodpecker.host, woodpecker.forge.kind (one of %v) and forge.url, and the secrets %s and %s",
-				ForgeKinds, Key(WoodpeckerForgeClientKey), Key(WoodpeckerForgeSecretKey))
 		case a.Chart.Name != WoodpeckerChart && a.Woodpecker != nil && a.Chart.Path == "":
 			p.addf(ap+".woodpecker", "is set but the chart is %q, not %s", a.Chart.Name, WoodpeckerChart)
+		case a.WoodpeckerOff():
+			// The forge is the user's: without one Woodpecker has nothing
+			// to log in to (the Woodpecker 3 server exits "forge not
+			// configured"), so it is not installed.
+			p.warnf(ap+".woodpecker.forge", "is not set: Woodpecker is off (no release); to run it, set woodpecker.host, woodpecker.forge.kind (one of %v) and forge.url to the forge you run, and the secrets %s and %s",
+				ForgeKinds, Key(WoodpeckerForgeClientKey), Key(WoodpeckerForgeSecretKey))
+			if a.Woodpecker != nil {
+				validateWoodpecker(p, ap, a)
+			}
 		case a.Woodpecker != nil:
 			woodpeckers++
 			validateWoodpecker(p, ap, a)
@@ -397,6 +404,12 @@ func (c *Config) validateVault(p *problems, ap string, a *AppConfig) {
 // vaultExternal are the chart values that make it run no server (an
 // external Vault's address, or the server disabled).
 var vaultExternal = []string{"global.externalVaultAddr", "injector.externalVaultAddr", "global.enabled", "server.enabled"}
+
+// WoodpeckerOff reports whether the app is Woodpecker without a forge:
+// valid, and not installed.
+func (a AppConfig) WoodpeckerOff() bool {
+	return (a.Chart.Name == WoodpeckerChart || a.Woodpecker != nil) && (a.Woodpecker == nil || a.Woodpecker.Forge == nil)
+}
 
 func validateWoodpecker(p *problems, ap string, a *AppConfig) {
 	w := a.Woodpecker
@@ -537,7 +550,7 @@ func AppsSecrets(src ConfigSource) []SecretNeed {
 				need = append(need, SecretNeed{k, by + " (Vault's TLS listener)"})
 			}
 		}
-		if a.Woodpecker != nil {
+		if a.Woodpecker != nil && !a.WoodpeckerOff() {
 			for _, k := range []string{WoodpeckerAgentSecretKey, WoodpeckerForgeClientKey, WoodpeckerForgeSecretKey} {
 				need = append(need, SecretNeed{k, by})
 			}

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/milner/milner/components/vocab"
 	"net"
 	"net/netip"
 	"reflect"
@@ -18,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/milner/milner/components/vocab"
 )
 
 // Namespace is the config namespace of every Milner key (milner:<key>):
@@ -27,7 +28,7 @@ const Namespace = vocab.Project
 // Keys lists every structured config key the program reads, in the order a
 // stack file shows them. Secrets named by apps and the Proxmox token are
 // separate, secret keys.
-var Keys = []string{"cluster", "substrate", "network", "nodes", "storage", "apps", "chartMirrors", "workloads", "startAt", "stopAfter", "waitForApps"}
+var Keys = []string{"cluster", "substrate", "network", "nodes", "storage", "loadBalancer", "apps", "chartMirrors", "workloads", "startAt", "stopAfter", "waitForApps"}
 
 // Config mirrors a stack's Pulumi.<stack>.yaml: one field per milner: key.
 // Load fills it once; nothing else reads stack config.
@@ -52,6 +53,8 @@ type Config struct {
 	WaitForApps bool `json:"-"`
 	// Storage is milner:storage, the storage layer under the apps.
 	Storage StorageConfig `json:"storage"`
+	// LoadBalancer is milner:loadBalancer, MetalLB for the apps' Services.
+	LoadBalancer LoadBalancerConfig `json:"loadBalancer"`
 	// Workloads is milner:workloads, room reserved for Evolved-NPCs (optional).
 	Workloads *WorkloadsConfig `json:"workloads,omitempty"`
 	// ChartMirrors is milner:chartMirrors: where charts are fetched from
@@ -71,7 +74,7 @@ type ClusterConfig struct {
 	// Name is the cluster name; every substrate object is named after it.
 	Name string `json:"name"`
 	// TalosVersion is the Talos OS version the nodes should run, e.g.
-	// v1.9.5: the installer image of new installs and the target of
+	// v1.13.9: the installer image of new installs and the target of
 	// `milner upgrade`. An up never upgrades a running node.
 	TalosVersion string `json:"talosVersion"`
 	// ConfigContract is the Talos machine-config contract, e.g. v1.9: the
@@ -388,6 +391,7 @@ func Load(src ConfigSource) (*Config, error) {
 	}
 	decodeList(src, "apps", &cfg.Apps, &p)
 	decodeOptional(src, "storage", &cfg.Storage, &p)
+	decodeOptional(src, "loadBalancer", &cfg.LoadBalancer, &p)
 	decodeOptional(src, "chartMirrors", &cfg.ChartMirrors, &p)
 	if decodeOptional(src, "workloads", &cfg.Workloads, &p) && cfg.Workloads == nil {
 		p.addf(Key("workloads"), "is empty")
@@ -556,6 +560,7 @@ func (c *Config) applyDefaults() {
 		c.StartAt = LayerSubstrate
 	}
 	c.applyAppsDefaults()
+	c.applyLoadBalancerDefaults()
 	if c.Cluster.OIDC != nil {
 		c.Cluster.OIDC.applyOIDCDefaults()
 	}

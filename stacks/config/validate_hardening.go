@@ -95,8 +95,8 @@ func (c *Config) checkValue(p *problems, at, key string, v any) {
 		switch {
 		case s == "NodePort":
 			p.addf(at, "NodePort opens the Service on every node's address; use ClusterIP, or a LoadBalancer with milner:network.vipRange declared")
-		case s == "LoadBalancer" && (c.StartAt == LayerApps || c.Network.VIPRange == nil):
-			p.addf(at, "LoadBalancer exposes the Service beyond the cluster, but the stack declares no milner:network.vipRange for load-balancer addresses")
+		case s == "LoadBalancer" && !c.LBOn():
+			p.addf(at, "LoadBalancer exposes the Service beyond the cluster, but the stack runs no load balancer (milner:network.vipRange, or milner:loadBalancer.pool on an existing cluster)")
 		}
 	}
 	// A credential by its shape is checkPlainCredentials' (credentials.go).
