@@ -57,7 +57,8 @@ func TestStateEditsHoldTheBackendLock(t *testing.T) {
 // TestFirstRunSaltUnderTheLock: the first run of a stack writes its
 // passphrase salt into the stack file under Milner's lock: while another
 // milner holds the lock the run is refused and the file is as it was;
-// then it writes the salt, keeping the file's comments.
+// then, under the lock its own verb holds, it writes the salt, keeping the
+// file's comments.
 func TestFirstRunSaltUnderTheLock(t *testing.T) {
 	dir := t.TempDir()
 	const stackFile = "# the salt test\nconfig:\n  salttest:stopAfter: talos # nothing\n"
@@ -87,9 +88,25 @@ func TestFirstRunSaltUnderTheLock(t *testing.T) {
 		t.Errorf("the stack file was written without the lock:\n%s", b)
 	}
 	release()
-	if _, err := st.Up(ctx); err != nil {
+	// As `milner up` runs it (cmd/milner's run takes the lock, then the
+	// engine's first run writes the salt under it): the Stack that holds
+	// the lock takes it again, and frees it at its last release.
+	mine, err := st.Lock(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.Up(ctx); err != nil {
+		t.Fatalf("the first run under its own verb's lock: %v", err)
+	}
+	if _, err := open().Lock(ctx); !errors.Is(err, ErrLocked) {
+		t.Errorf("another milner while this one still holds its lock: %v, want ErrLocked", err)
+	}
+	mine()
+	other, err := open().Lock(ctx)
+	if err != nil {
+		t.Fatalf("after the last release: %v, want the lock free", err)
+	}
+	other()
 	b, _ := os.ReadFile(filepath.Join(dir, "Pulumi.s.yaml"))
 	if !strings.Contains(string(b), "encryptionsalt: v1:") || !strings.Contains(string(b), "# the salt test") || !strings.Contains(string(b), "# nothing") {
 		t.Errorf("after the first run:\n%s", b)
