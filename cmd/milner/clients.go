@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -19,10 +20,13 @@ func clientCmd(c clientfiles.Config) *cobra.Command {
 		Short: fmt.Sprintf("Merge the stack's %s into the user's %s config (or print it)", c.Output, c.Tool),
 		Long: fmt.Sprintf(`%s reads the stack's %s output (secret) and merges it into the
 user's %s config: --file, else $%s, else ~/%s. Entries of the same name
-are replaced, the cluster's context becomes the current one, the file is
+are replaced, the cluster's context becomes the current one (said loudly
+on stderr when it is the admin certificate's, system:masters), the file is
 written 0600, and a symlink is refused. 'milner teardown' takes the
 cluster's entries out again. --renew first issues a new client certificate
-from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.Output, c.Output, c.Tool, c.Env, c.Home),
+from the stack's secrets bundle (no apply) and records it in the stack's
+backend before writing it ('milner status' lists what was issued, and
+every expiry).`, c.Output, c.Output, c.Tool, c.Env, c.Home),
 		Example: fmt.Sprintf("  milner %s --stack dev\n  milner %s --stack dev --stdout > /tmp/%s", c.Output, c.Output, c.Output),
 		RunE: f.run(false, func(o *pipeline.Op) error {
 			raw, err := pipeline.ClientConfig(o, c, renew, admin)
@@ -33,12 +37,7 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.Ou
 				_, err := fmt.Print(raw)
 				return err
 			}
-			path, err := c.MergeInto(raw, file)
-			if err != nil {
-				return fmt.Errorf("stack %q: %w", o.St.Name(), err)
-			}
-			fmt.Printf("milner %s: merged stack %q into %s\n", c.Output, o.St.Name(), path)
-			return nil
+			return pipeline.MergeClientConfig(o, c, raw, file, admin, os.Stdout, os.Stderr)
 		}),
 	}
 	f.addStack(cmd, false)
@@ -48,7 +47,8 @@ from the stack's secrets bundle (no apply; 'milner status' shows expiry).`, c.Ou
 		cmd.Long += `
 For a stack with milner:cluster.oidc, kubeconfig writes a context that
 logs in through the OIDC provider (kubelogin, 'kubectl oidc-login'), and
---admin the break-glass admin certificate instead.`
+--admin the break-glass admin certificate instead, keeping the current
+context (name it: kubectl --context admin@<cluster>).`
 		cmd.Flags().BoolVar(&admin, "admin", false, "write the break-glass admin certificate context (system:masters) even when the stack authenticates people through OIDC ("+oidclogin.Runbook+")")
 	}
 	cmd.Flags().BoolVar(&renew, "renew", false, "issue a new client certificate (one year) from the stack's secrets bundle first; no apply")

@@ -105,6 +105,20 @@ func read(name, renew string, get func() ([]byte, error)) Cert {
 	return c
 }
 
+// ClientCert is the client certificate of the current context of a
+// client config: the kubeconfig's or the talosconfig's (output names it).
+func ClientCert(output, text string) (*x509.Certificate, error) {
+	get := kubeClientCert
+	if output == "talosconfig" {
+		get = talosClientCert
+	}
+	crt, err := get(text)
+	if err != nil {
+		return nil, err
+	}
+	return (&sidx509.PEMEncodedCertificate{Crt: crt}).GetCert()
+}
+
 // talosClientCert is the client certificate of a talosconfig's current context.
 func talosClientCert(text string) ([]byte, error) {
 	ctx, _, err := talosContext(text)

@@ -27,9 +27,11 @@ type Config struct {
 	// Home is the default file, relative to the home directory.
 	Home string
 	// Merge puts the stack's config (the output's text) into the user's
-	// file at path; remove takes a cluster's entries out of it. Both read
-	// and write through the client's own library.
-	Merge  func(path, stack string) error
+	// file at path, its context made current unless keepCurrent and the
+	// file has one, and returns the current context before and after;
+	// remove takes a cluster's entries out of it. Both read and write
+	// through the client's own library.
+	Merge  func(path, stack string, keepCurrent bool) (Contexts, error)
 	Remove func(path, cluster string) error
 	// Tool is the client that reads it, for the help text.
 	Tool string
@@ -41,17 +43,20 @@ type Config struct {
 // Kube is the admin kubeconfig (the kubeconfig output), read by kubectl.
 var Kube = Config{
 	Output: "kubeconfig", Env: "KUBECONFIG", Home: ".kube/config", Tool: "kubectl", Renew: certs.RenewKubeconfig,
-	Merge: func(path, stack string) error {
+	Merge: func(path, stack string, keepCurrent bool) (Contexts, error) {
 		from, err := clientcmd.Load([]byte(stack))
 		if err != nil {
-			return fmt.Errorf("kubeconfig output: %w", err)
+			return Contexts{}, fmt.Errorf("kubeconfig output: %w", err)
 		}
-		return modifyKubeconfig(path, func(user *clientcmdapi.Config) {
+		var c Contexts
+		err = modifyKubeconfig(path, func(user *clientcmdapi.Config) {
 			maps.Copy(user.Clusters, from.Clusters)
 			maps.Copy(user.AuthInfos, from.AuthInfos)
 			maps.Copy(user.Contexts, from.Contexts)
-			user.CurrentContext = from.CurrentContext
+			c = Contexts{Before: user.CurrentContext, Merged: from.CurrentContext, After: current(user.CurrentContext, from.CurrentContext, keepCurrent)}
+			user.CurrentContext = c.After
 		})
+		return c, err
 	},
 	Remove: func(path, cluster string) error {
 		return modifyKubeconfig(path, func(user *clientcmdapi.Config) {
@@ -87,15 +92,18 @@ func modifyKubeconfig(path string, edit func(*clientcmdapi.Config)) error {
 // Talos is the talosctl config (the talosconfig output).
 var Talos = Config{
 	Output: "talosconfig", Env: "TALOSCONFIG", Home: ".talos/config", Tool: "talosctl", Renew: certs.RenewTalosconfig,
-	Merge: func(path, stack string) error {
+	Merge: func(path, stack string, keepCurrent bool) (Contexts, error) {
 		from, err := clientconfig.FromString(stack)
 		if err != nil {
-			return fmt.Errorf("talosconfig output: %w", err)
+			return Contexts{}, fmt.Errorf("talosconfig output: %w", err)
 		}
-		return modifyTalosconfig(path, func(user *clientconfig.Config) {
+		var c Contexts
+		err = modifyTalosconfig(path, func(user *clientconfig.Config) {
 			maps.Copy(user.Contexts, from.Contexts)
-			user.Context = from.Context
+			c = Contexts{Before: user.Context, Merged: from.Context, After: current(user.Context, from.Context, keepCurrent)}
+			user.Context = c.After
 		})
+		return c, err
 	},
 	Remove: func(path, cluster string) error {
 		return modifyTalosconfig(path, func(user *clientconfig.Config) {
@@ -155,16 +163,36 @@ func privateFile(path string) (exists bool, err error) {
 	return true, os.Chmod(path, 0o600)
 }
 
-// MergeInto merges the stack's config into the user's file.
-func (c Config) MergeInto(stack, file string) (string, error) {
+// Contexts are the user's current context before and after a merge, and
+// the context the merge brought.
+type Contexts struct {
+	Before, Merged, After string
+}
+
+// Changed reports whether the merge changed the current context.
+func (c Contexts) Changed() bool { return c.Before != c.After }
+
+// current is the current context after merging one that names merged:
+// merged, unless keepCurrent and the file has one.
+func current(before, merged string, keepCurrent bool) string {
+	if keepCurrent && before != "" {
+		return before
+	}
+	return merged
+}
+
+// MergeInto merges the stack's config into the user's file; keepCurrent
+// leaves a current context the file has as it is.
+func (c Config) MergeInto(stack, file string, keepCurrent bool) (string, Contexts, error) {
 	path, err := c.Path(file)
 	if err != nil {
-		return "", err
+		return "", Contexts{}, err
 	}
 	if _, err := privateFile(path); err != nil {
-		return "", err
+		return "", Contexts{}, err
 	}
-	return path, c.Merge(path, stack)
+	ctxs, err := c.Merge(path, stack, keepCurrent)
+	return path, ctxs, err
 }
 
 // RemoveFrom takes cluster's entries out of the user's file, if it exists.

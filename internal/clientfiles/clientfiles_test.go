@@ -21,7 +21,7 @@ func TestKubeconfigMergeAndRemove(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(other), 0o644))
 	stack := "apiVersion: v1\nkind: Config\nclusters:\n- name: milner-dev\n  cluster: {server: https://10.73.0.240:6443}\ncontexts:\n- name: admin@milner-dev\n  context: {cluster: milner-dev, user: admin@milner-dev}\nusers:\n- name: admin@milner-dev\n  user: {client-key-data: aw==}\ncurrent-context: admin@milner-dev\n"
 
-	_, err := Kube.MergeInto(stack, path)
+	_, _, err := Kube.MergeInto(stack, path, false)
 	require.NoError(t, err)
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
@@ -43,7 +43,7 @@ func TestKubeconfigMergeAndRemove(t *testing.T) {
 
 	link := filepath.Join(t.TempDir(), "link")
 	require.NoError(t, os.Symlink(path, link))
-	_, err = Kube.MergeInto(stack, link)
+	_, _, err = Kube.MergeInto(stack, link, false)
 	assert.ErrorContains(t, err, "symlink")
 }
 
@@ -51,9 +51,9 @@ func TestKubeconfigMergeAndRemove(t *testing.T) {
 // one and becomes current; removal takes exactly the cluster's.
 func TestTalosconfigMergeAndRemove(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "talos", "config")
-	_, err := Talos.MergeInto("context: other\ncontexts:\n  other:\n    endpoints: [10.0.0.1]\n", path)
+	_, _, err := Talos.MergeInto("context: other\ncontexts:\n  other:\n    endpoints: [10.0.0.1]\n", path, false)
 	require.NoError(t, err)
-	_, err = Talos.MergeInto("context: milner-dev\ncontexts:\n  milner-dev:\n    endpoints: [10.73.0.11]\n", path)
+	_, _, err = Talos.MergeInto("context: milner-dev\ncontexts:\n  milner-dev:\n    endpoints: [10.73.0.11]\n", path, false)
 	require.NoError(t, err)
 	fi, err := os.Stat(path)
 	require.NoError(t, err)

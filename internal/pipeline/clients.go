@@ -4,6 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
+
+	"github.com/milner/milner/internal/certs"
+	"github.com/milner/milner/internal/engine"
 
 	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/oidclogin"
@@ -30,6 +35,9 @@ func ClientConfig(o *Op, c clientfiles.Config, renew, admin bool) (string, error
 		}
 		if raw, err = c.Renew(raw, bundle); err != nil {
 			return "", err
+		}
+		if err := recordRenewal(o, c, raw); err != nil {
+			return "", fmt.Errorf("%w: the new certificate was not written anywhere", err)
 		}
 	}
 	if c.Output != clientfiles.Kube.Output {
@@ -58,4 +66,67 @@ func peopleOrAdmin(o *Op, raw string, admin, renew bool, stderr io.Writer) (stri
 	default:
 		return oidclogin.Kubeconfig(raw, oidc)
 	}
+}
+
+// recordRenewal records the client certificate --renew issued in the
+// stack's backend (engine.Stack.RecordIssued) before it is handed out, and
+// says so on stderr: a year's credential of the cluster, which no apply
+// and no state records otherwise.
+func recordRenewal(o *Op, c clientfiles.Config, raw string) error {
+	crt, err := certs.ClientCert(c.Output, raw)
+	if err != nil {
+		return err
+	}
+	rec := engine.Issued{Config: c.Output, Subject: crt.Subject.CommonName, Groups: crt.Subject.Organization,
+		Serial: crt.SerialNumber.Text(16), NotAfter: crt.NotAfter}
+	if err := o.St.RecordIssued(o.Ctx, rec); err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(os.Stderr, "milner %s: issued a client certificate (CN %s, groups %s, serial %s, expires %s), recorded in the stack's backend: `milner status --stack %s` lists it\n",
+		c.Output, rec.Subject, strings.Join(rec.Groups, ","), rec.Serial, rec.NotAfter.UTC().Format(time.DateOnly), o.St.Name())
+	return nil
+}
+
+// MergeClientConfig merges raw, the stack's client config of kind c, into
+// the user's file (file, else c's default) and says what became current.
+// --admin (admin) keeps the user's current context: the break-glass
+// context is there to be named (kubectl --context), never silently the
+// one every kubectl uses. Any merge that makes the admin certificate's
+// context (system:masters: --admin, or the kubeconfig of a stack without
+// OIDC) current says so loudly on stderr, with the way back.
+func MergeClientConfig(o *Op, c clientfiles.Config, raw, file string, admin bool, stdout, stderr io.Writer) error {
+	cfg, err := o.Config()
+	if err != nil {
+		return err
+	}
+	masters := c.Output == clientfiles.Kube.Output && (admin || cfg.Cluster.OIDC == nil)
+	return mergeClientConfig(c, o.St.Name(), raw, file, admin, masters, stdout, stderr)
+}
+
+// mergeClientConfig is MergeClientConfig once the stack is known: masters
+// says raw's context is the admin certificate's (system:masters).
+func mergeClientConfig(c clientfiles.Config, stack, raw, file string, admin, masters bool, stdout, stderr io.Writer) error {
+	path, ctxs, err := c.MergeInto(raw, file, admin)
+	if err != nil {
+		return fmt.Errorf("stack %q: %w", stack, err)
+	}
+	_, _ = fmt.Fprintf(stdout, "milner %s: merged stack %q into %s\n", c.Output, stack, path)
+	switch {
+	case !ctxs.Changed() && ctxs.After != ctxs.Merged:
+		_, _ = fmt.Fprintf(stdout, "milner %s: the current context stays %q; use the stack's with --context %s\n", c.Output, ctxs.After, ctxs.Merged)
+	case ctxs.Changed() && masters:
+		was := fmt.Sprintf("was %q", ctxs.Before)
+		if ctxs.Before == "" {
+			was = "the file had none"
+		}
+		back := "there is no other to switch back to"
+		if ctxs.Before != "" {
+			back = fmt.Sprintf("switch back with `kubectl config use-context %s`", ctxs.Before)
+		}
+		_, _ = fmt.Fprintf(stderr, "milner %s: WARNING: the current context is now %q (%s): the cluster's admin certificate, system:masters, with no revocation; every kubectl without --context now acts as cluster admin; %s\n",
+			c.Output, ctxs.After, was, back)
+	case ctxs.Changed():
+		_, _ = fmt.Fprintf(stdout, "milner %s: the current context is now %q (was %q)\n", c.Output, ctxs.After, ctxs.Before)
+	}
+	return nil
 }

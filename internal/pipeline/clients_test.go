@@ -2,11 +2,15 @@ package pipeline
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -56,5 +60,54 @@ func TestKubeconfigOIDCByDefaultAdminOnAsk(t *testing.T) {
 	out, err = peopleOrAdmin(&Op{cfg: &config.Config{}}, adminKubeconfig, false, false, &stderr)
 	require.NoError(t, err)
 	assert.Equal(t, adminKubeconfig, out)
+	assert.Empty(t, stderr.String())
+}
+
+// TestAdminKubeconfigKeepsTheCurrentContext: `milner kubeconfig --admin`
+// merges the break-glass context and keeps the user's current one,
+// naming the way to use the new one; a merge that does make the admin
+// certificate's context current (a stack without OIDC, or a file with no
+// current context) says so on stderr, with the way back; a talosconfig's
+// change is said on stdout.
+func TestAdminKubeconfigKeepsTheCurrentContext(t *testing.T) {
+	const other = "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster: {server: https://lab:6443}\ncontexts:\n- name: lab\n  context: {cluster: lab, user: lab}\nusers:\n- name: lab\n  user: {token: t}\ncurrent-context: lab\n"
+	file := func(t *testing.T, text string) string {
+		path := filepath.Join(t.TempDir(), "config")
+		if text != "" {
+			require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+		}
+		return path
+	}
+	current := func(t *testing.T, path string) string {
+		c, err := clientcmd.LoadFromFile(path)
+		require.NoError(t, err)
+		return c.CurrentContext
+	}
+
+	var stdout, stderr bytes.Buffer
+	path := file(t, other)
+	require.NoError(t, mergeClientConfig(clientfiles.Kube, "dev", adminKubeconfig, path, true, true, &stdout, &stderr))
+	assert.Equal(t, "lab", current(t, path), "--admin keeps the current context")
+	assert.Contains(t, stdout.String(), `the current context stays "lab"; use the stack's with --context admin@milner-dev`)
+	assert.Empty(t, stderr.String())
+
+	stdout.Reset()
+	path = file(t, other)
+	require.NoError(t, mergeClientConfig(clientfiles.Kube, "dev", adminKubeconfig, path, false, true, &stdout, &stderr))
+	assert.Equal(t, "admin@milner-dev", current(t, path))
+	assert.Contains(t, stderr.String(), `WARNING: the current context is now "admin@milner-dev" (was "lab"): the cluster's admin certificate, system:masters`)
+	assert.Contains(t, stderr.String(), "kubectl config use-context lab")
+
+	stderr.Reset()
+	path = file(t, "")
+	require.NoError(t, mergeClientConfig(clientfiles.Kube, "dev", adminKubeconfig, path, true, true, &stdout, &stderr))
+	assert.Equal(t, "admin@milner-dev", current(t, path), "a file with no current context gets the merged one")
+	assert.Contains(t, stderr.String(), "(the file had none)")
+
+	stdout.Reset()
+	stderr.Reset()
+	path = file(t, "context: other\ncontexts:\n  other:\n    endpoints: [10.0.0.1]\n")
+	require.NoError(t, mergeClientConfig(clientfiles.Talos, "dev", "context: milner-dev\ncontexts:\n  milner-dev:\n    endpoints: [10.73.0.11]\n", path, false, false, &stdout, &stderr))
+	assert.Contains(t, stdout.String(), `the current context is now "milner-dev" (was "other")`)
 	assert.Empty(t, stderr.String())
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/milner/milner/internal/certs"
 	"github.com/milner/milner/internal/clientfiles"
+	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/pipeline"
 	"github.com/milner/milner/internal/upgrade"
@@ -33,6 +34,9 @@ type Report struct {
 	Versions *upgrade.Versions `json:"versions,omitempty"`
 	// Certificates are the client certificates' and CAs' lifetimes.
 	Certificates []certs.Cert `json:"certificates"`
+	// Issued are the client certificates `--renew` issued, as recorded in
+	// the stack's backend, oldest first.
+	Issued []engine.Issued `json:"issued"`
 	// Staged are the nodes whose last Talos config apply was staged: it
 	// waits for the node's next reboot (Milner never reboots a node).
 	Staged []string `json:"staged"`
@@ -55,6 +59,9 @@ func Collect(o *pipeline.Op, versions bool, talosconfig string) (*Report, error)
 	}
 	s := &Report{Stack: o.St.Name(), Cluster: cfg.Cluster.Name, Backend: o.St.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"],
 		Certificates: certLifetimes(o)}
+	if s.Issued, err = o.St.IssuedCertificates(o.Ctx); err != nil {
+		return nil, fmt.Errorf("stack %q: issued certificates: %w", o.St.Name(), err)
+	}
 	for _, r := range resources {
 		s.Resources[string(gate.LayerOf(r.Type, r.Name()))]++
 		if r.Protect {
@@ -99,6 +106,13 @@ func (s *Report) Write(w io.Writer) {
 	_, _ = fmt.Fprintf(w, "certificates (warned within %d days):\n", int(certs.WarnWithin.Hours()/24))
 	for _, c := range s.Certificates {
 		_, _ = fmt.Fprintf(w, "  %s\n", c.Line(time.Now()))
+	}
+	if len(s.Issued) > 0 {
+		_, _ = fmt.Fprintf(w, "client certificates issued by --renew (%d):\n", len(s.Issued))
+		for _, c := range s.Issued {
+			_, _ = fmt.Fprintf(w, "  %s %s CN %s groups %s serial %s, expires %s, by %s (%s)\n", c.At.UTC().Format("2006-01-02 15:04:05Z"), c.Config,
+				c.Subject, strings.Join(c.Groups, ","), c.Serial, c.NotAfter.UTC().Format(time.DateOnly), c.Who, c.Command)
+		}
 	}
 }
 
