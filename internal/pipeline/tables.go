@@ -20,6 +20,7 @@ var previewRules = []Rule{
 	{"one-bootstrap", Report, oneBootstrap},
 	{"boot-image", Stop, bootImage},
 	{"versions-interlock", Report, versionsInterlock},
+	{"policy-pack", Report, policyPack},
 }
 
 // upRules are up's (with --replace and --os-disk): the preview's, after
