@@ -100,7 +100,7 @@ func TestConcurrentUps(t *testing.T) {
 }
 
 // exitRefused is milner's exit code for a refusal by a rule.
-const exitRefused = 3
+const exitRefused = 5
 
 // TestStateRestore: on a file backend and on PostgreSQL, every update leaves
 // a restorable copy of its checkpoint in the backend (`milner state
