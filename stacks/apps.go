@@ -20,6 +20,8 @@ import (
 type AppsLayer struct {
 	// Storage is the storage layer (nil when milner:storage.enabled is false).
 	Storage *Storage
+	// LoadBalancer is MetalLB and its pool (nil when the stack has no pool).
+	LoadBalancer *LoadBalancer
 	// Apps are the Helm releases of milner:apps, in config order.
 	Apps []*helmapp.HelmApp
 	// Workloads is the reservation of milner:workloads (nil when unset).
@@ -62,7 +64,20 @@ func deployApps(ctx *pulumi.Context, cfg *config.Config, kubeconfig pulumi.Strin
 		// data edge orders them: this does.
 		afterStorage = []pulumi.Resource{layer.Storage.App.Release, layer.Storage.Class}
 	}
+	if cfg.LBOn() {
+		if layer.LoadBalancer, err = deployLoadBalancer(ctx, cfg, k8s, adopt, hooks); err != nil {
+			return nil, err
+		}
+		// A release waits for its LoadBalancer Services to get an address
+		// (helm.sh/helm/v3 pkg/kube/ready.go serviceReady: a LoadBalancer
+		// without status.loadBalancer.ingress is not ready), which only the
+		// pool gives: every app follows the pool and its advertisement.
+		afterStorage = append(afterStorage, layer.LoadBalancer.Pool, layer.LoadBalancer.Advertisement)
+	}
 	for i, app := range cfg.Apps {
+		if app.WoodpeckerOff() {
+			continue // no forge: config's warning says Woodpecker is off
+		}
 		ap := fmt.Sprintf("%s[%d]", config.Key("apps"), i)
 		values, secrets, err := appValues(ctx, cfg, app, storageClass)
 		if err != nil {

@@ -20,6 +20,7 @@ package stacks
 import (
 	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	pulumiconfig "github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
@@ -46,9 +47,11 @@ type RunOptions struct {
 	// own recovery. Previews never run it.
 	SkipHealthCheck bool
 	// ApplyMode decides each node's Talos apply mode from what the node
-	// answers (milner: applymode.Decider.Mode, which says why). nil, as
-	// under plain `pulumi up`: the provider's staged_if_needing_reboot.
-	ApplyMode func(applymode.Request) string
+	// answers (milner: applymode.Decider.Mode, which says why), or the
+	// error the node refused its config's dry run with, which fails the
+	// preview. nil, as under plain `pulumi up`: the provider's
+	// staged_if_needing_reboot.
+	ApplyMode func(applymode.Request) (string, error)
 	// Adopt maps logical names of the apps layer's Kubernetes objects
 	// (releases, namespaces, secrets, the workloads' objects, the storage
 	// class) to the ids of the live objects they import: `milner adopt
@@ -86,7 +89,7 @@ func NewProgram(opts *RunOptions) pulumi.RunFunc {
 
 // run loads the config, declares every layer and exports the outputs.
 func run(ctx *pulumi.Context, opts RunOptions) error {
-	cfg, err := config.Load(ctx)
+	cfg, err := config.Load(programConfig{ctx})
 	if err != nil {
 		return err
 	}
@@ -300,6 +303,20 @@ func nodeSpecs(c *config.Config) []substrate.NodeSpec {
 
 // A *pulumi.Context is a config source: the program loads its stack with it.
 var _ config.ConfigSource = (*pulumi.Context)(nil)
+
+// programConfig is the program's config source: the context, which also
+// lists its keys when the language host passed them in PULUMI_CONFIG
+// (pulumi-language-go does; sdk v3.276.0 go/pulumi/run.go getEnvInfo reads
+// them from there), so that plain `pulumi up` refuses an unknown milner:
+// key as milner does. Milner's own engine loads the stack file first
+// (internal/stackfile), which lists them.
+type programConfig struct{ *pulumi.Context }
+
+var _ config.KeyLister = programConfig{}
+
+func (c programConfig) ConfigKeys() ([]string, bool) {
+	return config.EnvKeys(os.Getenv(pulumi.EnvConfig), c.GetConfig)
+}
 
 // secret reads the secret milner:<k> as an Output; config.Load has checked
 // that it is set, and set as a secret, wherever the stack needs it.

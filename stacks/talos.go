@@ -130,7 +130,7 @@ func newSecrets(ctx *pulumi.Context, cfg *config.Config, importPath string, hook
 // never carries the import: its later runs register no id and plan "same".
 func SecretsBundle(importPath string) pulumi.RunFunc {
 	return func(ctx *pulumi.Context) error {
-		cfg, err := config.Load(ctx)
+		cfg, err := config.Load(programConfig{ctx})
 		if err != nil {
 			return err
 		}
@@ -209,10 +209,14 @@ func decidedMode(opts RunOptions, n talosnode.Node, cfg pulumi.StringOutput, pat
 		if !ok1 || !ok2 {
 			return "", fmt.Errorf("talosnode %q: apply mode: unexpected inputs %T, %T", n.Name, v[0], v[1])
 		}
-		return opts.ApplyMode(applymode.Request{
+		mode, err := opts.ApplyMode(applymode.Request{
 			Node: n.Name, Address: n.Address, Config: config, Patches: patches,
 			CA: client.CaCertificate, Cert: client.ClientCertificate, Key: client.ClientKey,
-		}), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("talosnode %q: apply mode: %w", n.Name, err)
+		}
+		return mode, nil
 	}).(pulumi.StringOutput)
 	return pulumi.Unsecret(mode).(pulumi.StringOutput)
 }
@@ -244,6 +248,7 @@ func PatchArgs(cfg *config.Config) talosnode.PatchArgs {
 		InstallImage:                   cfg.Cluster.InstallImage,
 		AllowSchedulingOnControlPlanes: *cfg.Cluster.AllowSchedulingOnControlPlanes,
 		DataMountpoint:                 config.DataMountpoint,
+		HostnameDocument:               cfg.Cluster.HostnameDocument(),
 	}
 }
 

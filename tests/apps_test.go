@@ -19,6 +19,7 @@ import (
 	"github.com/milner/milner/components/workloads"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/stacks/config/configtest"
 )
 
 // reg returns one registration by type and name.
@@ -189,7 +190,7 @@ func TestWoodpeckerReadsItsForgeFromSecrets(t *testing.T) {
 	assert.Equal(t, false, at(t, v, "agent.mapAgentSecret"))
 	assert.Equal(t, []any{"woodpecker-agent-env"}, at(t, v, "agent.extraSecretNamesForEnvFrom"))
 	assert.Equal(t, "true", at(t, v, "server.env.WOODPECKER_GITEA"))
-	assert.Equal(t, "http://10.73.0.1:3000", at(t, v, "server.env.WOODPECKER_GITEA_URL"))
+	assert.Equal(t, devForgeURL, at(t, v, "server.env.WOODPECKER_GITEA_URL"))
 	assert.Equal(t, "https://ci.milner.internal", at(t, v, "server.env.WOODPECKER_HOST"))
 	assert.Equal(t, "local-path", at(t, v, "server.persistentVolume.storageClass"))
 	assert.Equal(t, false, at(t, v, "agent.env.WOODPECKER_BACKEND_K8S_STORAGE_RWX"))
@@ -206,17 +207,35 @@ func TestWoodpeckerReadsItsForgeFromSecrets(t *testing.T) {
 	assert.Equal(t, map[string]any{"WOODPECKER_AGENT_SECRET": "test-agent-secret"}, agent, "agents never see the forge's credentials")
 }
 
-func TestWoodpeckerWithoutForgeIsAConfigError(t *testing.T) {
-	cfg := patchKey(t, stackConfig(t, "dev", devSecrets), "milner:apps", func(v any) {
-		delete(v.([]any)[1].(map[string]any), "woodpecker")
-	})
-	rec, err := runErr(cfg)
-	require.Error(t, err)
-	for _, want := range []string{"milner:apps[1].woodpecker.forge: is required", "forge not configured", "milner:woodpeckerForgeClient", "milner:woodpeckerForgeSecret"} {
-		assert.Contains(t, err.Error(), want)
+// TestWoodpeckerWithoutForgeIsOff: the forge is the user's; a stack
+// without one is valid, installs no Woodpecker, needs none of its secrets,
+// and says so naming the key.
+func TestWoodpeckerWithoutForgeIsOff(t *testing.T) {
+	for name, edit := range map[string]func(app map[string]any){
+		"no woodpecker section": func(app map[string]any) { delete(app, "woodpecker") },
+		"no forge":              func(app map[string]any) { delete(app["woodpecker"].(map[string]any), "forge") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := patchKey(t, stackConfig(t, "dev", devSecrets), "milner:apps", func(v any) { edit(v.([]any)[1].(map[string]any)) })
+			for _, k := range []string{"milner:woodpeckerAgentSecret", "milner:woodpeckerForgeClient", "milner:woodpeckerForgeSecret"} {
+				delete(cfg, k)
+			}
+			rec, err := runErr(cfg)
+			require.NoError(t, err)
+			for _, r := range rec.ByType(tRelease) {
+				assert.NotEqual(t, "woodpecker-release", r.Name, "Woodpecker without a forge is installed")
+			}
+			_, found := rec.ByName(tSecret, "woodpecker-server-env")
+			assert.False(t, found, "Woodpecker's Secret without Woodpecker")
+			loaded, err := configtest.Load(cfg, "milner:vaultTlsCert", "milner:vaultTlsKey", "milner:vaultTlsCa")
+			require.NoError(t, err)
+			assert.Contains(t, strings.Join(loaded.Warnings, "\n"), "milner:apps[1].woodpecker.forge: is not set: Woodpecker is off")
+		})
 	}
-	assert.Empty(t, rec.Registrations())
+}
 
+func TestWoodpeckerRefusals(t *testing.T) {
+	var err error
 	inValues := patchKey(t, stackConfig(t, "dev", devSecrets), "milner:apps", func(v any) {
 		v.([]any)[1].(map[string]any)["secretValues"] = map[string]any{"agent.env.WOODPECKER_AGENT_SECRET": "woodpeckerAgentSecret"}
 	})
@@ -331,7 +350,7 @@ func TestWaitForAppsIsOnByDefaultAndTestOnlyOff(t *testing.T) {
 	cfg := stackConfig(t, "dev", devSecrets)
 	cfg["milner:waitForApps"] = "false"
 	rec = runStack(t, "dev", cfg)
-	require.Len(t, rec.ByType(tRelease), 3)
+	require.Len(t, rec.ByType(tRelease), 4)
 	for _, r := range rec.ByType(tRelease) {
 		assert.True(t, r.Inputs["skipAwait"].BoolValue(), r.Name)
 		assert.False(t, r.Inputs["atomic"].BoolValue(), "%s: Helm's atomic implies waiting", r.Name)

@@ -7,6 +7,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -45,6 +46,8 @@ const (
 	tK8sProvider   = "pulumi:providers:kubernetes"
 	tLvProvider    = "pulumi:providers:libvirt"
 	tNamespace     = "kubernetes:core/v1:Namespace"
+	tIPPool        = "kubernetes:metallb.io/v1beta1:IPAddressPool"
+	tL2Adv         = "kubernetes:metallb.io/v1beta1:L2Advertisement"
 	tSecret        = "kubernetes:core/v1:Secret"
 	tStorageClass  = "kubernetes:storage.k8s.io/v1:StorageClass"
 	tQuota         = "kubernetes:core/v1:ResourceQuota"
@@ -72,8 +75,22 @@ func stackConfig(t testing.TB, stack string, secrets map[string]string) map[stri
 	cfg, err := offlinetest.ReadStackConfig("../Pulumi." + stack + ".yaml")
 	require.NoError(t, err)
 	maps.Copy(cfg, secrets)
+	if stack == "dev" {
+		// The committed dev stack has no forge (Woodpecker off: the forge
+		// is the user's); these tests run it as a user with one does.
+		cfg = patchKey(t, cfg, "milner:apps", func(v any) {
+			for _, a := range v.([]any) {
+				if w, ok := a.(map[string]any)["woodpecker"].(map[string]any); ok {
+					w["forge"] = map[string]any{"kind": "gitea", "url": devForgeURL}
+				}
+			}
+		})
+	}
 	return cfg
 }
+
+// devForgeURL is the forge the tests' dev stack names.
+const devForgeURL = "https://git.milner.internal"
 
 // runStack runs the program on cfg, with every test secret key marked
 // secret, and fails the test on error.
@@ -136,9 +153,11 @@ func TestDevCountsPerType(t *testing.T) {
 		tBootstrap:            1,
 		tKubeconfig:           1,
 		tK8sProvider:          1,
-		helmapp.Type:          3, // storage, vault, woodpecker
-		tRelease:              3,
-		tNamespace:            4, // one per app, and the workloads'
+		helmapp.Type:          4, // storage, load balancer, vault, woodpecker
+		tIPPool:               1, // MetalLB's pool: milner:network.vipRange
+		tL2Adv:                1,
+		tRelease:              4, // storage, load balancer, vault, woodpecker
+		tNamespace:            5, // one per app (storage and load balancer too), and the workloads'
 		tSecret:               3, // Vault's TLS, Woodpecker's server and agent env
 		tStorageClass:         1,
 		workloads.Type:        1,
@@ -165,9 +184,9 @@ func TestDevLogicalNames(t *testing.T) {
 		tApply:         {"cp-1-apply", "cp-2-apply", "cp-3-apply"},
 		tBootstrap:     {"milner-dev-bootstrap"},
 		tKubeconfig:    {"milner-dev-kubeconfig"},
-		helmapp.Type:   {"local-path-provisioner", "vault", "woodpecker"},
-		tRelease:       {"local-path-provisioner-release", "vault-release", "woodpecker-release"},
-		tNamespace:     {"evolved-npcs-ns", "local-path-provisioner-ns", "vault-ns", "woodpecker-ns"},
+		helmapp.Type:   {"local-path-provisioner", "metallb", "vault", "woodpecker"},
+		tRelease:       {"local-path-provisioner-release", "metallb-release", "vault-release", "woodpecker-release"},
+		tNamespace:     {"evolved-npcs-ns", "local-path-provisioner-ns", "metallb-ns", "vault-ns", "woodpecker-ns"},
 		tSecret:        {"vault-tls", "woodpecker-agent-env", "woodpecker-server-env"},
 		tStorageClass:  {"local-path-provisioner-class"},
 		workloads.Type: {"evolved-npcs"},
@@ -271,7 +290,7 @@ func TestDevTalosPatch(t *testing.T) {
 	assert.Equal(t, []string{"10.73.0.12/24"}, m.Network.Interfaces[0].Addresses)
 	assert.Equal(t, "10.73.0.240", m.Network.Interfaces[0].VIP["ip"])
 	assert.Equal(t, "/dev/vda", m.Install["disk"])
-	assert.Equal(t, "ghcr.io/siderolabs/installer:v1.9.5", m.Install["image"])
+	assert.Equal(t, "ghcr.io/siderolabs/installer:"+stackCluster(t, "dev").TalosVersion, m.Install["image"])
 	require.Len(t, m.Disks, 1)
 	assert.Equal(t, "/dev/vdb", m.Disks[0].Device)
 }
@@ -379,7 +398,9 @@ func substrateInputs(rec *offline.Recorder) map[string]resource.PropertyMap {
 
 func TestTalosVersionBumpTouchesNoSubstrate(t *testing.T) {
 	base := stackConfig(t, "dev", devSecrets)
-	bumped := patchKey(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = "v1.9.6" })
+	from := stackCluster(t, "dev").TalosVersion
+	to := nextPatch(t, from)
+	bumped := patchKey(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = to })
 	before, after := runStack(t, "dev", base), runStack(t, "dev", bumped)
 
 	assert.Equal(t, substrateInputs(before), substrateInputs(after), "a Talos version bump must not change any volume, domain, pool or network input")
@@ -400,7 +421,7 @@ func TestTalosVersionBumpTouchesNoSubstrate(t *testing.T) {
 	bc, ac := nodeConfigInvoke(t, before, "cp-1"), nodeConfigInvoke(t, after, "cp-1")
 	assert.Equal(t, "v1.9", ac.Contract)
 	assert.Equal(t, bc.Contract, ac.Contract, "the config contract is fixed")
-	assert.Equal(t, strings.Replace(bc.Patches[0], "installer:v1.9.5", "installer:v1.9.6", 1), ac.Patches[0], "only the installer image follows the version")
+	assert.Equal(t, strings.Replace(bc.Patches[0], "installer:"+from, "installer:"+to, 1), ac.Patches[0], "only the installer image follows the version")
 	assert.NotEqual(t, bc.Patches[0], ac.Patches[0])
 }
 
@@ -491,11 +512,11 @@ func TestDevTalosApplyModeDecided(t *testing.T) {
 	want := map[string]string{"cp-1-apply": applymode.Auto, "cp-2-apply": applymode.Staged, "cp-3-apply": applymode.NoReboot}
 	var mu sync.Mutex
 	asked := map[string]applymode.Request{}
-	decide := func(r applymode.Request) string {
+	decide := func(r applymode.Request) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		asked[r.Node] = r
-		return want[r.Node+"-apply"]
+		return want[r.Node+"-apply"], nil
 	}
 	rec, err := offline.Run(stacks.NewProgram(&stacks.RunOptions{ApplyMode: decide}), "dev", cfg, slices.Sorted(maps.Keys(devSecrets))...)
 	require.NoError(t, err)
@@ -517,4 +538,21 @@ func TestDevTalosApplyModeDecided(t *testing.T) {
 		assert.NotEmpty(t, r.CA, node)
 		assert.True(t, r.Address.IsValid(), node)
 	}
+}
+
+// TestDevTalosApplyModeRefusalFailsTheRun: a node that refuses its
+// config's dry run (internal/applymode: the node's own answer) fails the
+// run with that error, naming the node, rather than planning a mode.
+func TestDevTalosApplyModeRefusalFailsTheRun(t *testing.T) {
+	cfg := stackConfig(t, "dev", devSecrets)
+	refusal := "rpc error: code = InvalidArgument desc = 1 error occurred:\n\t* invalid machine type"
+	decide := func(r applymode.Request) (string, error) {
+		if r.Node == "cp-2" {
+			return "", errors.New(refusal)
+		}
+		return applymode.NoReboot, nil
+	}
+	_, err := offline.Run(stacks.NewProgram(&stacks.RunOptions{ApplyMode: decide}), "dev", cfg, slices.Sorted(maps.Keys(devSecrets))...)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `talosnode "cp-2": apply mode: `+refusal)
 }

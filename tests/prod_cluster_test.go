@@ -68,7 +68,7 @@ func TestProdPlacement(t *testing.T) {
 		assert.NotContains(t, holder.Inputs, "migrate", "a host change of a holder must plan a replace (refused), never a silent migration")
 		hd := prodDisks(t, holder)
 		require.Len(t, hd, 2)
-		assert.Equal(t, "milner-prod-"+n.host+"-image-v1.9.5-id", hd[0]["importFrom"].StringValue(), n.name)
+		assert.Equal(t, "milner-prod-"+n.host+"-image-"+stackCluster(t, "prod").TalosVersion+"-id", hd[0]["importFrom"].StringValue(), n.name)
 		for i, d := range prodDisks(t, node) {
 			assert.Equal(t, hd[i]["datastoreId"], d["datastoreId"], "%s disk %d: the node VM attaches from the holder's datastore", n.name, i)
 		}
@@ -84,12 +84,12 @@ func TestProdImagePerHost(t *testing.T) {
 	require.Len(t, images, 3)
 	for i, img := range images {
 		host := fmt.Sprintf("pve-%d", i+1)
-		assert.Equal(t, "milner-prod-"+host+"-image-v1.9.5", img.Name)
+		assert.Equal(t, "milner-prod-"+host+"-image-"+stackCluster(t, "prod").TalosVersion, img.Name)
 		assert.Equal(t, host, img.Inputs["nodeName"].StringValue(), img.Name)
 		assert.Equal(t, "local", img.Inputs["datastoreId"].StringValue(), img.Name)
 		want := 0
 		if host == "pve-1" {
-			want = 1 // the stack's nodeName: aliased from milner-prod-image-v1.9.5
+			want = 1 // the stack's nodeName: aliased from milner-prod-image-<talosVersion>
 		}
 		assert.Equal(t, want, img.Options.Aliases, img.Name)
 	}
@@ -101,7 +101,7 @@ func TestProdImagePerHost(t *testing.T) {
 		}
 	})
 	single := runStack(t, "prod", one)
-	assert.Equal(t, []string{"milner-prod-pve-1-image-v1.9.5"}, prodNames(single.ByType(prodTImage)))
+	assert.Equal(t, []string{"milner-prod-pve-1-image-" + stackCluster(t, "prod").TalosVersion}, prodNames(single.ByType(prodTImage)))
 }
 
 // TestProdControlPlanesSpreadOverHosts: with several hosts, two control

@@ -197,7 +197,7 @@ func TestProdChangedPatchReplacesNoVM(t *testing.T) {
 	cfg := stackConfig(t, "prod", prodSecrets)
 	before := runStack(t, "prod", cfg)
 	changed := patchKey(t, cfg, "milner:cluster", func(v any) {
-		v.(map[string]any)["installImage"] = "factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.9.5"
+		v.(map[string]any)["installImage"] = "factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:" + stackCluster(t, "prod").TalosVersion
 	})
 	changed = patchKey(t, changed, "milner:storage", func(v any) { v.(map[string]any)["path"] = "/var/mnt/data/elsewhere" })
 	after := runStack(t, "prod", changed)

@@ -93,31 +93,34 @@ func TestProdCountsPerType(t *testing.T) {
 		"talos:machine/bootstrap:Bootstrap":                   1,
 		"talos:cluster/kubeconfig:Kubeconfig":                 1,
 		"pulumi:providers:kubernetes":                         1,
-		helmapp.Type:                                          3,
-		"kubernetes:helm.sh/v3:Release":                       3,
-		tNamespace:                                            4,
-		tSecret:                                               3,
-		tStorageClass:                                         1,
-		"milner:components:Workloads":                         1,
-		tQuota:                                                1,
-		tLimitRange:                                           1,
-		tPriorityClass:                                        1,
+		helmapp.Type:                                          4,
+		"kubernetes:helm.sh/v3:Release":                       4,
+		"kubernetes:metallb.io/v1beta1:IPAddressPool":         1,
+		"kubernetes:metallb.io/v1beta1:L2Advertisement":       1,
+		tNamespace:                    5,
+		tSecret:                       3,
+		tStorageClass:                 1,
+		"milner:components:Workloads": 1,
+		tQuota:                        1,
+		tLimitRange:                   1,
+		tPriorityClass:                1,
 	}, offlinetest.Counts(rec))
 }
 
 func TestProdLogicalNames(t *testing.T) {
 	rec := runStack(t, "prod", stackConfig(t, "prod", prodSecrets))
+	v := stackCluster(t, "prod").TalosVersion
 	for token, want := range map[string][]string{
 		substrate.ProxmoxType: {"milner-prod"},
 		prodTProvider:         {"milner-prod-proxmox"},
-		prodTImage:            {"milner-prod-pve-1-image-v1.9.5", "milner-prod-pve-2-image-v1.9.5", "milner-prod-pve-3-image-v1.9.5"},
+		prodTImage:            {"milner-prod-pve-1-image-" + v, "milner-prod-pve-2-image-" + v, "milner-prod-pve-3-image-" + v},
 		prodTVM: {
 			"milner-prod-cp-1", "milner-prod-cp-1-disks",
 			"milner-prod-cp-2", "milner-prod-cp-2-disks",
 			"milner-prod-cp-3", "milner-prod-cp-3-disks",
 		},
 		talosnode.Type: {"cp-1", "cp-2", "cp-3"},
-		helmapp.Type:   {"local-path-provisioner", "vault", "woodpecker"},
+		helmapp.Type:   {"local-path-provisioner", "metallb", "vault", "woodpecker"},
 	} {
 		assert.Equal(t, want, prodNames(rec.ByType(token)), token)
 	}
@@ -291,7 +294,7 @@ func TestProdNodeAttachesHolderDisksByPath(t *testing.T) {
 		require.Len(t, hd, 2, "the holder owns the OS and the data disk")
 		require.Len(t, nd, 2, "the node VM attaches both")
 
-		assert.Equal(t, "milner-prod-"+n.host+"-image-v1.9.5-id", hd[0]["importFrom"].StringValue(), "the OS disk is imported from its host's image")
+		assert.Equal(t, "milner-prod-"+n.host+"-image-"+stackCluster(t, "prod").TalosVersion+"-id", hd[0]["importFrom"].StringValue(), "the OS disk is imported from its host's image")
 		assert.Equal(t, 64.0, hd[0]["size"].NumberValue())
 		assert.NotContains(t, hd[1], resource.PropertyKey("importFrom"), "the data disk starts empty")
 		assert.Equal(t, 128.0, hd[1]["size"].NumberValue())
@@ -419,11 +422,13 @@ func prodWithoutPaths(t testing.TB, in resource.PropertyMap, paths []string) res
 // and changes no VM input the engine would act on.
 func TestProdTalosVersionBumpReplacesNoVMOrDisk(t *testing.T) {
 	base := stackConfig(t, "prod", prodSecrets)
-	bumped := patchKey(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = "v1.9.6" })
+	from := stackCluster(t, "prod").TalosVersion
+	to := nextPatch(t, from)
+	bumped := patchKey(t, base, "milner:cluster", func(v any) { v.(map[string]any)["talosVersion"] = to })
 	before, after := runStack(t, "prod", base), runStack(t, "prod", bumped)
 
-	assert.Equal(t, []string{"milner-prod-pve-1-image-v1.9.5", "milner-prod-pve-2-image-v1.9.5", "milner-prod-pve-3-image-v1.9.5"}, prodNames(before.ByType(prodTImage)))
-	assert.Equal(t, []string{"milner-prod-pve-1-image-v1.9.6", "milner-prod-pve-2-image-v1.9.6", "milner-prod-pve-3-image-v1.9.6"}, prodNames(after.ByType(prodTImage)), "a bump adds new images")
+	assert.Equal(t, []string{"milner-prod-pve-1-image-" + from, "milner-prod-pve-2-image-" + from, "milner-prod-pve-3-image-" + from}, prodNames(before.ByType(prodTImage)))
+	assert.Equal(t, []string{"milner-prod-pve-1-image-" + to, "milner-prod-pve-2-image-" + to, "milner-prod-pve-3-image-" + to}, prodNames(after.ByType(prodTImage)), "a bump adds new images")
 	for _, img := range after.ByType(prodTImage) {
 		assert.True(t, img.Options.RetainOnDelete, img.Name)
 	}

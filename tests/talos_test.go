@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -160,22 +161,38 @@ func TestConfigContractFeedsTheGenerator(t *testing.T) {
 		edit func(m map[string]any)
 		want string
 	}{
-		{func(m map[string]any) { delete(m, "configContract") }, `milner:cluster.configContract: "" is not a Talos machine-config contract like v1.9`},
+		{func(m map[string]any) { delete(m, "configContract") }, `milner:cluster.configContract: "" is not a Talos machine-config contract like v1.12`},
 		{func(m map[string]any) { m["configContract"] = "v1.9.5" }, `milner:cluster.configContract: "v1.9.5" is not a Talos machine-config contract`},
-		{func(m map[string]any) { m["configContract"] = "v1.10" }, "milner:cluster.configContract: v1.10 is newer than talosVersion v1.9.5"},
+		{func(m map[string]any) { m["configContract"] = "v1.14" }, "milner:cluster.configContract: v1.14 is newer than talosVersion " + stackCluster(t, "dev").TalosVersion},
 	} {
 		cfg := patchKey(t, stackConfig(t, "dev", devSecrets), "milner:cluster", func(v any) { tc.edit(v.(map[string]any)) })
 		assert.Contains(t, loadErr(t, "dev", cfg), tc.want)
 	}
 }
 
-// Every committed stack file carries its contract.
+// Every committed stack file carries its contract: dev and prod the one
+// their clusters were created with, local today's generator's.
 func TestCommittedStacksDeclareTheirContract(t *testing.T) {
-	for _, stack := range []string{"dev", "local", "prod"} {
-		var cl config.ClusterConfig
-		require.NoError(t, json.Unmarshal([]byte(stackConfig(t, stack, nil)["milner:cluster"]), &cl))
-		assert.Equal(t, "v1.9", cl.ConfigContract, stack)
+	for stack, want := range map[string]string{"dev": "v1.9", "local": "v1.12", "prod": "v1.9"} {
+		assert.Equal(t, want, stackCluster(t, stack).ConfigContract, stack)
 	}
+}
+
+// stackCluster is a committed stack's milner:cluster.
+func stackCluster(t testing.TB, stack string) config.ClusterConfig {
+	t.Helper()
+	var cl config.ClusterConfig
+	require.NoError(t, json.Unmarshal([]byte(stackConfig(t, stack, nil)["milner:cluster"]), &cl))
+	return cl
+}
+
+// nextPatch is the patch release after v (v1.13.9 -> v1.13.10).
+func nextPatch(t testing.TB, v string) string {
+	t.Helper()
+	i := strings.LastIndex(v, ".")
+	n, err := strconv.Atoi(v[i+1:])
+	require.NoError(t, err)
+	return v[:i+1] + strconv.Itoa(n+1)
 }
 
 // Item 4: the health check never runs in a preview, nor in an update the
@@ -410,11 +427,11 @@ func TestEveryNodeConfigPassesTalosMachinery(t *testing.T) {
 			want := map[string]talosconfig.Platform{"dev": talosconfig.Metal, "local": talosconfig.Metal, "prod": talosconfig.Nocloud}[stack]
 			for node, in := range inputs {
 				assert.Equal(t, want, in.Platform)
-				assert.Equal(t, "v1.9", in.Contract)
+				assert.Equal(t, ev.Config.Cluster.ConfigContract, in.Contract)
 				cfg, warnings, err := renderTalos(secrets, in)
 				require.NoError(t, err, "%s %s", stack, node)
 				assert.Empty(t, warnings, "%s %s", stack, node)
-				assert.Equal(t, node, cfg.Machine().Network().Hostname(), "the patch reached the config")
+				assert.Equal(t, node, cfg.NetworkHostnameConfig().Hostname(), "the patch reached the config")
 				assert.True(t, cfg.Cluster().ScheduleOnControlPlanes(), "%s %s", stack, node)
 			}
 		})

@@ -3,38 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/tests/ptytest"
 )
 
-// openPTY opens a pseudo-terminal pair (Linux /dev/ptmx): what the user
-// types is written to master, confirm reads the terminal end.
-func openPTY(t *testing.T) (master, tty *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	var unlock int32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
-		t.Skipf("unlockpt: %v", e)
-	}
-	var n uint32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
-		t.Skipf("ptsname: %v", e)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close(); _ = m.Close() })
-	return m, s
-}
+// openPTY opens a pseudo-terminal pair: what the user types is written to
+// master, confirm reads the terminal end.
+func openPTY(t *testing.T) (master, tty *os.File) { return ptytest.Open(t) }
 
 // TestConfirmIsTheWholeLine: the typed line is compared whole; a line
 // that starts with the stack name is not the stack name.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/stacks/config"
 )
 
 // explicitStack are the verbs that destroy or overwrite: they never fall
@@ -128,15 +129,17 @@ func TestCurrentStackOrUsage(t *testing.T) {
 	}
 }
 
-// TestDocsDriftExitsPending: drift is exit 4, like preview drift.
+// TestDocsDriftExitsPending: drift is exitPending (7), like preview drift.
 func TestDocsDriftExitsPending(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"Pulumi.yaml", "Pulumi.local.yaml"} {
+	// The stacks and the supported-versions table docs/compatibility.md links to.
+	for _, f := range []string{"Pulumi.yaml", "Pulumi.local.yaml", config.SupportedVersionsFile} {
 		b, err := os.ReadFile(filepath.Join("../..", f))
 		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
 	}
-	assert.Equal(t, exitPending, run([]string{"docs", "--check", "-C", dir}), "docs/cli.md and docs/stacks.md are missing: drift")
+	assert.Equal(t, exitPending, run([]string{"docs", "--check", "-C", dir}), "docs/cli.md, docs/stacks.md and docs/compatibility.md are missing: drift")
 	assert.Equal(t, exitOK, run([]string{"docs", "-C", dir}))
 	assert.Equal(t, exitOK, run([]string{"docs", "--check", "-C", dir}))
 }

@@ -28,9 +28,8 @@ import (
 const exitCodes = `Exit codes, the same for every verb, as Pulumi's (pkg/cmd/pulumi exit
 codes): 0 ok; 1 error; 2 usage (a flag, argument or verb milner does not
 take, a required flag missing, a confirmation with neither a terminal nor
---yes, a stack file's environment:); 5 refused by a rule (Pulumi's policy
-violation), nothing was changed; 6 no stack given or selected; 7 changes
-pending or drift (--expect-no-changes, docs --check); 8 cancelled: a
+--yes); 5 refused by a rule (Pulumi's policy violation), nothing was
+changed; 6 no stack given or selected; 7 changes pending or drift (--expect-no-changes, docs --check); 8 cancelled: a
 declined confirmation, or an interrupt (the first SIGINT, SIGTERM or
 SIGHUP cancels gracefully: the steps in flight finish, the state is saved,
 every lock is released; a second one terminates). Pulumi's 3
@@ -52,7 +51,7 @@ const (
 )
 
 // refusal is an error that a rule refused the operation before anything
-// was changed (exit code 3); it names its rule (internal/pipeline).
+// was changed (exitRefused); it names its rule (internal/pipeline).
 type refusal = pipeline.Refusal
 
 // refused returns a refusal with a formatted message.

@@ -90,20 +90,30 @@ milner command, pid, user@host and since when). It changes nothing.`,
 
 func stateUnlockCmd() *cobra.Command {
 	f := &stackFlags{}
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "unlock",
 		Short: "Clear the stale locks of a stack whose holder is gone (after a crash)",
 		Long: `unlock clears the locks an interrupted or crashed run left: the backend's
-update locks (as 'pulumi cancel' does) and, on PostgreSQL, the session
-still holding Milner's advisory lock. It refuses while a live milner on
-this host holds Milner's lock. Check with 'milner state locks' that the
-holder is gone first: clearing a live run's lock lets a second run write
-the same state.`,
+update locks (those 'pulumi cancel' deletes) and, on PostgreSQL, the session
+still holding Milner's advisory lock. It works under Milner's own lock, so
+no other milner starts meanwhile; it lists the locks, asks, lists them again
+and clears exactly those, refusing if they changed while it asked.
+
+A holder that may still be running needs --force: a process of this host
+that runs (the same pid, started before it took the lock: a pid handed to a
+new process is not the holder), a holder on another host (milner cannot see
+its processes), and Milner's own lock held by another run (on PostgreSQL
+--force ends that run's session; a file backend's lock belongs to a live
+process, which only stopping it frees). Check with 'milner state locks'
+first: clearing a live run's lock lets a second run write the same state.`,
 		Example: `  milner state locks --stack dev
-  milner state unlock --stack dev          # asks for the stack name; --yes in scripts`,
-		RunE: f.run(false, pipeline.Unlock),
+  milner state unlock --stack dev          # asks for the stack name; --yes in scripts
+  milner state unlock --stack dev --force  # the holder is on another host, or stuck`,
+		RunE: f.run(false, func(o *pipeline.Op) error { return pipeline.Unlock(o, force) }),
 	}
 	f.addStack(cmd, false)
 	f.addYes(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "also clear a lock whose holder may still run: a live process here, a holder on another host, or (PostgreSQL) another run's session holding Milner's lock")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
@@ -76,6 +77,12 @@ type PatchArgs struct {
 	AllowSchedulingOnControlPlanes bool
 	// DataMountpoint is where the node's persistent data disk is mounted.
 	DataMountpoint string
+	// HostnameDocument puts the hostname in a HostnameConfig document, not
+	// in machine.network: the contracts that generate one (Talos v1.12+,
+	// machinery's VersionContract.MultidocNetworkConfigSupported) refuse a
+	// config with both ("static hostname is already set in v1alpha1 config",
+	// config/types/network/hostname.go).
+	HostnameDocument bool
 }
 
 // Args configures one node's Talos machine configuration.
@@ -193,13 +200,13 @@ func Patch(node Node, args PatchArgs) (string, error) {
 	for _, ns := range args.Nameservers {
 		nameservers = append(nameservers, ns.String())
 	}
+	network := map[string]any{"interfaces": []any{iface}, "nameservers": nameservers}
+	if !args.HostnameDocument {
+		network["hostname"] = node.Name
+	}
 	patch := map[string]any{
 		"machine": map[string]any{
-			"network": map[string]any{
-				"hostname":    node.Name,
-				"interfaces":  []any{iface},
-				"nameservers": nameservers,
-			},
+			"network": network,
 			// install.image is read by an install (a new node booting the
 			// boot media) and offered to upgrades; changing it on a running
 			// node upgrades nothing (upstream: "The upgrade API call passes a
@@ -221,5 +228,38 @@ func Patch(node Node, args PatchArgs) (string, error) {
 	}
 	// JSON is YAML: Talos takes it as a strategic merge patch.
 	b, err := json.Marshal(patch)
-	return string(b), err
+	if err != nil || !args.HostnameDocument {
+		return string(b), err
+	}
+	// The generated HostnameConfig says auto: stable; the node's name
+	// replaces it (auto and hostname exclude each other).
+	h, err := json.Marshal(map[string]any{"apiVersion": "v1alpha1", "kind": "HostnameConfig", "auto": "off", "hostname": node.Name})
+	return string(b) + docSeparator + string(h), err
+}
+
+// docSeparator joins the documents of a node's own patch.
+const docSeparator = "\n---\n"
+
+// PatchHostname reads the hostname a patch from Patch sets: in
+// machine.network, or in its HostnameConfig document.
+func PatchHostname(patch string) (string, bool) {
+	for doc := range strings.SplitSeq(patch, docSeparator) {
+		var m struct {
+			Kind     string `json:"kind"`
+			Hostname string `json:"hostname"`
+			Machine  struct {
+				Network struct {
+					Hostname string `json:"hostname"`
+				} `json:"network"`
+			} `json:"machine"`
+		}
+		switch {
+		case json.Unmarshal([]byte(doc), &m) != nil:
+		case m.Machine.Network.Hostname != "":
+			return m.Machine.Network.Hostname, true
+		case m.Kind == "HostnameConfig" && m.Hostname != "":
+			return m.Hostname, true
+		}
+	}
+	return "", false
 }

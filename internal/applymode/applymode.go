@@ -42,11 +42,26 @@
 //     `up` would re-apply every node.
 //   - a node whose OS disk is new in this run (Fresh: `--os-disk`) boots
 //     into maintenance mode whatever it answers now: "auto".
+//   - configured, and its dry run refused (an answer of the node's: a
+//     config that fails its validation, InvalidArgument; a client
+//     certificate it does not accept, expired or from another CA, a TLS
+//     alert): that error, so the preview shows what the update would meet
+//     instead of a mode (Answered says what counts as an answer).
 //   - no answer: "staged", never a live mode Milner cannot vouch for;
 //     except for a node taking its first config (First: its apply is not
-//     in state), whose VM may not have booted yet: it will come up in
-//     maintenance mode (or, on Proxmox, configured from its nocloud drive
-//     with this very config), so "auto".
+//     in state). If its VM is new in this run (not Adopted), it has not
+//     booted yet: it will come up in maintenance mode (or, on Proxmox,
+//     configured from its nocloud drive with this very config), so
+//     "auto". If its VM was already there (Adopted: recovery after a lost
+//     state, `adopt --all` then `up`), it may be a configured node that
+//     answers by the time the update applies; AUTO there reboots it when
+//     the change needs a reboot (machined: AUTO becomes REBOOT when
+//     CanApplyImmediate refuses), so it gets "no_reboot", which never
+//     reboots: a configured node applies it live or refuses it
+//     (InvalidArgument), a v1.13 node in maintenance mode boots it, and
+//     maintenance mode before v1.13 refuses it; a refusal fails the up
+//     naming the node, and the next run, the node answering, decides
+//     again.
 //
 // Before any of that, a node whose config is the one its apply recorded
 // (Applied: the provider's machine_configuration output, the patched
@@ -77,6 +92,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The apply modes Milner sends (the provider's apply_mode values).
@@ -112,6 +129,9 @@ type Decider struct {
 	First map[string]bool
 	// Fresh names the nodes whose OS disk is new in this run.
 	Fresh map[string]bool
+	// Adopted names the First nodes whose VM is already in state: it may
+	// run a config this state does not know.
+	Adopted map[string]bool
 	// Recorded is each node's apply mode as state records it.
 	Recorded map[string]string
 	// Applied is each node's machine configuration as its apply in state
@@ -124,23 +144,30 @@ type Decider struct {
 	Timeout time.Duration
 
 	mu   sync.Mutex
-	memo map[string]string
+	memo map[string]decision
 }
 
-// Mode returns the node's apply mode (Auto, NoReboot or Staged).
-func (d *Decider) Mode(ctx context.Context, r Request) string {
+// decision is one config's decided mode, or the node's refusal of it.
+type decision struct {
+	mode string
+	err  error
+}
+
+// Mode returns the node's apply mode (Auto, NoReboot or Staged), or the
+// error a configured node answered its dry run with.
+func (d *Decider) Mode(ctx context.Context, r Request) (string, error) {
 	key := r.key()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if m, ok := d.memo[key]; ok {
-		return m
+		return m.mode, m.err
 	}
-	m := d.decide(ctx, r)
+	mode, err := d.decide(ctx, r)
 	if d.memo == nil {
-		d.memo = map[string]string{}
+		d.memo = map[string]decision{}
 	}
-	d.memo[key] = m
-	return m
+	d.memo[key] = decision{mode, err}
+	return mode, err
 }
 
 func (r Request) key() string {
@@ -151,16 +178,16 @@ func (r Request) key() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func (d *Decider) decide(ctx context.Context, r Request) string {
+func (d *Decider) decide(ctx context.Context, r Request) (string, error) {
 	timeout := d.Timeout
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
 	if d.Fresh[r.Node] {
-		return Auto
+		return Auto, nil
 	}
 	if rec := d.Recorded[r.Node]; rec != "" && d.unchanged(r) {
-		return rec
+		return rec, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -169,18 +196,72 @@ func (d *Decider) decide(ctx context.Context, r Request) string {
 		endpoint = d.Endpoint(r.Address)
 	}
 	if InMaintenance(ctx, endpoint) {
-		return Auto
+		return Auto, nil
 	}
-	if mode, same, err := dryRun(ctx, endpoint, r); err == nil {
+	mode, same, err := dryRun(ctx, endpoint, r)
+	// TLS 1.3 checks the client certificate after the client thinks the
+	// handshake done: a node refusing it (expired, another CA) may close
+	// the connection before its alert is read, and the client sees a
+	// broken pipe or a reset. Asking again reads the alert.
+	for try := 1; try < 5 && err != nil && refusedMidHandshake(err); try++ {
+		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+		mode, same, err = dryRun(ctx, endpoint, r)
+	}
+	switch {
+	case err == nil:
 		if rec := d.Recorded[r.Node]; same && rec != "" {
-			return rec
+			return rec, nil
 		}
-		return mode
+		return mode, nil
+	case Answered(err):
+		return "", fmt.Errorf("node %s (%s) refused the dry run of its config: %w", r.Node, endpoint, err)
+	case d.First[r.Node] && d.Adopted[r.Node]:
+		return NoReboot, nil
+	case d.First[r.Node]:
+		return Auto, nil
 	}
-	if d.First[r.Node] {
-		return Auto
+	return Staged, nil
+}
+
+// refusedMidHandshake reports an error that may hide a TLS refusal: the
+// connection broken by the peer on the first write.
+func refusedMidHandshake(err error) bool {
+	st, ok := status.FromError(err)
+	msg := st.Message() // a nil status has an empty message
+	return ok && st.Code() == codes.Unavailable &&
+		(strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset") || strings.HasSuffix(msg, "EOF") || strings.HasSuffix(msg, `EOF"`))
+}
+
+// Answered reports whether a dry run's error is the node's answer rather
+// than no answer at all. The Talos client's calls fail with gRPC statuses;
+// a status the server sent (InvalidArgument from validation,
+// PermissionDenied from authz, Unknown from a config that does not parse:
+// talos v1.9.5 machined v1alpha1_server.go ApplyConfiguration) is an
+// answer. grpc-go reports what happened on the way as Unavailable
+// (connection refused, no route, the connection closed) or
+// DeadlineExceeded/Canceled (the probe's timeout): no answer, except an
+// Unavailable whose cause is TLS, which grpc-go carries only as text, a
+// crypto/tls "tls: " or crypto/x509 "x509: " error in its "connection
+// error: desc = ..." (an expired client certificate reads "error reading
+// server preface: remote error: tls: expired certificate"; a server
+// certificate milner does not trust "authentication handshake failed:
+// tls: ..."): the node's TLS stack answered and refused the client
+// certificate, or showed one milner does not trust. An error that is not a status (the config's patches, the
+// client identity) is milner's own: the provider meets it at apply, as
+// today.
+func Answered(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
 	}
-	return Staged
+	switch st.Code() { //nolint:exhaustive // every other code is the server's answer
+	case codes.OK, codes.DeadlineExceeded, codes.Canceled:
+		return false
+	case codes.Unavailable:
+		msg := st.Message()
+		return strings.Contains(msg, "tls: ") || strings.Contains(msg, "x509: ")
+	}
+	return true
 }
 
 // unchanged reports whether the node's config, patched as the provider

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 
 	"github.com/milner/milner/internal/stackfile"
 )
@@ -12,16 +13,17 @@ import (
 // of the project at dir named names (none: every committed stack), with
 // the validator tools in dir's .tools/bin, each figure printed on w (nil:
 // none) as soon as it is evaluated. failed names the stacks whose rules
-// fail.
-func Check(w io.Writer, dir string, names ...string) (figures []Figure, failed []string, err error) {
+// fail; unchecked the tools missing for rules that could not be checked
+// (a missing validator is not a broken stack).
+func Check(w io.Writer, dir string, names ...string) (figures []Figure, failed, unchecked []string, err error) {
 	stacks, err := stackfile.ReadDir(dir, names...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, s := range stacks {
 		ev, err := Collect(s)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		ev.Tools = filepath.Join(dir, ".tools", "bin")
 		fig := Evaluate(s.Name, ev)
@@ -32,6 +34,11 @@ func Check(w io.Writer, dir string, names ...string) (figures []Figure, failed [
 		if !fig.OK() {
 			failed = append(failed, s.Name)
 		}
+		for _, t := range fig.Unchecked() {
+			if !slices.Contains(unchecked, t) {
+				unchecked = append(unchecked, t)
+			}
+		}
 	}
-	return figures, failed, nil
+	return figures, failed, unchecked, nil
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/blang/semver"
@@ -110,6 +111,9 @@ type Result struct {
 	Applies bool
 	// Problems are the violations; none means the rule holds.
 	Problems []string
+	// Unchecked names the missing tools that kept the rule from being
+	// checked (none: it was checked).
+	Unchecked []string `json:",omitempty"`
 }
 
 // Figure is the conformance of one stack.
@@ -125,7 +129,10 @@ func Evaluate(stack string, ev *Evidence) Figure {
 	f := Figure{Stack: stack}
 	for _, r := range Rules {
 		res := Result{Rule: r.Name, Applies: ev.Config.Declares(r.Layer)}
-		if res.Applies {
+		if res.Applies && r.Needs != nil {
+			res.Unchecked = r.Needs(ev)
+		}
+		if res.Applies && len(res.Unchecked) == 0 {
 			res.Problems = r.Check(ev)
 		}
 		f.Results = append(f.Results, res)
@@ -133,10 +140,11 @@ func Evaluate(stack string, ev *Evidence) Figure {
 	return f
 }
 
-// Score returns the rules that hold and the rules that apply.
+// Score returns the rules that hold and the rules that apply and were
+// checked.
 func (f Figure) Score() (passed, applicable int) {
 	for _, r := range f.Results {
-		if !r.Applies {
+		if !r.Applies || len(r.Unchecked) > 0 {
 			continue
 		}
 		applicable++
@@ -147,10 +155,23 @@ func (f Figure) Score() (passed, applicable int) {
 	return passed, applicable
 }
 
-// OK reports whether every applicable rule holds.
+// OK reports whether every applicable rule that was checked holds.
 func (f Figure) OK() bool {
 	p, a := f.Score()
 	return p == a
+}
+
+// Unchecked names the tools missing for rules that apply, each once.
+func (f Figure) Unchecked() []string {
+	var out []string
+	for _, r := range f.Results {
+		for _, t := range r.Unchecked {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
 }
 
 // String is the figure's report: `conformance <stack>: N/M`, then each
@@ -158,11 +179,17 @@ func (f Figure) OK() bool {
 func (f Figure) String() string {
 	var b strings.Builder
 	p, a := f.Score()
-	fmt.Fprintf(&b, "conformance %s: %d/%d\n", f.Stack, p, a)
+	fmt.Fprintf(&b, "conformance %s: %d/%d", f.Stack, p, a)
+	if u := f.Unchecked(); len(u) > 0 {
+		fmt.Fprintf(&b, " (not checked: %s not built)", strings.Join(u, ", "))
+	}
+	fmt.Fprintln(&b)
 	for _, r := range f.Results {
 		switch {
 		case !r.Applies:
 			fmt.Fprintf(&b, "  n/a   %s (layer not declared)\n", r.Rule)
+		case len(r.Unchecked) > 0:
+			fmt.Fprintf(&b, "  SKIP  %s: needs %s, not built (scripts/tools.sh talos-validate)\n", r.Rule, strings.Join(r.Unchecked, ", "))
 		case len(r.Problems) > 0:
 			fmt.Fprintf(&b, "  FAIL  %s\n", r.Rule)
 			for _, pr := range r.Problems {

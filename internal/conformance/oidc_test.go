@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/stackfile"
+	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tests/testpki"
 	"github.com/milner/milner/tools/talos-validate/wire"
 )
@@ -21,7 +22,7 @@ import (
 // milner:cluster.oidc (and a private issuer CA) renders every control
 // plane's API server flags, the CA's mount and its TrustedRootsConfig,
 // and Talos' machinery accepts the result at the provider's version
-// (v1.12.0, generate) and at the nodes' (v1.9.5, validate).
+// (the table's generator) and at the nodes' (their minor's validator).
 func TestOIDCConfigsPassTheValidators(t *testing.T) {
 	s, err := stackfile.Read(filepath.Join(root, "Pulumi.dev.yaml"), nil)
 	require.NoError(t, err)
@@ -60,7 +61,7 @@ func TestOIDCConfigsPassTheValidators(t *testing.T) {
 
 	// What the provider's machinery generated holds the flags, the mount
 	// and the trusted roots document.
-	generated, err := runValidator(tools, ProviderMachinery, "generate", nodes)
+	generated, err := runValidator(tools, config.GeneratorMachinery, "generate", nodes)
 	require.NoError(t, err)
 	for _, n := range generated {
 		require.Empty(t, n.Error, n.Name)

@@ -1,12 +1,12 @@
 package conformance
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
+	"github.com/milner/milner/components/talosnode"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/talosconfig"
@@ -66,18 +66,11 @@ func hasSuffix(patches, suffix []string) bool {
 	return len(suffix) > 0 && len(patches) > len(suffix) && slices.Equal(patches[len(patches)-len(suffix):], suffix)
 }
 
-// hostname reads machine.network.hostname from a node's patches.
+// hostname reads the node's hostname from its own patch (talosnode.Patch).
 func hostname(patches []string) (string, error) {
 	for _, p := range patches {
-		var m struct {
-			Machine struct {
-				Network struct {
-					Hostname string `json:"hostname"`
-				} `json:"network"`
-			} `json:"machine"`
-		}
-		if json.Unmarshal([]byte(p), &m) == nil && m.Machine.Network.Hostname != "" {
-			return m.Machine.Network.Hostname, nil
+		if h, ok := talosnode.PatchHostname(p); ok {
+			return h, nil
 		}
 	}
 	return "", fmt.Errorf("a node config without a hostname patch")

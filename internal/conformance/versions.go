@@ -5,33 +5,45 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"golang.org/x/mod/semver"
-
+	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tools/talos-validate/wire"
 )
 
-// ProviderMachinery is the machinery the Talos provider generates node
-// configs with: terraform-provider-talos v0.10.1 (the provider pulumi-talos
-// v0.7.1 wraps) requires github.com/siderolabs/talos/pkg/machinery v1.12.0
-// in its go.mod.
-const ProviderMachinery = "v1.12.0"
-
 // validatorPrefix names the validator tools in the tools directory:
-// talos-validate-<machinery version> (tools/talos-validate-v*, built by
-// scripts/tools.sh talos-validate). One Go build links one machinery.
+// talos-validate-<machinery version>, one per machinery version of the
+// supported-versions table (config.Validators), built by scripts/tools.sh
+// talos-validate. One Go build links one machinery.
 const validatorPrefix = "talos-validate-"
+
+// validatorsNeeded names the validators talosAtVersions runs that are not
+// in ev.Tools: the generator's and the one of the stack's Talos minor (a
+// version outside the table has none; config validation refuses it).
+func validatorsNeeded(ev *Evidence) []string {
+	need := []string{config.GeneratorMachinery}
+	if row, err := config.TalosRow(ev.Config.Cluster.TalosVersion); err == nil {
+		need = append(need, row.Validator)
+	}
+	var missing []string
+	for _, v := range slices.Compact(need) {
+		if _, err := os.Stat(validatorPath(ev.Tools, v)); err != nil {
+			missing = append(missing, validatorPrefix+v)
+		}
+	}
+	return missing
+}
 
 // talosAtVersions checks every node config at the versions that matter:
 // generated, with Milner's patches, by the provider's machinery
-// (ProviderMachinery), and then loaded and validated, as a node does with
-// a config it is sent, by the machinery of the stack's talosVersion (the
-// validator of the same minor in ev.Tools). Each problem names the version
-// that refuses.
+// (config.GeneratorMachinery), and then loaded and validated, as a node
+// does with a config it is sent, by the machinery of the stack's Talos
+// minor (its row's validator in the supported-versions table). Each
+// problem names the version that refuses.
 func talosAtVersions(ev *Evidence) []string {
 	inputs, err := NodeInputs(ev)
 	if err != nil {
@@ -40,9 +52,10 @@ func talosAtVersions(ev *Evidence) []string {
 	if len(inputs) != len(ev.Config.Nodes) {
 		return []string{fmt.Sprintf("%d node configs for %d nodes", len(inputs), len(ev.Config.Nodes))}
 	}
-	have := validators(ev.Tools)
-	if !slices.Contains(have, ProviderMachinery) {
-		return []string{fmt.Sprintf("no validator for the provider's machinery %s in %q: run scripts/tools.sh talos-validate", ProviderMachinery, ev.Tools)}
+	talos := ev.Config.Cluster.TalosVersion
+	row, err := config.TalosRow(talos)
+	if err != nil {
+		return []string{err.Error()}
 	}
 	var nodes []wire.Node
 	for _, name := range slices.Sorted(maps.Keys(inputs)) {
@@ -51,11 +64,11 @@ func talosAtVersions(ev *Evidence) []string {
 			KubernetesVersion: in.KubernetesVersion, Contract: in.Contract, MachineType: in.MachineType,
 			Patches: in.Patches, Platform: string(in.Platform)})
 	}
-	generated, err := runValidator(ev.Tools, ProviderMachinery, "generate", nodes)
+	generated, err := runValidator(ev.Tools, config.GeneratorMachinery, "generate", nodes)
 	if err != nil {
 		return []string{err.Error()}
 	}
-	provider := fmt.Sprintf("machinery %s (the provider's)", ProviderMachinery)
+	provider := fmt.Sprintf("machinery %s (the provider's)", config.GeneratorMachinery)
 	var problems []string
 	for _, n := range generated {
 		switch {
@@ -65,18 +78,7 @@ func talosAtVersions(ev *Evidence) []string {
 			problems = append(problems, fmt.Sprintf("node %s: %s refuses what it generated: %s", n.Name, provider, n.Refused))
 		}
 	}
-	talos := ev.Config.Cluster.TalosVersion
-	nodesRun := ""
-	for _, v := range have {
-		if semver.MajorMinor(v) == semver.MajorMinor(talos) {
-			nodesRun = v
-		}
-	}
-	if nodesRun == "" {
-		return append(problems, fmt.Sprintf("no validator for Talos %s (the stack's talosVersion %s) in %q, only for %s: what the nodes accept is not checked; add a tools/%s%s.x module",
-			semver.MajorMinor(talos), talos, ev.Tools, strings.Join(have, ", "), validatorPrefix, semver.MajorMinor(talos)))
-	}
-	validated, err := runValidator(ev.Tools, nodesRun, "validate", generated)
+	validated, err := runValidator(ev.Tools, row.Validator, "validate", generated)
 	if err != nil {
 		return append(problems, err.Error())
 	}
@@ -86,25 +88,14 @@ func talosAtVersions(ev *Evidence) []string {
 			why = n.Error
 		}
 		if why != "" {
-			problems = append(problems, fmt.Sprintf("node %s: machinery %s (the nodes run Talos %s) refuses the config %s generated: %s", n.Name, nodesRun, talos, provider, why))
+			problems = append(problems, fmt.Sprintf("node %s: machinery %s (the nodes run Talos %s) refuses the config %s generated: %s", n.Name, row.Validator, talos, provider, why))
 		}
 	}
 	return problems
 }
 
-// validators are the machinery versions of the validator tools in dir.
-func validators(dir string) []string {
-	if dir == "" {
-		return nil
-	}
-	paths, _ := filepath.Glob(filepath.Join(dir, validatorPrefix+"v*"))
-	var out []string
-	for _, p := range paths {
-		out = append(out, strings.TrimPrefix(filepath.Base(p), validatorPrefix))
-	}
-	semver.Sort(out)
-	return out
-}
+// validatorPath is the validator of machinery version v in dir.
+func validatorPath(dir, v string) string { return filepath.Join(dir, validatorPrefix+v) }
 
 // runValidator runs the validator of machinery version v on nodes.
 func runValidator(dir, v, command string, nodes []wire.Node) ([]wire.Node, error) {
@@ -112,7 +103,7 @@ func runValidator(dir, v, command string, nodes []wire.Node) ([]wire.Node, error
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(dir, validatorPrefix+v), command)
+	cmd := exec.Command(validatorPath(dir, v), command)
 	var stderr bytes.Buffer
 	cmd.Stdin, cmd.Stderr = bytes.NewReader(in), &stderr
 	out, err := cmd.Output()

@@ -133,14 +133,19 @@ var kindLabels = map[config.Kind]struct{ shared, disks string }{
 func id(name string) string { return strings.ReplaceAll(name, "-", "_") }
 
 // Generated returns every generated file under root with its expected
-// content: File always, and README.md when it holds the markers.
+// content: File and CompatibilityFile always, and README.md when it holds
+// the markers.
 func Generated(root string) (map[string]string, error) {
 	ss, err := stackfile.ReadDir(root)
 	if err != nil {
 		return nil, err
 	}
 	body := Render(ss)
-	out := map[string]string{File: body}
+	compat, err := Compatibility()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{File: body, CompatibilityFile: compat}
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	switch {
 	case os.IsNotExist(err):

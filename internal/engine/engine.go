@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -359,13 +360,29 @@ func backendURL(explicit string, project *workspace.Project) (string, error) {
 			url = creds.Current
 		}
 	}
+	// Before anything can print it: its password is masked by value
+	// wherever it stands, however a message cuts the URL.
+	redact.URLCredentials(url)
 	switch {
 	case url == "":
 		return "", fmt.Errorf("no Pulumi backend: set %s or run `pulumi login` (file://~ for a local file backend, postgres://... for a team)", BackendEnv)
+	case !parses(url):
+		// Neither the URL nor the parser's error is echoed: a password with
+		// an unescaped '/' makes the parser read part of it as a port, and
+		// its error quotes that part.
+		scheme, _, _ := strings.Cut(url, "://")
+		return "", fmt.Errorf("backend URL (%s://..., not shown: it may hold a password) does not parse as a URL: percent-encode the reserved characters of its user name and password ('/' as %%2F, '@' as %%40, ':' as %%3A, '?' as %%3F, '#' as %%23, '%%' as %%25, a blank as %%20)", scheme)
 	case !diy.IsDIYBackendURL(url):
 		return "", fmt.Errorf("backend %q: Milner runs on self-managed (DIY) backends: file://, postgres://, s3://, gs://, azblob://", redact.URL(url))
 	}
 	return url, nil
+}
+
+// parses reports whether raw is a URL net/url reads with its host where
+// it was written: the DIY backend and lib/pq parse it so.
+func parses(raw string) bool {
+	_, err := neturl.Parse(raw)
+	return err == nil && strings.Contains(raw, "://")
 }
 
 // privateStateDir keeps a file backend's state directory private: it holds

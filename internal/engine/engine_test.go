@@ -10,6 +10,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/internal/redact"
 )
 
 // TestEngineMatchesCLI: milner runs the engine linked into it (pkg/v3 in
@@ -105,4 +107,19 @@ func TestPrivateStateDir(t *testing.T) {
 	link := t.TempDir()
 	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(link, ".pulumi")))
 	assert.ErrorContains(t, privateStateDir("file://"+link), "symlink")
+}
+
+// TestBackendURLThatDoesNotParseIsNeverEchoed: a password with an
+// unescaped '/' makes net/url read part of it as a port, and its error
+// quotes that part; milner says how to fix the URL and echoes none of it.
+// The password is registered for masking by value before anything can
+// print it.
+func TestBackendURLThatDoesNotParseIsNeverEchoed(t *testing.T) {
+	t.Setenv("PULUMI_HOME", t.TempDir())
+	_, err := backendURL("postgres://milner:s3c/ret@db:5432/state", &workspace.Project{})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3c")
+	assert.NotContains(t, err.Error(), "ret@db")
+	assert.Contains(t, err.Error(), "backend URL (postgres://..., not shown: it may hold a password) does not parse as a URL: percent-encode")
+	assert.Equal(t, "lock: postgres://milner:xxxxx@db:5432/state", redact.Text("lock: postgres://milner:s3c/ret@db:5432/state"))
 }

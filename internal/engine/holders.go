@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gocloud.dev/gcerrors"
 )
 
 // Holder is one lock held on the stack, and who holds it.
@@ -31,20 +33,81 @@ type Holder struct {
 	Since time.Time `json:"since,omitzero"`
 	// Command is the milner command holding it ("" for the backend's lock).
 	Command string `json:"command,omitempty"`
-	// session is the PostgreSQL backend pid of an advisory lock's session.
-	session int
+	// Session is the PostgreSQL backend pid of the session holding
+	// Milner's advisory lock (0 for other locks).
+	Session int `json:"session,omitempty"`
+}
+
+// Here reports whether the lock was taken by a process of this host.
+func (h Holder) Here() bool {
+	host, _ := os.Hostname()
+	return strings.HasSuffix(h.Who, "@"+host)
 }
 
 // RunningHere reports whether the lock's holder is a process of this host
-// that still runs: its lock is not stale.
+// that still runs: a process of its pid that started no later than the
+// lock was taken. A pid handed to a new process since (the holder died
+// and the pid came round again) is not the holder.
 func (h Holder) RunningHere() bool {
-	host, _ := os.Hostname()
-	return h.PID > 0 && strings.HasSuffix(h.Who, "@"+host) && processAlive(h.PID)
+	if h.PID <= 0 || !h.Here() || !processAlive(h.PID) {
+		return false
+	}
+	started, ok := processStart(h.PID)
+	return !ok || h.Since.IsZero() || !started.After(h.Since.Add(time.Second))
 }
 
 // processAlive reports whether a process of this host runs under pid.
 func processAlive(pid int) bool {
 	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
+}
+
+// userHZ is the unit of /proc's clock-tick fields: USER_HZ, which Linux
+// fixes at 100 for user space on every architecture Milner runs on (x86-64,
+// arm64; proc(5), "(22) starttime ... expressed in clock ticks").
+const userHZ = 100
+
+// processStart is when the process pid of this host started: its stat's
+// starttime (clock ticks after boot, proc(5)) after /proc/stat's btime.
+func processStart(pid int) (time.Time, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return time.Time{}, false
+	}
+	// The command name (field 2) is in parentheses and may hold blanks:
+	// the fields after the last ')' start with field 3.
+	i := strings.LastIndexByte(string(stat), ')')
+	fields := strings.Fields(string(stat[i+1:]))
+	if i < 0 || len(fields) < 20 {
+		return time.Time{}, false
+	}
+	ticks, err := strconv.ParseInt(fields[19], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	boot, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(boot), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			if btime, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return time.Unix(btime, 0).Add(time.Duration(ticks) * time.Second / userHZ), true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// Mine reports whether h is the lock this Stack holds (Lock): Milner's
+// own, taken by this process.
+func (s *Stack) Mine(h Holder) bool {
+	if h.Lock != "milner" {
+		return false
+	}
+	if h.Session != 0 {
+		return s.check.holding() && h.Session == s.check.held()
+	}
+	return h.PID == os.Getpid() && h.Who == s.self().Who
 }
 
 // self describes this process as a lock holder: what Milner writes about
@@ -146,7 +209,7 @@ func (s *Stack) milnerHolder(ctx context.Context) (*Holder, error) {
 			FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE `+advisoryLockRow, advisoryLockArgs(s.advisoryKey())...)
 		h := &Holder{Lock: "milner", Where: fmt.Sprintf("PostgreSQL advisory lock %q", s.lockKey())}
 		var app string
-		switch err := row.Scan(&h.session, &app, &h.Since); {
+		switch err := row.Scan(&h.Session, &app, &h.Since); {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil, nil
 		case err != nil:
@@ -167,31 +230,50 @@ func (s *Stack) milnerHolder(ctx context.Context) (*Holder, error) {
 	return nil, nil
 }
 
-// ClearStaleLocks removes the backend's update locks of the stack (as
-// `pulumi cancel` does, pkg/v3 diy CancelCurrentUpdate) and, on
-// PostgreSQL, ends the session that holds a stale Milner advisory lock
-// (pg_terminate_backend). The caller holds Milner's lock when it can be
-// taken; it returns what it cleared.
+// ClearStaleLocks removes exactly the locks named: each of the backend's
+// update locks by its key (what `pulumi cancel` deletes, pkg/v3 diy
+// CancelCurrentUpdate, but only those listed: a lock taken since is left),
+// and, on PostgreSQL, Milner's advisory lock by ending the session that
+// holds it (pg_terminate_backend). The caller holds Milner's lock when it
+// can be taken.
 func (s *Stack) ClearStaleLocks(ctx context.Context, stale []Holder) error {
 	ctx = engineContext(ctx)
 	for _, h := range stale {
 		switch {
 		case h.Lock == "backend":
-			if err := s.backend.CancelCurrentUpdate(ctx, s.ref); err != nil {
-				return fmt.Errorf("stack %q: clear the backend's lock: %w", s.name, err)
+			if err := s.deleteBackendLock(ctx, h.Where); err != nil {
+				return fmt.Errorf("stack %q: clear the backend's lock %s: %w", s.name, h.Where, err)
 			}
-		case h.Lock == "milner" && h.session != 0:
+		case h.Lock == "milner" && h.Session != 0:
 			db, err := sql.Open("postgres", s.lockDSN(""))
 			if err != nil {
 				return err
 			}
 			var ok bool
-			err = db.QueryRowContext(ctx, "SELECT pg_terminate_backend($1)", h.session).Scan(&ok)
+			err = db.QueryRowContext(ctx, "SELECT pg_terminate_backend($1)", h.Session).Scan(&ok)
 			_ = db.Close()
 			if err != nil || !ok {
-				return fmt.Errorf("stack %q: end the PostgreSQL session %d that holds Milner's lock: %w (a superuser or the session's own role may)", s.name, h.session, err)
+				return fmt.Errorf("stack %q: end the PostgreSQL session %d that holds Milner's lock: %w (a superuser or the session's own role may)", s.name, h.Session, err)
 			}
 		}
+	}
+	return nil
+}
+
+// deleteBackendLock deletes one of the stack's backend lock objects; one
+// already gone is no error.
+func (s *Stack) deleteBackendLock(ctx context.Context, key string) error {
+	suffix := "/" + s.project.Name.String() + "/" + s.name + "/"
+	if !strings.HasPrefix(key, ".pulumi/locks/") || !strings.HasSuffix(path.Dir(key)+"/", suffix) {
+		return fmt.Errorf("%s is not a lock of this stack", key)
+	}
+	b, err := s.openBucket(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = b.Close() }()
+	if err := b.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return err
 	}
 	return nil
 }

@@ -97,6 +97,19 @@ func (s *Stack) advisoryKey() int64 {
 	return int64(h.Sum64()) //nolint:gosec // a lock id: any 64 bits do
 }
 
+// tryAdvisoryLock takes the advisory lock on key in one statement on
+// conn's session and returns that session's backend pid. took is NULL when
+// the session already holds the lock: pg_try_advisory_lock would succeed
+// again (session-level advisory locks are re-entrant: PostgreSQL docs,
+// "Advisory Locks"), and a second milner behind a transaction pooler that
+// was handed the holder's session would hold it too. CASE evaluates the
+// call only when the condition is false.
+func tryAdvisoryLock(ctx context.Context, conn *sql.Conn, key int64) (session int, took sql.NullBool, err error) {
+	err = conn.QueryRowContext(ctx, `SELECT pg_backend_pid(), CASE WHEN `+heldBySession+` THEN NULL ELSE pg_try_advisory_lock($3) END`,
+		append(advisoryLockArgs(key), key)...).Scan(&session, &took)
+	return session, took, err
+}
+
 func (s *Stack) advisoryLock(ctx context.Context) (func(), error) {
 	me := s.self()
 	// pg_stat_activity shows it; the server cuts it at NAMEDATALEN-1 (63).
@@ -114,18 +127,25 @@ func (s *Stack) advisoryLock(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("stack %q: lock: %w", s.name, err)
 	}
 	key := s.advisoryKey()
-	var ok bool
-	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
+	session, took, err := tryAdvisoryLock(ctx, conn, key)
+	if err == nil && !took.Valid {
+		err = fmt.Errorf("stack %q: %w (PostgreSQL advisory lock %q): the server session this connection was given (backend pid %d) already holds it, "+
+			"so another client shares that session: a transaction- or statement-pooling proxy (PgBouncer pool_mode=transaction) hands one session to several clients, "+
+			"and advisory locks are re-entrant per session; connect milner to PostgreSQL directly or through a session-pooling proxy (docs/backends.md)",
+			s.name, ErrLocked, s.lockKey(), session)
+	}
+	if err == nil && !took.Bool {
+		err = fmt.Errorf("stack %q: %w (PostgreSQL advisory lock %q)", s.name, ErrLocked, s.lockKey())
+	}
+	if err != nil {
 		_ = conn.Close()
 		_ = db.Close()
-		return nil, fmt.Errorf("stack %q: lock: %w", s.name, err)
+		if !errors.Is(err, ErrLocked) {
+			err = fmt.Errorf("stack %q: lock: %w", s.name, err)
+		}
+		return nil, err
 	}
-	if !ok {
-		_ = conn.Close()
-		_ = db.Close()
-		return nil, fmt.Errorf("stack %q: %w (PostgreSQL advisory lock %q)", s.name, ErrLocked, s.lockKey())
-	}
-	s.check.hold(conn, key, s.lockKey())
+	s.check.hold(conn, key, s.lockKey(), session)
 	return func() {
 		s.check.release()
 		_, _ = conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock($1)", key)

@@ -67,24 +67,44 @@ func advisoryLockArgs(key int64) []any {
 // lockCheck is one Stack's lock as the state writes check it.
 type lockCheck struct {
 	mu    sync.Mutex
-	conn  *sql.Conn // the session holding the lock; nil: no lock held
+	conn  *sql.Conn // the connection that took the lock; nil: no lock held
 	key   int64
 	stack string
 	name  string
+	// session is the backend pid of the server session that took the lock.
+	// Behind a pooler a client connection is not one server session: each
+	// write must run on this one, and this one must still hold the lock.
+	session int
 }
 
-// heldBy is the condition, in SQL, that the session running the statement
-// holds the lock: $1 and $2 are advisoryLockArgs.
-const heldBy = `EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ` + advisoryLockRow + `)`
+// heldBySession is the condition, in SQL, that the session running the
+// statement holds the lock: $1 and $2 are advisoryLockArgs.
+const heldBySession = `EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ` + advisoryLockRow + `)`
 
-// hold records the session holding the lock named name; release forgets it.
-func (c *lockCheck) hold(conn *sql.Conn, key int64, name string) {
+// heldBy is the condition, in SQL, that the statement runs on the session
+// that took the lock, $3 (its backend pid), and that session still holds
+// it: $1 and $2 are advisoryLockArgs.
+const heldBy = `pg_backend_pid() = $3 AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = $3 AND ` + advisoryLockRow + `)`
+
+// hold records the lock named name, taken on conn by the server session
+// with backend pid session; release forgets it.
+func (c *lockCheck) hold(conn *sql.Conn, key int64, name string, session int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.conn, c.key, c.name = conn, key, name
+	c.conn, c.key, c.name, c.session = conn, key, name, session
 }
 
-func (c *lockCheck) release() { c.hold(nil, 0, "") }
+func (c *lockCheck) release() { c.hold(nil, 0, "", 0) }
+
+// heldByArgs are the arguments of heldBy: the key's halves and the session.
+func (c *lockCheck) heldByArgs() []any { return append(advisoryLockArgs(c.key), c.session) }
+
+// held is the backend pid of the session holding the lock (0: none).
+func (c *lockCheck) held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
 
 // holding reports whether this process holds the lock (or held it, and
 // lost it: the write then fails).
@@ -103,23 +123,24 @@ func (c *lockCheck) verify(ctx context.Context) error {
 		return nil
 	}
 	var held bool
-	err := c.conn.QueryRowContext(ctx, `SELECT `+heldBy, advisoryLockArgs(c.key)...).Scan(&held)
+	err := c.conn.QueryRowContext(ctx, `SELECT `+heldBy, c.heldByArgs()...).Scan(&held)
 	if err == nil && held {
 		return nil
 	}
 	return c.lost(err)
 }
 
-// write runs stmt, whose condition is heldBy, on the lock's own session:
-// it changes a row only while that session holds the lock. held is false
-// when no lock is held by this process (write did nothing).
+// write runs stmt, whose condition is heldBy (args from $4), on the lock's
+// own connection: it changes a row only on the session that took the lock
+// and only while that session holds it. held is false when no lock is
+// held by this process (write did nothing).
 func (c *lockCheck) write(ctx context.Context, stmt string, args ...any) (held bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil {
 		return false, nil
 	}
-	res, err := c.conn.ExecContext(ctx, stmt, append(advisoryLockArgs(c.key), args...)...)
+	res, err := c.conn.ExecContext(ctx, stmt, append(c.heldByArgs(), args...)...)
 	if err != nil {
 		return true, c.lost(err)
 	}
@@ -132,11 +153,11 @@ func (c *lockCheck) write(ctx context.Context, stmt string, args ...any) (held b
 // lost is the error of a state write refused because the lock is lost
 // (err: why the session could not answer; nil: it no longer holds it).
 func (c *lockCheck) lost(err error) error {
-	why := "its session no longer holds it"
+	why := fmt.Sprintf("its session (backend pid %d) no longer holds it, or this connection no longer runs on that session", c.session)
 	if err != nil {
 		why = "its session ended: " + err.Error()
 	}
-	return fmt.Errorf("stack %q: %w (PostgreSQL advisory lock %q: %s; an idle_session_timeout, a failover, a pooler or pg_terminate_backend ends it): "+
+	return fmt.Errorf("stack %q: %w (PostgreSQL advisory lock %q: %s; an idle_session_timeout, a failover, a transaction-pooling proxy or pg_terminate_backend ends it): "+
 		"the state write was refused so that no other operation's state is overwritten; what the engine did since its last write is not recorded: "+
 		"run `milner state locks --stack %s`, then `milner preview --stack %s` (its guard names any live object the state lacks)",
 		c.stack, ErrLockLost, c.name, why, c.stack, c.stack)
@@ -228,7 +249,7 @@ func (b *checkedBucket) Copy(ctx context.Context, dst, src string, _ *driver.Cop
 	}
 	if !backendLock(dst) {
 		// SECURITY: the table name is the backend URL's, as pkg/v3's own statements use it.
-		stmt := fmt.Sprintf(`INSERT INTO %s (key, data) SELECT $3, data FROM %s WHERE key = $4 AND `+heldBy+
+		stmt := fmt.Sprintf(`INSERT INTO %s (key, data) SELECT $4, data FROM %s WHERE key = $5 AND `+heldBy+
 			` ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data, updated_at = now()`, b.table, b.table) //nolint:gosec
 		if held, err := b.check.write(ctx, stmt, dst, src); held {
 			return err // a missing src reads as a lost lock: the engine copies only what it has written
@@ -259,7 +280,7 @@ func (w *lockedWriter) Close() error {
 		return err
 	}
 	// SECURITY: the table name is the backend URL's, as pkg/v3's own statements use it.
-	stmt := fmt.Sprintf(`INSERT INTO %s (key, data) SELECT $3, $4::json WHERE `+heldBy+
+	stmt := fmt.Sprintf(`INSERT INTO %s (key, data) SELECT $4, $5::json WHERE `+heldBy+
 		` ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data, updated_at = now()`, w.b.table) //nolint:gosec
 	if held, err := w.b.check.write(w.ctx, stmt, w.key, string(data)); held {
 		return err

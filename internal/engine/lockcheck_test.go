@@ -50,7 +50,7 @@ func TestLockLostBetweenCheckAndWriteWritesNothing(t *testing.T) {
 	require.NoError(t, conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1), pg_backend_pid()", key).Scan(&ok, &pid))
 	require.True(t, ok)
 	check := &lockCheck{stack: "gap"}
-	check.hold(conn, key, "milner/test/gap")
+	check.hold(conn, key, "milner/test/gap", pid)
 	b, err := blob.OpenBucket(ctx, checkedURL(url, check))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
@@ -79,4 +79,83 @@ func TestLockLostBetweenCheckAndWriteWritesNothing(t *testing.T) {
 	exists, err := b.Exists(ctx, "stacks/gap.json.bak")
 	require.NoError(t, err)
 	assert.False(t, exists, "no backup was copied")
+}
+
+// TestAdvisoryLockRefusedOnASessionThatHoldsIt: advisory locks are
+// re-entrant per server session, so a second milner that a transaction
+// pooler hands the holder's session would take the lock again and both
+// would run. milner takes it in one statement that refuses (NULL) when the
+// session already holds it, and says which session.
+func TestAdvisoryLockRefusedOnASessionThatHoldsIt(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testPostgres(t, "milner_lockreentry")
+	const key = int64(0x6d696c6e65720002)
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	session, took, err := tryAdvisoryLock(ctx, conn, key)
+	require.NoError(t, err)
+	require.True(t, took.Valid && took.Bool, "the first take")
+	var pid int
+	require.NoError(t, conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	assert.Equal(t, pid, session, "the holder's backend pid is recorded")
+
+	// The same server session, as a pooler would hand it to the next client.
+	again, took, err := tryAdvisoryLock(ctx, conn, key)
+	require.NoError(t, err)
+	assert.Equal(t, session, again)
+	assert.False(t, took.Valid, "a session that holds the lock does not take it again (pg_try_advisory_lock alone says true)")
+	var plain bool
+	require.NoError(t, conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&plain))
+	assert.True(t, plain, "what the bare call answers on that session: the re-entry this rule refuses")
+
+	other, err := db.Conn(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	_, took, err = tryAdvisoryLock(ctx, other, key)
+	require.NoError(t, err)
+	assert.True(t, took.Valid && !took.Bool, "another session is refused as before")
+}
+
+// TestWriteOnAnotherSessionThatHoldsTheLockIsRefused: behind a pooler the
+// statements of one client connection can run on another server session.
+// The lock's holder lost its session, another milner took the lock on a
+// second session, and the pooler now runs the first milner's write there:
+// "this statement's session holds the lock" is true, but it is not the
+// session that took it for this milner. The write checks the recorded
+// backend pid and is refused.
+func TestWriteOnAnotherSessionThatHoldsTheLockIsRefused(t *testing.T) {
+	ctx := context.Background()
+	db, url := testPostgres(t, "milner_locksession")
+	const key = int64(0x6d696c6e65720003)
+	mine, err := db.Conn(ctx)
+	require.NoError(t, err)
+	session, took, err := tryAdvisoryLock(ctx, mine, key)
+	require.NoError(t, err)
+	require.True(t, took.Valid && took.Bool)
+	check := &lockCheck{stack: "session"}
+	check.hold(mine, key, "milner/test/session", session)
+	b, err := blob.OpenBucket(ctx, checkedURL(url, check))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	require.NoError(t, b.WriteAll(ctx, "stacks/s.json", []byte(`{"v":1}`), nil), "written on the session that took the lock")
+
+	_, err = db.ExecContext(ctx, "SELECT pg_terminate_backend($1)", session)
+	require.NoError(t, err)
+	theirs, err := db.Conn(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = theirs.Close() })
+	require.Eventually(t, func() bool {
+		_, took, err := tryAdvisoryLock(ctx, theirs, key)
+		return err == nil && took.Valid && took.Bool
+	}, 10*time.Second, 50*time.Millisecond, "another milner takes the lock on its own session")
+	check.mu.Lock()
+	check.conn = theirs // the pooler runs this milner's statements on the other session
+	check.mu.Unlock()
+
+	err = b.WriteAll(ctx, "stacks/s.json", []byte(`{"v":2,"pad":"`+strings.Repeat("x", 1024)+`"}`), nil)
+	assert.True(t, errors.Is(err, ErrLockLost), "a write on a session that holds the lock but did not take it for this milner: %v", err)
+	got, err := b.ReadAll(ctx, "stacks/s.json")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"v":1}`, string(got))
 }

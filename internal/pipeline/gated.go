@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+
 	"github.com/milner/milner/internal/apiready"
 	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/engine"
@@ -303,6 +305,10 @@ func (o *Op) awaitAPIServers(r gate.Report) (func(string, netip.Addr) error, err
 	if kube == "" {
 		return nil, nil
 	}
+	tc, err := o.appliedTalosconfig(o.in.Talosconfig)
+	if err != nil {
+		return nil, fmt.Errorf("the wait between control planes asks each one's Talos API: %w", err)
+	}
 	opts := apiready.Defaults
 	opts.Out = o.Out
 	ctx := o.Ctx
@@ -310,6 +316,10 @@ func (o *Op) awaitAPIServers(r gate.Report) (func(string, netip.Addr) error, err
 		if !updated[node] {
 			return nil
 		}
-		return apiready.Wait(ctx, []byte(kube), node, netip.AddrPortFrom(addr, apiready.Port), opts)
+		return apiready.Wait(ctx, []byte(kube), apiready.Node{
+			Name:          node,
+			API:           netip.AddrPortFrom(addr, apiready.Port),
+			ConfigVersion: apiready.TalosConfigVersion(tc, netip.AddrPortFrom(addr, constants.ApidPort).String()),
+		}, opts)
 	}, nil
 }

@@ -33,6 +33,8 @@ type Op struct {
 	Out io.Writer
 	// Yes is -y/--yes: no typed confirmation.
 	Yes bool
+	// In is where the confirmation is typed (nil: standard input).
+	In *os.File
 
 	cfg  *config.Config
 	file *stackfile.Stack // the loaded stack file cfg is from
@@ -120,7 +122,11 @@ func (o *Op) Confirm(question string) error {
 	if o.Yes {
 		return nil
 	}
-	return Confirm(o.Ctx, os.Stdin, o.Out, question, o.St.Name())
+	in := o.In
+	if in == nil {
+		in = os.Stdin
+	}
+	return Confirm(o.Ctx, in, o.Out, question, o.St.Name())
 }
 
 // Confirm is Milner's one confirmation: it asks the user to type the stack

@@ -166,7 +166,7 @@ const (
 	ExitError = 1
 	// ExitUsage is Pulumi's ExitConfigurationError: a flag, argument or
 	// verb milner does not take, a required flag missing, a confirmation
-	// without a terminal or --yes, a stack file's environment: (ESC).
+	// without a terminal or --yes.
 	ExitUsage = 2
 	// ExitRefused is Pulumi's ExitPolicyViolation: a rule (milner's
 	// pipeline, the policy pack, the lifecycle hooks' gate) refused, and

@@ -106,9 +106,10 @@ func (o *Op) unprotectOSVolume() error {
 // applyModes has the program send each node's Talos config in the mode
 // the node's answer calls for (internal/applymode), decided once for the
 // preview and the update that applies its plan. A node whose apply is not
-// in state takes its first config; --os-disk's node boots a new OS disk.
+// in state takes its first config (adopted when its VM is in state);
+// --os-disk's node boots a new OS disk.
 func (o *Op) applyModes() error {
-	d := &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Recorded: map[string]string{}, Applied: map[string]string{}}
+	d := &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Adopted: map[string]bool{}, Recorded: map[string]string{}, Applied: map[string]string{}}
 	applied, err := o.St.EachOutputsInClear(o.Ctx, gate.TypeConfigApply)
 	if err != nil {
 		return err
@@ -120,6 +121,11 @@ func (o *Op) applyModes() error {
 		}
 		if apply == nil {
 			d.First[n.Name] = true
+			vm, err := o.nodeVM(n.Name)
+			if err != nil {
+				return err
+			}
+			d.Adopted[n.Name] = vm != nil
 			continue
 		}
 		d.Recorded[n.Name], _ = apply.Inputs["applyMode"].(string)
@@ -129,7 +135,7 @@ func (o *Op) applyModes() error {
 		d.Fresh[o.in.Replace[0]] = true
 	}
 	ctx := o.Ctx
-	o.in.RunOpts.ApplyMode = func(r applymode.Request) string { return d.Mode(ctx, r) }
+	o.in.RunOpts.ApplyMode = func(r applymode.Request) (string, error) { return d.Mode(ctx, r) }
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,10 +9,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	"golang.org/x/mod/semver"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/milner/milner/components/vocab"
+	"github.com/milner/milner/internal/chartindex"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/internal/pve"
@@ -433,4 +438,52 @@ func policyPack(o *Op) ([]gate.Refusal, error) {
 			Instead: "fix the program or the stack config (internal/policypack says why the policy holds)"})
 	}
 	return out, nil
+}
+
+// chartsPublished refuses, before anything is planned, a chart version its
+// source does not publish: every remote chart is asked of where it is
+// fetched from (its milner:chartMirrors mirror, else its published
+// repository: chartindex), all at once, each refusal naming the config
+// path and what the source lists. A source that cannot be asked is warned
+// about, not refused (the preview's own chart fetch then fails on it in
+// Helm's words).
+func chartsPublished(o *Op) ([]gate.Refusal, error) {
+	cfg := o.cfg
+	if !cfg.Declares(config.LayerApps) {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(o.Ctx, chartIndexTimeout)
+	defer cancel()
+	var problems []string
+	for _, c := range cfg.RemoteCharts() {
+		source := cfg.ChartMirrors.Fetch(c.Chart.Repo)
+		ok, known, err := chartindex.Published(ctx, http.DefaultClient, source, c.Chart.Name, c.Chart.Version)
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "milner: warning: %s.version: cannot ask %s which %s versions it publishes: %v\n", c.Path, source, c.Chart.Name, err)
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s.version: %s %s is not published at %s (it publishes %s); set a version it publishes",
+				c.Path, c.Chart.Name, c.Chart.Version, source, newest(known, 5)))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, Refused("%s", strings.Join(problems, "\n  "))
+	}
+	return nil, nil
+}
+
+// chartIndexTimeout bounds asking every chart source.
+const chartIndexTimeout = 30 * time.Second
+
+// newest names up to n of the newest versions of known.
+func newest(known []string, n int) string {
+	if len(known) == 0 {
+		return "no version of it"
+	}
+	vs := slices.Clone(known)
+	slices.SortFunc(vs, func(a, b string) int { return semver.Compare("v"+b, "v"+a) })
+	if len(vs) > n {
+		return strings.Join(vs[:n], ", ") + ", ..."
+	}
+	return strings.Join(vs, ", ")
 }

@@ -11,7 +11,11 @@ import "slices"
 var previewRules = []Rule{
 	{"proxmox-privileges", Before, proxmoxPrivileges},
 	{"proxmox-known-hosts", Before, proxmoxKnownHosts},
+	{"libvirt-kvm", Before, libvirtKVM},
+	{"remote-node-network", Before, remoteNodeNetwork},
+	{"charts-published", Before, chartsPublished},
 	{"replace-in-state", Before, replaceInState},
+	{"forge-answers", Before, forgeAnswers},
 	{"substrate-in-state", Stop, substrateInState},
 	{"state-identity", Stop, stateIdentity},
 	{"layer-rules", Report, layerRules},

@@ -1,8 +1,10 @@
 // Package redact masks credentials where they stand: the password, or a
 // user name that is a token, in a URL's user information; the values of a
 // URL's credential query parameters; a connection string's password=; a
-// token recognised by its shape. Everything else in the text, a stack name
-// equal to a password included, is left as it was written.
+// token recognised by its shape; and a credential milner knows by its
+// value (Literal: the backend URL's password), wherever it stands as a
+// word of its own, as written or escaped. Everything else in the text is
+// left as it was written.
 //
 // Milner prints nothing unredacted: its stdout and stderr pass through
 // Text (Stdio, which milner's main installs), and the URLs it names in messages are
@@ -15,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Mask is what a credential is printed as (net/url's URL.Redacted).
@@ -121,15 +124,114 @@ var urls = regexp.MustCompile("[A-Za-z][A-Za-z0-9+.-]*://[^\\s\"'`<>()\\[\\]{}]+
 // (lib/pq: password=..., quoted or not).
 var dsnPassword = regexp.MustCompile(`(?i)\b((?:ssl)?password=)('(?:[^'\\]|\\.)*'|[^\s&'"]+)`)
 
-// Text returns s with every credential masked where it stands: in each URL
-// (URL), each connection string's password, and each token recognised by
-// its shape.
+// Text returns s with every credential masked where it stands: each
+// credential known by its value (Literal), in each URL (URL), each
+// connection string's password, and each token recognised by its shape.
 func Text(s string) string {
+	s = maskLiterals(s)
 	if strings.Contains(s, "://") {
 		s = urls.ReplaceAllStringFunc(s, URL)
 	}
 	s = dsnPassword.ReplaceAllString(s, "${1}"+Mask)
 	return tokenShapes.ReplaceAllString(s, "${1}"+Mask)
+}
+
+// literals are the credentials known by their value, each in every
+// spelling it may be printed in.
+var literals struct {
+	sync.RWMutex
+	list []string
+}
+
+// Literal makes Text mask secret wherever it stands as a word of its own
+// (not inside a longer run of letters, digits and '_'): as given, percent-
+// unescaped, and escaped as a URL's user information or query writes it.
+// A URL's shape cannot be told from a message once its password holds
+// characters a message ends a URL at ('(', ')', a quote, a blank) or that
+// the URL itself should have escaped ('/', '@'), so the one credential
+// milner holds by value, the backend URL's password, is masked by value.
+func Literal(secret string) {
+	if secret == "" {
+		return
+	}
+	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret), strings.TrimPrefix(url.UserPassword("", secret).String(), ":")}
+	if plain, err := url.PathUnescape(secret); err == nil {
+		forms = append(forms, plain, url.QueryEscape(plain), url.PathEscape(plain), strings.TrimPrefix(url.UserPassword("", plain).String(), ":"))
+	}
+	literals.Lock()
+	defer literals.Unlock()
+	for _, f := range forms {
+		if f != "" && !slices.Contains(literals.list, f) {
+			literals.list = append(literals.list, f)
+		}
+	}
+	// Longest first: a spelling that holds another is masked whole.
+	slices.SortFunc(literals.list, func(a, b string) int { return len(b) - len(a) })
+}
+
+// URLCredentials registers, as Literal, the credentials of a URL as it was
+// written, whether or not it parses: every candidate password of its user
+// information (from the first ':' to each '@' after it: a password may
+// hold '@', '/' or '?' unescaped) and the values of its credential query
+// parameters.
+func URLCredentials(raw string) {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return
+	}
+	if colon := strings.IndexByte(rest, ':'); colon >= 0 {
+		for i := colon + 1; i < len(rest); i++ {
+			if rest[i] == '@' {
+				Literal(rest[colon+1 : i])
+			}
+		}
+	}
+	if _, query, ok := strings.Cut(rest, "?"); ok {
+		for _, p := range strings.Split(query, "&") {
+			if k, v, ok := strings.Cut(p, "="); ok && CredentialParam(k) {
+				Literal(v)
+			}
+		}
+	}
+}
+
+// maskLiterals masks every registered literal where it stands as a word
+// of its own.
+func maskLiterals(s string) string {
+	literals.RLock()
+	defer literals.RUnlock()
+	for _, lit := range literals.list {
+		s = maskWord(s, lit)
+	}
+	return s
+}
+
+// maskWord replaces each occurrence of lit in s that does not continue a
+// word: the byte before a lit that starts with a word character, and the
+// byte after a lit that ends with one, must not be word characters.
+func maskWord(s, lit string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, lit)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := i + len(lit)
+		joined := i > 0 && wordByte(lit[0]) && wordByte(s[i-1]) || end < len(s) && wordByte(lit[len(lit)-1]) && wordByte(s[end])
+		b.WriteString(s[:i])
+		if joined {
+			b.WriteString(lit)
+		} else {
+			b.WriteString(Mask)
+		}
+		s = s[end:]
+	}
+}
+
+// wordByte reports a letter, digit or '_' (or a byte of a multi-byte rune).
+func wordByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= 0x80
 }
 
 // Writer is w with the text of every Write masked (Text). A credential

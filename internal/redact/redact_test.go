@@ -83,3 +83,50 @@ func TestWriterMasksEachWrite(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestBackendPasswordMaskedWhateverItsCharacters: the backend URL's
+// password, registered by value (URLCredentials), is masked in every
+// spelling wherever it stands as a word of its own, even where the text
+// around it is no URL the pattern can find: a password holding '(', ')' or
+// a quote ends a URL in a message, and one holding an unescaped '/' does
+// not parse (the error echoes a piece of it).
+func TestBackendPasswordMaskedWhateverItsCharacters(t *testing.T) {
+	for _, c := range []struct{ name, url, in, want string }{
+		{"a parenthesis ends the URL in a message",
+			"postgres://milner:pa(ss)w0rd@db/state",
+			`backend postgres://milner:pa(ss)w0rd@db/state: dial tcp: connection refused`,
+			`backend postgres://milner:xxxxx@db/state: dial tcp: connection refused`},
+		{"a quote ends the URL in a message",
+			"postgres://milner:it's@db/state",
+			`open "postgres://milner:it's@db/state": refused`,
+			`open "postgres://milner:xxxxx@db/state": refused`},
+		{"an unescaped slash (the URL does not parse)",
+			"postgres://milner:pa/ss@db/state",
+			`lock: dial postgres://milner:pa/ss@db/state: refused`,
+			`lock: dial postgres://milner:xxxxx@db/state: refused`},
+		{"written escaped, printed unescaped",
+			"postgres://milner:p%28w%29d@db/state",
+			`pq: password p(w)d rejected; url postgres://milner:p%28w%29d@db/state`,
+			`pq: password xxxxx rejected; url postgres://milner:xxxxx@db/state`},
+		{"written raw, printed escaped",
+			"postgres://milner:p w@db/state",
+			`url postgres://milner:p%20w@db/state`,
+			`url postgres://milner:xxxxx@db/state`},
+		{"a password query parameter",
+			"postgres://db/state?password=hunt(er)2",
+			`conn "host=db password=hunt(er)2"`,
+			`conn "host=db password=xxxxx"`},
+		{"inside a longer word it is another word",
+			"postgres://milner_it:milner_it@db/milner_it",
+			`table milner_it_lklost: role milner_it`,
+			`table milner_it_lklost: role xxxxx`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Cleanup(func() { literals.list = nil })
+			URLCredentials(c.url)
+			if got := Text(c.in); got != c.want {
+				t.Errorf("Text(%q)\n got %q\nwant %q", c.in, got, c.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package stackfile
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -67,6 +68,11 @@ func (s *Stack) IsConfigSecret(key string) bool { return slices.Contains(s.Secre
 
 func (s *Stack) RootDirectory() string { return s.Dir }
 
+// ConfigKeys lists every key of the stack file, in any namespace
+// (config.KeyLister): the loader refuses an unknown milner: key and reads
+// every plain value for a credential.
+func (s *Stack) ConfigKeys() ([]string, bool) { return slices.Sorted(maps.Keys(s.Raw)), true }
+
 // Read reads the stack file at path and loads its config. decrypt gives
 // the decrypter for the file's passphrase salt; nil loads the stack
 // without its passphrase: every secret, those the file holds and those its
@@ -111,7 +117,8 @@ func New(name, dir string, raw map[string]string, secretKeys []string) (*Stack, 
 
 // placeholders sets the secrets raw lacks to config.PlaceholderSecret: the
 // keys the apps layer reads (config.AppsSecrets) and the Proxmox API token
-// of a Proxmox stack. It returns the secret keys with them.
+// of a Proxmox stack. It returns the secret keys with them. A key the file
+// holds keeps its value: `milner check` sees what the engine sees.
 func placeholders(raw map[string]string, secretKeys []string) []string {
 	var need []string
 	for _, n := range config.AppsSecrets(&Stack{Raw: raw}) {
@@ -124,7 +131,10 @@ func placeholders(raw map[string]string, secretKeys []string) []string {
 		need = append(need, config.Key(config.ProxmoxTokenKey))
 	}
 	for _, k := range need {
-		if !slices.Contains(secretKeys, k) {
+		// A key the file holds is judged as the engine would see it: a
+		// plain value stays plain (and is refused as such), never replaced
+		// by the placeholder.
+		if _, held := raw[k]; !held {
 			secretKeys = append(secretKeys, k)
 			raw[k] = config.PlaceholderSecret
 		}

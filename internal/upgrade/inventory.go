@@ -9,11 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blang/semver"
 	"github.com/cosi-project/runtime/pkg/safe"
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
-	"github.com/siderolabs/talos/pkg/machinery/compatibility"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 )
 
@@ -83,47 +80,6 @@ func mark(running, declared string) string {
 		return running
 	}
 	return fmt.Sprintf("%s (declared %s) *", running, declared)
-}
-
-// checkVersions refuses declared versions Talos itself would refuse: a
-// Talos version the installer cannot upgrade to from what a node runs, a
-// Kubernetes version the declared Talos does not support, and a Kubernetes
-// downgrade (machinery's compatibility package, as the installer and
-// talosctl upgrade-k8s use it).
-func checkVersions(d Declared, rows []Row) []string {
-	var problems []string
-	target, err := compatibility.ParseTalosVersion(&machine.VersionInfo{Tag: d.TalosVersion})
-	if err != nil {
-		return []string{fmt.Sprintf("milner:cluster.talosVersion %q: %v", d.TalosVersion, err)}
-	}
-	kv, err := compatibility.ParseKubernetesVersion(strings.TrimPrefix(d.KubernetesVersion, "v"))
-	if err != nil {
-		return []string{fmt.Sprintf("milner:cluster.kubernetesVersion %q: %v", d.KubernetesVersion, err)}
-	}
-	if err := kv.SupportedWith(target); err != nil {
-		problems = append(problems, fmt.Sprintf("milner:cluster.kubernetesVersion %s: %v", d.KubernetesVersion, err))
-	}
-	want, _ := semver.ParseTolerant(d.KubernetesVersion)
-	for _, r := range rows {
-		if r.Err != "" {
-			continue
-		}
-		if r.Talos != d.TalosVersion {
-			host, err := compatibility.ParseTalosVersion(&machine.VersionInfo{Tag: r.Talos})
-			if err == nil {
-				err = target.UpgradeableFrom(host)
-			}
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("node %q: Talos %s -> %s: %v", r.Node.Name, r.Talos, d.TalosVersion, err))
-			}
-		}
-		for _, running := range []string{r.Kubelet, r.APIServer} {
-			if v, err := semver.ParseTolerant(running); err == nil && v.GT(want) {
-				problems = append(problems, fmt.Sprintf("node %q: runs Kubernetes %s, newer than the declared %s: downgrades are refused", r.Node.Name, running, d.KubernetesVersion))
-			}
-		}
-	}
-	return problems
 }
 
 // Versions is each node's declared against running versions, as `milner

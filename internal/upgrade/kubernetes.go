@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/blang/semver"
 	"github.com/siderolabs/go-kubernetes/kubernetes/upgrade"
 	"github.com/siderolabs/talos/pkg/cluster"
 	k8supgrade "github.com/siderolabs/talos/pkg/cluster/kubernetes"
@@ -24,30 +23,6 @@ type KubernetesStep struct {
 	Via Node
 	// Endpoint is the Kubernetes API URL.
 	Endpoint string
-}
-
-// kubernetesStep plans the Kubernetes upgrade: from the lowest version any
-// kubelet or kube-apiserver runs, as upgrade-k8s detects it, to the
-// declared one; nil when everything runs the declared version.
-func kubernetesStep(d Declared, rows []Row) *KubernetesStep {
-	var lowest string
-	var low semver.Version
-	for _, r := range rows {
-		for _, v := range []string{r.Kubelet, r.APIServer} {
-			sv, err := semver.ParseTolerant(v)
-			if err != nil {
-				continue
-			}
-			if lowest == "" || sv.LT(low) {
-				lowest, low = v, sv
-			}
-		}
-	}
-	cps := d.controlPlanes()
-	if lowest == "" || lowest == d.KubernetesVersion || len(cps) == 0 {
-		return nil
-	}
-	return &KubernetesStep{From: lowest, To: d.KubernetesVersion, Via: cps[0], Endpoint: d.KubernetesEndpoint}
 }
 
 // UpgradeKubernetes runs upstream's `talosctl upgrade-k8s` (talos v1.11.5

@@ -169,71 +169,106 @@ type Step struct {
 	Node Node
 	// From is the Talos version it runs.
 	From string
-	// To is the declared version.
+	// To is the version this step installs.
 	To string
 }
 
-// Plan is what a run will do, in order.
+// Plan is what a run will do, in order: the stages of the upgrade path
+// (path.go).
 type Plan struct {
 	// Declared is what the stack declares.
 	Declared Declared
-	// Talos are the nodes to upgrade, in upgrade order.
-	Talos []Step
-	// Current are the nodes already on the declared Talos version (skipped).
+	// Stages are the path's stages, in order.
+	Stages []Stage
+	// Current are the nodes already on the declared Talos version.
 	Current []Node
-	// Kubernetes is the Kubernetes upgrade run after every node runs the
-	// declared Talos; nil when every node already runs the declared version.
-	Kubernetes *KubernetesStep
 }
 
 // Empty reports a plan with nothing to do.
-func (p *Plan) Empty() bool { return len(p.Talos) == 0 && p.Kubernetes == nil }
+func (p *Plan) Empty() bool { return len(p.Stages) == 0 }
 
-// Write prints the plan.
+// Write prints the plan: each stage, the Kubernetes version each Talos
+// stage runs with, and each node it moves.
 func (p *Plan) Write(w io.Writer) {
 	_, _ = fmt.Fprintf(w, "Talos %s (installer %s), Kubernetes %s\n", p.Declared.TalosVersion, p.Declared.InstallImage, p.Declared.KubernetesVersion)
 	for _, n := range p.Current {
 		_, _ = fmt.Fprintf(w, "  = %-12s already on Talos %s\n", n.Name, p.Declared.TalosVersion)
 	}
-	for i, s := range p.Talos {
-		_, _ = fmt.Fprintf(w, "  %d. %-12s %s Talos %s -> %s (upgrade, preserve data, reboot, then health gate)\n", i+1, s.Node.Name, s.Node.Role, s.From, s.To)
-	}
-	if k := p.Kubernetes; k != nil {
-		_, _ = fmt.Fprintf(w, "  %d. Kubernetes %s -> %s (talosctl upgrade-k8s sequence: control-plane components node by node, kube-proxy, kubelets, bootstrap manifests)\n", len(p.Talos)+1, k.From, k.To)
-	}
 	if p.Empty() {
 		_, _ = fmt.Fprintln(w, "  nothing to upgrade: every node runs the declared versions")
+		return
+	}
+	talos, kube := 0, 0
+	for _, st := range p.Stages {
+		if st.Kubernetes != nil {
+			kube++
+		} else {
+			talos += len(st.Nodes)
+		}
+	}
+	_, _ = fmt.Fprintf(w, "  the path (%s): %d stages, %d node upgrades (each one reboot, health-gated), %d Kubernetes upgrades\n", config.SupportedVersionsFile, len(p.Stages), talos, kube)
+	kubeRuns := p.kubernetesBefore()
+	for i, st := range p.Stages {
+		if k := st.Kubernetes; k != nil {
+			_, _ = fmt.Fprintf(w, "  %d. Kubernetes %s -> %s (upgrade-k8s: control-plane components node by node, kube-proxy, kubelets, bootstrap manifests)\n", i+1, k.From, k.To)
+			continue
+		}
+		row, _ := config.TalosRow(st.Talos)
+		lo, hi := row.KubernetesRange()
+		_, _ = fmt.Fprintf(w, "  %d. Talos %s with %s, Kubernetes %s (Talos %s takes %s to %s)\n", i+1, st.Talos, st.Image, kubeRuns[i], row.Minor, lo, hi)
+		for _, s := range st.Nodes {
+			_, _ = fmt.Fprintf(w, "       %-12s %s %s -> %s (upgrade, preserve data, reboot, then health gate)\n", s.Node.Name, s.Node.Role, s.From, s.To)
+		}
 	}
 }
 
-// MakePlan asks every node what it runs and plans the upgrade. It refuses,
-// listing every problem, when a node cannot be asked or a declared version
-// cannot be reached from what a node runs (Talos' own compatibility rules).
+// kubernetesBefore is, per stage, the Kubernetes version the cluster runs
+// when the stage starts.
+func (p *Plan) kubernetesBefore() []string {
+	out := make([]string, len(p.Stages))
+	kube := ""
+	for _, st := range p.Stages {
+		if st.Kubernetes != nil {
+			kube = st.Kubernetes.From
+			break
+		}
+	}
+	if kube == "" {
+		kube = p.Declared.KubernetesVersion
+	}
+	for i, st := range p.Stages {
+		out[i] = kube
+		if st.Kubernetes != nil {
+			kube = st.Kubernetes.To
+		}
+	}
+	return out
+}
+
+// MakePlan asks every node what it runs and plans the upgrade path. It
+// refuses, listing every problem, when a node cannot be asked or no path
+// reaches the declared versions.
 func MakePlan(ctx context.Context, c *Cluster) (*Plan, error) {
 	inv := Inventory(ctx, c)
 	d := c.declared
 	plan := &Plan{Declared: d}
 	var problems []string
-	byName := map[string]Row{}
 	for _, r := range inv {
-		byName[r.Node.Name] = r
 		if r.Err != "" {
 			problems = append(problems, fmt.Sprintf("node %q: %v", r.Node.Name, r.Err))
 		}
 	}
-	problems = append(problems, checkVersions(d, inv)...)
+	if len(problems) == 0 {
+		plan.Stages, problems = planPath(d, inv)
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("cannot plan the upgrade (%d problems); nothing was changed:\n  - %s", len(problems), strings.Join(problems, "\n  - "))
 	}
-	for _, n := range d.upgradeOrder() {
-		r := byName[n.Name]
+	for _, r := range inv {
 		if r.Talos == d.TalosVersion {
-			plan.Current = append(plan.Current, n)
-			continue
+			plan.Current = append(plan.Current, r.Node)
 		}
-		plan.Talos = append(plan.Talos, Step{Node: n, From: r.Talos, To: d.TalosVersion})
 	}
-	plan.Kubernetes = kubernetesStep(d, inv)
 	return plan, nil
 }
 
@@ -253,6 +288,9 @@ type Options struct {
 	Apps *Apps
 	// AppsTimeout bounds the wait for the apps to be Ready after a node.
 	AppsTimeout time.Duration
+	// DrainTimeout bounds the drain of a node upgraded through
+	// LifecycleService (lifecycle.go); zero: talosctl's 5 minutes.
+	DrainTimeout time.Duration
 }
 
 // DefaultOptions are the timeouts of a real cluster: an upgrade pulls the
@@ -302,76 +340,101 @@ func (e *StopError) NothingChanged() bool {
 	return len(e.Upgraded) == 0 && (e.Stage == "health gate before" || e.Stage == "apps before")
 }
 
-// Run carries out a plan: for each node in order, the health gate, the
-// Upgrade call (installer image, preserve=true), the wait for the reboot
-// into the declared version, the health gate again; then the Kubernetes
-// step between the same gates. The first failure stops the run; nodes
-// after it are not touched.
+// Run carries out a plan, stage by stage: for each node of a Talos stage
+// the health gate, the upgrade (upgradeNode), the wait for the reboot
+// into the stage's version, the health gate again; a Kubernetes stage
+// between the same gates. The first failure stops the run; nothing after
+// it is touched.
 func Run(ctx context.Context, c *Cluster, plan *Plan, o Options) error {
 	var upgraded []string
-	stop := func(i int, stage string, err error) error {
-		e := &StopError{Stage: stage, Upgraded: upgraded, Err: err}
-		if i < len(plan.Talos) {
-			e.Node = plan.Talos[i].Node.Name
-			if stage == "health gate before" || stage == "apps before" {
-				e.Untouched = []string{e.Node}
-			}
-			for _, s := range plan.Talos[i+1:] {
-				e.Untouched = append(e.Untouched, s.Node.Name)
-			}
+	type unit struct {
+		stage int
+		step  *Step // nil: the stage's Kubernetes upgrade
+	}
+	var units []unit
+	for i := range plan.Stages {
+		if plan.Stages[i].Kubernetes != nil {
+			units = append(units, unit{stage: i})
 		}
+		for j := range plan.Stages[i].Nodes {
+			units = append(units, unit{stage: i, step: &plan.Stages[i].Nodes[j]})
+		}
+	}
+	stop := func(u int, stage string, err error) error {
+		e := &StopError{Stage: stage, Upgraded: upgraded, Err: err}
+		if s := units[u].step; s != nil {
+			e.Node = s.Node.Name
+		}
+		if stage == "health gate before" || stage == "apps before" {
+			e.Untouched = untouched(units[u].step)
+		}
+		for _, v := range units[u+1:] {
+			e.Untouched = append(e.Untouched, untouched(v.step)...)
+		}
+		e.Untouched = slices.Compact(e.Untouched)
 		return e
 	}
-	steps := len(plan.Talos)
-	if plan.Kubernetes != nil {
-		steps++
-	}
-	for i := range steps {
-		what := ""
-		if i < len(plan.Talos) {
-			what = fmt.Sprintf("[%d/%d] %s", i+1, len(plan.Talos), plan.Talos[i].Node.Name)
+	for u, un := range units {
+		st := plan.Stages[un.stage]
+		var what string
+		if un.step != nil {
+			what = fmt.Sprintf("[%d/%d] %s -> Talos %s", un.stage+1, len(plan.Stages), un.step.Node.Name, un.step.To)
 		} else {
-			what = fmt.Sprintf("Kubernetes %s -> %s", plan.Kubernetes.From, plan.Kubernetes.To)
+			what = fmt.Sprintf("[%d/%d] Kubernetes %s -> %s", un.stage+1, len(plan.Stages), st.Kubernetes.From, st.Kubernetes.To)
 		}
 		_, _ = fmt.Fprintf(o.Out, "%s: health gate\n", what)
 		if err := c.Healthy(ctx); err != nil {
-			return stop(i, "health gate before", err)
+			return stop(u, "health gate before", err)
 		}
 		if err := o.Apps.Ready(ctx); err != nil {
-			return stop(i, "apps before", err)
+			return stop(u, "apps before", err)
 		}
 		var stage string
 		var err error
-		if i < len(plan.Talos) {
-			stage, err = c.upgradeNode(ctx, plan.Talos[i], plan.Declared.InstallImage, o, what, &upgraded)
+		if un.step != nil {
+			stage, err = c.upgradeNode(ctx, *un.step, st.Image, o, what, &upgraded)
 		} else {
-			stage, err = "kubernetes", UpgradeKubernetes(ctx, c, *plan.Kubernetes, o.Out)
+			stage, err = "kubernetes", UpgradeKubernetes(ctx, c, *st.Kubernetes, o.Out)
 		}
 		if err != nil {
-			return stop(i, stage, err)
+			return stop(u, stage, err)
 		}
 		_, _ = fmt.Fprintf(o.Out, "%s: waiting for the cluster to be healthy\n", what)
 		if err := waitFor(ctx, o, o.HealthTimeout, func() error { return c.Healthy(ctx) }); err != nil {
-			return stop(i, "health gate after", err)
+			return stop(u, "health gate after", err)
 		}
 		_, _ = fmt.Fprintf(o.Out, "%s: healthy; waiting for the apps to be Ready\n", what)
 		if err := o.Apps.Wait(ctx, o); err != nil {
-			return stop(i, "apps after", err)
+			return stop(u, "apps after", err)
 		}
 	}
 	return nil
 }
 
-// upgradeNode upgrades one node and waits for it to run the declared
+// untouched names a step's node (none for a Kubernetes stage).
+func untouched(s *Step) []string {
+	if s == nil {
+		return nil
+	}
+	return []string{s.Node.Name}
+}
+
+// upgradeNode upgrades one node and waits for it to run the step's
 // version; the stage names what failed. The node counts as upgraded once
-// it took the Upgrade call.
+// it took the upgrade. A node on Talos v1.13 or later is upgraded as
+// talosctl v1.13 does (lifecycle.go); an older one through
+// MachineService.Upgrade.
 func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Options, what string, upgraded *[]string) (string, error) {
 	boot, err := c.bootID(ctx, s.Node)
 	if err != nil {
 		return "health gate before", fmt.Errorf("read boot id: %w", err)
 	}
 	_, _ = fmt.Fprintf(o.Out, "%s: upgrade %s -> %s with %s (preserve=true)\n", what, s.From, s.To, image)
-	if err := c.upgrade(ctx, s.Node, image); err != nil {
+	if lifecycleAPI(s.From) {
+		if stage, err := c.upgradeLifecycle(ctx, s.Node, image, o, what); err != nil {
+			return stage, err
+		}
+	} else if err := c.upgrade(ctx, s.Node, image); err != nil {
 		return "upgrade", err
 	}
 	*upgraded = append(*upgraded, s.Node.Name)
@@ -384,6 +447,11 @@ func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Optio
 	case v != s.To:
 		return "version", fmt.Errorf("came back on Talos %s, want %s (Talos boots the previous image when the new one fails; check the installer image %s)", v, s.To, image)
 	}
+	if lifecycleAPI(s.From) {
+		if err := c.uncordonLifecycle(ctx, s.Node, o, what); err != nil {
+			return "uncordon", err
+		}
+	}
 	_, _ = fmt.Fprintf(o.Out, "%s: runs %s\n", what, s.To)
 	return "", nil
 }
@@ -393,7 +461,9 @@ func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Optio
 // and a control plane leaves etcd); stage=false installs now; force=false
 // keeps machined's own etcd checks before a control plane goes down.
 func (c *Cluster) upgrade(ctx context.Context, n Node, image string) error {
-	resp, err := c.clients[n.Name].UpgradeWithOptions(ctx,
+	// Deprecated upstream for LifecycleService, which nodes below v1.13 lack;
+	// talosctl v1.13.9 falls back to this call for them too (cmd/talosctl/cmd/talos/upgrade.go).
+	resp, err := c.clients[n.Name].UpgradeWithOptions(ctx, //nolint:staticcheck // see above
 		client.WithUpgradeImage(image),
 		client.WithUpgradePreserve(true),
 		client.WithUpgradeStage(false),

@@ -171,8 +171,9 @@ func TestDryRunChangesNothing(t *testing.T) {
 	for _, n := range fc.nodes {
 		assert.Equal(t, fromTalos, n.version)
 	}
-	assert.Contains(t, out.String(), "1. cp-1")
-	assert.Contains(t, out.String(), "5. w-2")
+	assert.Contains(t, out.String(), "1. Talos "+toTalos)
+	assert.Contains(t, out.String(), "cp-1         controlplane "+fromTalos+" -> "+toTalos)
+	assert.Contains(t, out.String(), "w-2          worker "+fromTalos+" -> "+toTalos)
 	assert.Contains(t, out.String(), "dry run: nothing was changed")
 }
 
@@ -197,7 +198,10 @@ func TestKubernetesRunsAfterEveryNode(t *testing.T) {
 	c := connect(t, d, tc)
 	plan, err := MakePlan(context.Background(), c)
 	require.NoError(t, err)
-	assert.Equal(t, &KubernetesStep{From: "v1.33.5", To: k8sVer, Via: d.Nodes[0], Endpoint: d.KubernetesEndpoint}, plan.Kubernetes)
+	require.Len(t, plan.Stages, 2)
+	assert.Equal(t, toTalos, plan.Stages[0].Talos)
+	assert.Len(t, plan.Stages[0].Nodes, 5)
+	assert.Equal(t, &KubernetesStep{From: "v1.33.5", To: k8sVer, Via: d.Nodes[0], Endpoint: d.KubernetesEndpoint}, plan.Stages[1].Kubernetes)
 	var out strings.Builder
 	err = Execute(context.Background(), c, testOptions(&out), false, yes)
 	var stop *StopError
@@ -231,16 +235,18 @@ func TestUpstreamKubernetesUpgradeFailureIsReported(t *testing.T) {
 
 func TestPlanRefusesWhatTalosRefuses(t *testing.T) {
 	_, d, tc := newFake(t,
-		fakeSpec{"cp-1", "controlplane", "v1.8.4", "v1.35.0"},
+		fakeSpec{"cp-1", "controlplane", fromTalos, "v1.35.0"},
 		fakeSpec{"w-1", "worker", fromTalos, k8sVer},
 	)
 	d.Nodes = append(d.Nodes, Node{Name: "w-9", Role: "worker", Endpoint: "127.0.0.1:1"})
 	_, err := MakePlan(context.Background(), connect(t, d, tc))
 	require.Error(t, err)
-	assert.ErrorContains(t, err, `node "cp-1": Talos v1.8.4 -> v1.11.5`)
-	assert.ErrorContains(t, err, `node "cp-1": runs Kubernetes v1.35.0, newer than the declared v1.34.1`)
 	assert.ErrorContains(t, err, `node "w-9": talos version`)
 	assert.ErrorContains(t, err, "nothing was changed")
+
+	d.Nodes = d.Nodes[:2]
+	_, err = MakePlan(context.Background(), connect(t, d, tc))
+	assert.ErrorContains(t, err, `node "cp-1" runs Kubernetes v1.35.0, newer than the declared v1.34.1: downgrades are refused`)
 }
 
 func TestInventoryShowsDeclaredAgainstRunning(t *testing.T) {

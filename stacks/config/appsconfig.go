@@ -38,20 +38,20 @@ const (
 type StorageConfig struct {
 	// Enabled installs the storage layer (default true). Disable it only on
 	// an existing cluster (startAt: apps) that has a default StorageClass.
-	Enabled *bool `json:"enabled,omitempty"`
+	Enabled *bool `json:"enabled,omitempty" default:"true"`
 	// Chart pins the local-path-provisioner chart; see DefaultStorageChart.
-	Chart ChartConfig `json:"chart"`
+	Chart ChartConfig `json:"chart" default:"local-path-provisioner 0.0.33 from oci://ghcr.io/rancher/local-path-provisioner/charts"`
 	// Namespace is the provisioner's namespace (PodSecurity privileged: its
 	// helper pods mount host paths). Default local-path-storage.
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" default:"local-path-storage"`
 	// Path is the directory on every node that holds the volumes; it must be
 	// on the data disk (default /var/mnt/data/local-path-provisioner).
-	Path string `json:"path,omitempty"`
+	Path string `json:"path,omitempty" default:"/var/mnt/data/local-path-provisioner"`
 	// StorageClass is the default StorageClass's name (default local-path).
-	StorageClass string `json:"storageClass,omitempty"`
+	StorageClass string `json:"storageClass,omitempty" default:"local-path"`
 	// ReclaimPolicy is Retain (default: a deleted PVC leaves its data on the
 	// node) or Delete.
-	ReclaimPolicy string `json:"reclaimPolicy,omitempty"`
+	ReclaimPolicy string `json:"reclaimPolicy,omitempty" default:"Retain"`
 }
 
 // On reports whether the storage layer is installed.
@@ -82,11 +82,11 @@ var DefaultStoragePath = DataMountpoint + "/local-path-provisioner"
 // PVCs of the storage layer, an audit PVC, never dev mode.
 type VaultConfig struct {
 	// Replicas is the number of raft peers (default 1; 3 or 5 for HA).
-	Replicas int `json:"replicas,omitempty"`
+	Replicas int `json:"replicas,omitempty" default:"1"`
 	// DataSize is each peer's raft PVC size (default 10Gi).
-	DataSize string `json:"dataSize,omitempty"`
+	DataSize string `json:"dataSize,omitempty" default:"10Gi"`
 	// AuditSize is each peer's audit log PVC size (default 10Gi).
-	AuditSize string `json:"auditSize,omitempty"`
+	AuditSize string `json:"auditSize,omitempty" default:"10Gi"`
 }
 
 // WoodpeckerConfig configures Woodpecker CI and the forge it serves.
@@ -121,7 +121,7 @@ type ForgeConfig struct {
 	Kind ForgeKind `json:"kind"`
 	// URL is the forge's https:// URL; required for gitea and forgejo,
 	// default https://github.com and https://gitlab.com.
-	URL string `json:"url,omitempty"`
+	URL string `json:"url,omitempty" default:"https://github.com or https://gitlab.com"`
 }
 
 // WorkloadsConfig is milner:workloads: room reserved for a hosted system
@@ -129,11 +129,11 @@ type ForgeConfig struct {
 type WorkloadsConfig struct {
 	// Name is the logical name; also the namespace and PriorityClass name
 	// unless Namespace is set. Default evolved-npcs.
-	Name string `json:"name,omitempty"`
+	Name string `json:"name,omitempty" default:"evolved-npcs"`
 	// Namespace is the workloads' namespace (default Name).
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" default:"the workloads' name"`
 	// PodSecurity is the level the namespace enforces (default baseline).
-	PodSecurity vocab.PodSecurityLevel `json:"podSecurity,omitempty"`
+	PodSecurity vocab.PodSecurityLevel `json:"podSecurity,omitempty" default:"baseline"`
 	// PrivilegedAcknowledged must be true for PodSecurity privileged (see
 	// AppConfig.PrivilegedAcknowledged).
 	PrivilegedAcknowledged bool `json:"privilegedAcknowledged,omitempty"`
@@ -141,16 +141,16 @@ type WorkloadsConfig struct {
 	// (requests.cpu and requests.memory required).
 	Quota map[string]string `json:"quota"`
 	// DefaultRequest is each container's default request (default cpu 100m, memory 128Mi).
-	DefaultRequest map[string]string `json:"defaultRequest,omitempty"`
+	DefaultRequest map[string]string `json:"defaultRequest,omitempty" default:"cpu 100m, memory 128Mi"`
 	// DefaultLimit is each container's default limit (default cpu 1, memory 1Gi).
-	DefaultLimit map[string]string `json:"defaultLimit,omitempty"`
+	DefaultLimit map[string]string `json:"defaultLimit,omitempty" default:"cpu 1, memory 1Gi"`
 	// Max is each container's maximum (optional).
 	Max map[string]string `json:"max,omitempty"`
 	// Priority is the PriorityClass value (default 1000).
-	Priority int `json:"priority,omitempty"`
+	Priority int `json:"priority,omitempty" default:"1000"`
 	// PreemptionPolicy is Never (default: the workloads queue ahead but
 	// never evict Vault or CI) or PreemptLowerPriority.
-	PreemptionPolicy string `json:"preemptionPolicy,omitempty"`
+	PreemptionPolicy string `json:"preemptionPolicy,omitempty" default:"Never"`
 	// DedicatedNodes are nodes labelled and tainted for the workloads alone
 	// (through Talos: machine.nodeLabels / machine.nodeTaints).
 	DedicatedNodes []string `json:"dedicatedNodes,omitempty"`
@@ -290,6 +290,7 @@ func (c *Config) validateAppsLayer(p *problems) {
 		}
 		validateChart(p, sp+".chart", c.dir, &c.Storage.Chart)
 	}
+	c.validateLoadBalancer(p, claim)
 
 	vaults, woodpeckers := 0, 0
 	for i := range c.Apps {
@@ -311,11 +312,17 @@ func (c *Config) validateAppsLayer(p *problems) {
 			c.validateVault(p, ap, a)
 		}
 		switch {
-		case a.Chart.Name == WoodpeckerChart && (a.Woodpecker == nil || a.Woodpecker.Forge == nil):
-			p.addf(ap+".woodpecker.forge", "is required: the Woodpecker 3 server exits \"forge not configured\" without one; set woodpecker.host, woodpecker.forge.kind (one of %v) and forge.url, and the secrets %s and %s",
-				ForgeKinds, Key(WoodpeckerForgeClientKey), Key(WoodpeckerForgeSecretKey))
 		case a.Chart.Name != WoodpeckerChart && a.Woodpecker != nil && a.Chart.Path == "":
 			p.addf(ap+".woodpecker", "is set but the chart is %q, not %s", a.Chart.Name, WoodpeckerChart)
+		case a.WoodpeckerOff():
+			// The forge is the user's: without one Woodpecker has nothing
+			// to log in to (the Woodpecker 3 server exits "forge not
+			// configured"), so it is not installed.
+			p.warnf(ap+".woodpecker.forge", "is not set: Woodpecker is off (no release); to run it, set woodpecker.host, woodpecker.forge.kind (one of %v) and forge.url to the forge you run, and the secrets %s and %s",
+				ForgeKinds, Key(WoodpeckerForgeClientKey), Key(WoodpeckerForgeSecretKey))
+			if a.Woodpecker != nil {
+				validateWoodpecker(p, ap, a)
+			}
 		case a.Woodpecker != nil:
 			woodpeckers++
 			validateWoodpecker(p, ap, a)
@@ -376,8 +383,8 @@ func (c *Config) validateVault(p *problems, ap string, a *AppConfig) {
 		}
 		p.addf(ap+".values."+owned, "is set by Milner's hardened Vault (TLS, raft, audit); configure it through %s.vault", ap)
 	}
-	// server.extraArgs is read as the shell reads it: checkVaultArgs
-	// (validate_hardening.go).
+	// server.extraArgs and the other values the chart runs are allow-listed:
+	// checkChartCode (chartcode.go).
 	for _, ext := range vaultExternal {
 		v, ok := lookupPath(a.Values, ext)
 		off := strings.HasSuffix(ext, ".enabled") && (v == false || v == "false")
@@ -394,15 +401,15 @@ func (c *Config) validateVault(p *problems, ap string, a *AppConfig) {
 	}
 }
 
-// vaultUnhardeningArg matches a Vault server flag in server.extraArgs that
-// undoes the hardening: -dev and its -dev-* options (dev mode), -config (a
-// further config file, which may add a listener without TLS). Vault's flag
-// parser takes one or two dashes.
-var vaultUnhardeningArg = regexp.MustCompile(`(^|\s)--?(dev|config)([-=\s]|$)`)
-
 // vaultExternal are the chart values that make it run no server (an
 // external Vault's address, or the server disabled).
 var vaultExternal = []string{"global.externalVaultAddr", "injector.externalVaultAddr", "global.enabled", "server.enabled"}
+
+// WoodpeckerOff reports whether the app is Woodpecker without a forge:
+// valid, and not installed.
+func (a AppConfig) WoodpeckerOff() bool {
+	return (a.Chart.Name == WoodpeckerChart || a.Woodpecker != nil) && (a.Woodpecker == nil || a.Woodpecker.Forge == nil)
+}
 
 func validateWoodpecker(p *problems, ap string, a *AppConfig) {
 	w := a.Woodpecker
@@ -543,7 +550,7 @@ func AppsSecrets(src ConfigSource) []SecretNeed {
 				need = append(need, SecretNeed{k, by + " (Vault's TLS listener)"})
 			}
 		}
-		if a.Woodpecker != nil {
+		if a.Woodpecker != nil && !a.WoodpeckerOff() {
 			for _, k := range []string{WoodpeckerAgentSecretKey, WoodpeckerForgeClientKey, WoodpeckerForgeSecretKey} {
 				need = append(need, SecretNeed{k, by})
 			}

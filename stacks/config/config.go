@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/milner/milner/components/vocab"
 	"net"
 	"net/netip"
 	"reflect"
@@ -18,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/milner/milner/components/vocab"
 )
 
 // Namespace is the config namespace of every Milner key (milner:<key>):
@@ -27,7 +28,7 @@ const Namespace = vocab.Project
 // Keys lists every structured config key the program reads, in the order a
 // stack file shows them. Secrets named by apps and the Proxmox token are
 // separate, secret keys.
-var Keys = []string{"cluster", "substrate", "network", "nodes", "storage", "apps", "chartMirrors", "workloads", "startAt", "stopAfter", "waitForApps"}
+var Keys = []string{"cluster", "substrate", "network", "nodes", "storage", "loadBalancer", "apps", "chartMirrors", "workloads", "startAt", "stopAfter", "waitForApps"}
 
 // Config mirrors a stack's Pulumi.<stack>.yaml: one field per milner: key.
 // Load fills it once; nothing else reads stack config.
@@ -52,6 +53,8 @@ type Config struct {
 	WaitForApps bool `json:"-"`
 	// Storage is milner:storage, the storage layer under the apps.
 	Storage StorageConfig `json:"storage"`
+	// LoadBalancer is milner:loadBalancer, MetalLB for the apps' Services.
+	LoadBalancer LoadBalancerConfig `json:"loadBalancer"`
 	// Workloads is milner:workloads, room reserved for Evolved-NPCs (optional).
 	Workloads *WorkloadsConfig `json:"workloads,omitempty"`
 	// ChartMirrors is milner:chartMirrors: where charts are fetched from
@@ -71,7 +74,7 @@ type ClusterConfig struct {
 	// Name is the cluster name; every substrate object is named after it.
 	Name string `json:"name"`
 	// TalosVersion is the Talos OS version the nodes should run, e.g.
-	// v1.9.5: the installer image of new installs and the target of
+	// v1.13.9: the installer image of new installs and the target of
 	// `milner upgrade`. An up never upgrades a running node.
 	TalosVersion string `json:"talosVersion"`
 	// ConfigContract is the Talos machine-config contract, e.g. v1.9: the
@@ -83,12 +86,12 @@ type ClusterConfig struct {
 	// VIP is the control-plane virtual IP every control plane announces.
 	VIP string `json:"vip"`
 	// Endpoint is the Kubernetes API URL; defaults to https://<vip>:6443.
-	Endpoint string `json:"endpoint,omitempty"`
+	Endpoint string `json:"endpoint,omitempty" default:"https://<vip>:6443"`
 	// InstallImage is the Talos installer image; defaults to ghcr.io/siderolabs/installer:<talosVersion>.
-	InstallImage string `json:"installImage,omitempty"`
+	InstallImage string `json:"installImage,omitempty" default:"ghcr.io/siderolabs/installer:<talosVersion>"`
 	// AllowSchedulingOnControlPlanes lets workloads run on control planes;
 	// defaults to true when the stack has no worker.
-	AllowSchedulingOnControlPlanes *bool `json:"allowSchedulingOnControlPlanes,omitempty"`
+	AllowSchedulingOnControlPlanes *bool `json:"allowSchedulingOnControlPlanes,omitempty" default:"true without workers"`
 	// AdoptBootstrap records that the cluster's etcd was bootstrapped
 	// outside this state (a control plane answered the Talos API with etcd
 	// members; `milner adopt` writes it): the program declares no
@@ -115,17 +118,17 @@ type SubstrateConfig struct {
 // LibvirtConfig is milner:substrate.libvirt.
 type LibvirtConfig struct {
 	// URI is the libvirt connection URI; defaults to qemu:///system.
-	URI string `json:"uri,omitempty"`
+	URI string `json:"uri,omitempty" default:"qemu:///system"`
 	// DomainType is kvm (default) or qemu where there is no KVM.
-	DomainType string `json:"domainType,omitempty"`
+	DomainType string `json:"domainType,omitempty" default:"kvm"`
 	// CPUMode is the libvirt CPU mode of every domain: host-passthrough
 	// (default for kvm) or maximum (default for qemu).
-	CPUMode string `json:"cpuMode,omitempty"`
+	CPUMode string `json:"cpuMode,omitempty" default:"host-passthrough for kvm, maximum for qemu"`
 	// PoolPath is the storage pool directory; defaults to /var/lib/libvirt/images/<cluster>.
-	PoolPath string `json:"poolPath,omitempty"`
+	PoolPath string `json:"poolPath,omitempty" default:"/var/lib/libvirt/images/<cluster>"`
 	// BootImage is the path or URL of the Talos disk image that seeds new OS
 	// disks; defaults to the Talos image factory's metal image of talosVersion.
-	BootImage string `json:"bootImage,omitempty"`
+	BootImage string `json:"bootImage,omitempty" default:"the image factory's metal image of talosVersion"`
 	// BootImageSHA256 is the image's SHA-256 digest (hex): required with an
 	// explicit URL, verified by `milner up` against a local file.
 	BootImageSHA256 string `json:"bootImageSha256,omitempty"`
@@ -166,10 +169,10 @@ type ProxmoxConfig struct {
 	// Bridge is the Linux bridge the node NICs attach to.
 	Bridge string `json:"bridge"`
 	// DiskInterface is the bus of both disks of a node VM: virtio (default), scsi or sata.
-	DiskInterface vocab.DiskInterface `json:"diskInterface,omitempty"`
+	DiskInterface vocab.DiskInterface `json:"diskInterface,omitempty" default:"virtio"`
 	// ImageURL is the uncompressed Talos nocloud disk image to download;
 	// defaults to the image factory's nocloud qcow2 of talosVersion.
-	ImageURL string `json:"imageUrl,omitempty"`
+	ImageURL string `json:"imageUrl,omitempty" default:"the image factory's nocloud image of talosVersion"`
 	// ImageSHA256 is the image's SHA-256 digest (hex, as sha256sum prints
 	// it), which PVE checks after the download: required with an explicit
 	// imageUrl.
@@ -205,13 +208,13 @@ const ProxmoxTokenKey = "proxmoxApiToken"
 // NetworkConfig is milner:network.
 type NetworkConfig struct {
 	// Mode is nat (default, a workstation) or isolated (tests); libvirt only.
-	Mode vocab.NetworkMode `json:"mode,omitempty"`
+	Mode vocab.NetworkMode `json:"mode,omitempty" default:"nat"`
 	// CIDR is the node network, e.g. 10.73.0.0/24.
 	CIDR string `json:"cidr"`
 	// Gateway is the default route; defaults to the first host address.
-	Gateway string `json:"gateway,omitempty"`
+	Gateway string `json:"gateway,omitempty" default:"the first host address"`
 	// Nameservers default to the gateway.
-	Nameservers []string `json:"nameservers,omitempty"`
+	Nameservers []string `json:"nameservers,omitempty" default:"the gateway"`
 	// DHCPRange is the range handed to unknown MACs; nodes and VIPs stay outside it.
 	DHCPRange *RangeConfig `json:"dhcpRange,omitempty"`
 	// VIPRange is reserved for load-balancer VIPs (e.g. Cilium L2 announcements).
@@ -251,13 +254,13 @@ type NodeConfig struct {
 	// Role is controlplane or worker.
 	Role vocab.Role `json:"role"`
 	// VCPU is the number of virtual CPUs (default 2).
-	VCPU int `json:"vcpu"`
+	VCPU int `json:"vcpu" default:"2"`
 	// MemoryMiB is the memory in MiB (default 2048, the Talos minimum).
-	MemoryMiB int `json:"memoryMiB"`
+	MemoryMiB int `json:"memoryMiB" default:"2048"`
 	// OSDiskGiB is the OS disk size (default 20).
-	OSDiskGiB int `json:"osDiskGiB"`
+	OSDiskGiB int `json:"osDiskGiB" default:"20"`
 	// DataDiskGiB is the persistent data disk size (default 20).
-	DataDiskGiB int `json:"dataDiskGiB"`
+	DataDiskGiB int `json:"dataDiskGiB" default:"20"`
 	// Address is the node's static IPv4 address.
 	Address string `json:"address"`
 	// MAC is the NIC address, stable across VM replaces.
@@ -271,7 +274,7 @@ type NodeConfig struct {
 	// holder run on (proxmox only); defaults to substrate.proxmox.nodeName.
 	// Changing it is a planned move, never a config edit (docs/proxmox.md "Move a
 	// node to another host").
-	ProxmoxNode string `json:"proxmoxNode,omitempty"`
+	ProxmoxNode string `json:"proxmoxNode,omitempty" default:"substrate.proxmox.nodeName"`
 	// HolderAdoptID is the VM id of an existing disk holder to import
 	// instead of create (proxmox only; it must be vmId + 1000).
 	HolderAdoptID string `json:"holderAdoptId,omitempty"`
@@ -285,11 +288,11 @@ type AppConfig struct {
 	// Name is the app's logical name and, unless ReleaseName says otherwise, its release name.
 	Name string `json:"name"`
 	// ReleaseName pins the Helm release name (default: Name).
-	ReleaseName string `json:"releaseName,omitempty"`
+	ReleaseName string `json:"releaseName,omitempty" default:"the app's name"`
 	// Chart is the pinned chart.
 	Chart ChartConfig `json:"chart"`
 	// Namespace is the release namespace (default: Name).
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" default:"the app's name"`
 	// Values are the chart values.
 	Values map[string]any `json:"values,omitempty"`
 	// SecretValues maps a dotted value path to the milner: secret key holding it.
@@ -300,7 +303,7 @@ type AppConfig struct {
 	PreviousNames []string `json:"previousNames,omitempty"`
 	// PodSecurity is the Pod Security Standard the app's namespace enforces
 	// (default baseline, Talos' cluster default).
-	PodSecurity vocab.PodSecurityLevel `json:"podSecurity,omitempty"`
+	PodSecurity vocab.PodSecurityLevel `json:"podSecurity,omitempty" default:"baseline"`
 	// PrivilegedAcknowledged must be true for PodSecurity privileged: the
 	// namespace then admits pods that own their node (host paths, host
 	// network, privileged containers).
@@ -386,6 +389,7 @@ func Load(src ConfigSource) (*Config, error) {
 	}
 	decodeList(src, "apps", &cfg.Apps, &p)
 	decodeOptional(src, "storage", &cfg.Storage, &p)
+	decodeOptional(src, "loadBalancer", &cfg.LoadBalancer, &p)
 	decodeOptional(src, "chartMirrors", &cfg.ChartMirrors, &p)
 	if decodeOptional(src, "workloads", &cfg.Workloads, &p) && cfg.Workloads == nil {
 		p.addf(Key("workloads"), "is empty")
@@ -401,7 +405,13 @@ func Load(src ConfigSource) (*Config, error) {
 		}
 		cfg.WaitForApps = wait
 	}
-	if len(p.errs) > 0 {
+	// What the stack holds beyond what it decodes into: no decoded value
+	// depends on these, so validation goes on after them.
+	var held problems
+	checkKnownKeys(src, cfg.Apps, &held)
+	checkPlainCredentials(src, cfg.Apps, &held)
+	p.errs = append(held.errs, p.errs...)
+	if len(p.errs) > len(held.errs) {
 		return nil, p.err()
 	}
 	cfg.applyDefaults()
@@ -421,17 +431,14 @@ func Load(src ConfigSource) (*Config, error) {
 	return &cfg, nil
 }
 
-// checkSecret reports a secret key that is missing, empty (Pulumi.yaml
+// checkSecret reports a secret key that is missing or empty (Pulumi.yaml
 // declares secret keys with an empty default, so stacks that do not need
-// them need not set them) or stored in plain text.
+// them need not set them). One stored in plain text is checkPlainCredentials'
+// (whether or not the stack needs it).
 func checkSecret(src ConfigSource, k, neededBy string, p *problems) {
 	full := Key(k)
-	howto := fmt.Sprintf("run `pulumi config set --secret %s <value>`", full)
-	switch v, ok := src.GetConfig(full); {
-	case !ok || v == "":
-		p.addf(full, "secret is not set (needed by %s); %s", neededBy, howto)
-	case !src.IsConfigSecret(full):
-		p.addf(full, "is stored in plain text; %s", howto)
+	if v, ok := src.GetConfig(full); !ok || v == "" {
+		p.addf(full, "secret is not set (needed by %s); run `pulumi config set --secret %s <value>`", neededBy, full)
 	}
 }
 
@@ -551,6 +558,7 @@ func (c *Config) applyDefaults() {
 		c.StartAt = LayerSubstrate
 	}
 	c.applyAppsDefaults()
+	c.applyLoadBalancerDefaults()
 	if c.Cluster.OIDC != nil {
 		c.Cluster.OIDC.applyOIDCDefaults()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -25,9 +26,9 @@ type OIDCConfig struct {
 	// GroupsClaim is the claim listing the user's groups, e.g. groups.
 	GroupsClaim string `json:"groupsClaim"`
 	// UsernamePrefix is put before every username (default DefaultOIDCPrefix).
-	UsernamePrefix *string `json:"usernamePrefix,omitempty"`
+	UsernamePrefix *string `json:"usernamePrefix,omitempty" default:"oidc:"`
 	// GroupsPrefix is put before every group (default DefaultOIDCPrefix).
-	GroupsPrefix *string `json:"groupsPrefix,omitempty"`
+	GroupsPrefix *string `json:"groupsPrefix,omitempty" default:"oidc:"`
 	// IssuerCA is the PEM CA the issuer's TLS certificate chains to, when it
 	// is not a public one (optional; not secret).
 	IssuerCA string `json:"issuerCa,omitempty"`
@@ -121,18 +122,50 @@ func (c *Config) validateOIDC(p *problems) {
 			p.addf(path+".issuerCa", "%v", err)
 		}
 	}
+	c.checkOIDCNames(p, path)
+}
+
+// oidcGroup is a group a binding may name: what the binding's name
+// (OIDCBindingName) carries as a Kubernetes object name and a Pulumi
+// logical name, and what RBAC matches literally (no wildcard: RBAC has
+// none for subjects). Keycloak's and Dex's group names fit it; a full
+// group path (/platform/admins) does not.
+var oidcGroup = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._@-]{0,200}[A-Za-z0-9])?$`)
+
+// oidcToken is a client id or a claim name as the API server's flags and
+// kubelogin's arguments carry them: printable, no blank, quote or comma.
+var oidcToken = regexp.MustCompile(`^[A-Za-z0-9._:/@+=-]+$`)
+
+// checkOIDCNames refuses OIDC names that only the apply would refuse
+// (issue #49, class 7): a group that cannot be part of its binding's
+// name, a wildcard group, a ClusterRole name that is none, a client id or
+// claim with a blank (the kube-apiserver flag and kubelogin's argument
+// end at it).
+func (c *Config) checkOIDCNames(p *problems, path string) {
+	o := c.Cluster.OIDC
+	for _, f := range []struct{ field, v string }{{"clientId", o.ClientID}, {"usernameClaim", o.UsernameClaim}, {"groupsClaim", o.GroupsClaim}} {
+		if f.v != "" && !oidcToken.MatchString(f.v) {
+			p.addf(path+"."+f.field, "%q has a character the API server's --oidc flag or kubelogin's argument does not carry (a blank, a quote, a comma, a control character)", f.v)
+		}
+	}
 	for _, g := range sortedKeys(o.GroupBindings) {
 		gp := fmt.Sprintf("%s.groupBindings[%s]", path, g)
-		// The binding is named after the group (OIDCBindingName), and a
-		// ClusterRoleBinding's name is a path segment (no "/" or "%").
-		if g == "" || strings.ContainsAny(g, "/%") || g == "." || g == ".." {
-			p.addf(gp, "group %q cannot name a ClusterRoleBinding (no /, %%, . or ..; with Keycloak, turn off the groups mapper's full group path)", g)
+		switch {
+		case strings.Contains(g, "*"):
+			p.addf(gp, "group %q is a wildcard, which RBAC does not have: the binding would name a group called %q; bind each group by its name", g, g)
+		case !oidcGroup.MatchString(g):
+			p.addf(gp, "group %q cannot be part of its ClusterRoleBinding's name %s (letters, digits, '.', '_', '@', '-'; with Keycloak, turn off the groups mapper's full group path)", g, OIDCBindingName(g))
 		}
-		if r := o.GroupBindings[g]; r == "" || strings.ContainsAny(r, "/%") || r == "." || r == ".." {
+		if r := o.GroupBindings[g]; !clusterRoleName.MatchString(r) {
 			p.addf(gp, "%q is not a ClusterRole name", r)
 		}
 	}
 }
+
+// clusterRoleName is a ClusterRole's name: a path segment name (RBAC's
+// ValidateRBACName, k8s.io/apimachinery path.IsValidPathSegmentName) of
+// the characters role names use (system:aggregate-to-admin, cluster-admin).
+var clusterRoleName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.:_-]*$`)
 
 // checkCAPEM reports PEM text that holds no CA certificate or anything else.
 func checkCAPEM(s string) error {

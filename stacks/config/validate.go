@@ -88,19 +88,29 @@ func (c *Config) validateCluster(p *problems) {
 	if !dnsLabel.MatchString(cl.Name) || len(cl.Name) > 32 {
 		p.addf(path+".name", "%q is not a lowercase DNS label of at most 32 characters", cl.Name)
 	}
-	if !strings.HasPrefix(cl.TalosVersion, "v") || !exactVersion(cl.TalosVersion) {
-		p.addf(path+".talosVersion", "%q is not an exact version like v1.9.5", cl.TalosVersion)
+	// The supported-versions table (versions.go) decides both versions.
+	row, rowErr := TalosRow(cl.TalosVersion)
+	if rowErr != nil {
+		p.addf(path+".talosVersion", "%v", rowErr)
+	} else if w := row.NewerThanKnown(cl.TalosVersion); w != "" {
+		p.warnf(path+".talosVersion", "%s", w)
 	}
 	switch {
 	case !contractRe.MatchString(cl.ConfigContract):
-		p.addf(path+".configContract", "%q is not a Talos machine-config contract like v1.9 (the Talos minor version the cluster was created with; it never changes)", cl.ConfigContract)
-	case exactVersion(cl.TalosVersion) && semver.Compare(cl.ConfigContract, semver.MajorMinor(cl.TalosVersion)) > 0:
+		p.addf(path+".configContract", "%q is not a Talos machine-config contract like v1.12 (the Talos minor version the cluster was created with; it never changes)", cl.ConfigContract)
+	case rowErr == nil && semver.Compare(cl.ConfigContract, row.Minor) > 0:
 		p.addf(path+".configContract", "%s is newer than talosVersion %s: a node cannot take a config contract newer than the Talos it runs", cl.ConfigContract, cl.TalosVersion)
+	case semver.Compare(cl.ConfigContract, GeneratorContract()) > 0:
+		p.addf(path+".configContract", "%s is newer than the newest contract the Talos provider's machinery knows (%s, machinery %s): it would generate a %s config and call it %s; use %s",
+			cl.ConfigContract, GeneratorContract(), GeneratorMachinery, GeneratorContract(), cl.ConfigContract, GeneratorContract())
 	}
-	if !strings.HasPrefix(cl.KubernetesVersion, "v") || !exactVersion(cl.KubernetesVersion) {
-		p.addf(path+".kubernetesVersion", "%q is not an exact version like v1.32.3", cl.KubernetesVersion)
-	} else if strings.HasPrefix(cl.TalosVersion, "v") && exactVersion(cl.TalosVersion) {
-		checkKubernetesSupported(p, path+".kubernetesVersion", cl.TalosVersion, cl.KubernetesVersion)
+	switch {
+	case !release(cl.KubernetesVersion):
+		p.addf(path+".kubernetesVersion", "%q is not an exact Kubernetes release like v1.36.3 (no range, no pre-release)", cl.KubernetesVersion)
+	case rowErr == nil:
+		if err := row.SupportsKubernetes(cl.KubernetesVersion); err != nil {
+			p.addf(path+".kubernetesVersion", "%v (%s)", err, SupportedVersionsFile)
+		}
 	}
 	if cl.Endpoint != "" && !strings.HasPrefix(cl.Endpoint, "https://") {
 		p.addf(path+".endpoint", "%q is not an https:// URL", cl.Endpoint)

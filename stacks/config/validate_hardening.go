@@ -9,7 +9,6 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,10 +36,6 @@ var tlsOffWhenFalse = []string{"NODE_TLS_REJECT_UNAUTHORIZED", "PYTHONHTTPSVERIF
 // tlsOffKey is a chart value key (lowercased, without '_' and '-') that
 // turns TLS verification off when true.
 var tlsOffKey = regexp.MustCompile(`^(insecureskipverify|skiptlsverify|tlsskipverify|skipverify|tlsinsecure|insecuretls)$`)
-
-// privateKey is a credential by its shape: a PEM private key (a token by
-// its shape: redact.TokenShaped).
-var privateKey = regexp.MustCompile(`-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY-----`)
 
 // credentialKey is a chart value key (lowercased, without '_' and '-')
 // whose plain value is a credential: the value belongs in secretValues.
@@ -73,41 +68,15 @@ func (c *Config) checkHardeningValues(p *problems) {
 				}
 			}
 		})
-		if a.Vault != nil {
-			checkVaultArgs(p, ap, a.Values)
-		}
 		if a.Woodpecker != nil {
 			checkWoodpeckerEnv(p, ap, a, env, owned)
 		}
-		if a.Woodpecker != nil {
-			checkPlainURL(p, ap+".woodpecker.host", a.Woodpecker.Host, false)
-			if f := a.Woodpecker.Forge; f != nil {
-				checkPlainURL(p, ap+".woodpecker.forge.url", f.URL, false)
-			}
-		}
-		checkPlainURL(p, ap+".chart.repo", a.Chart.Repo, false)
 		if a.Chart.Path != "" {
 			c.checkChartInProject(p, ap+".chart.path", a.Chart.Path)
 		}
 	}
-	if s := c.Storage; s.On() {
-		checkPlainURL(p, Key("storage")+".chart.repo", s.Chart.Repo, false)
-		if s.Chart.Path != "" {
-			c.checkChartInProject(p, Key("storage")+".chart.path", s.Chart.Path)
-		}
-	}
-	for _, from := range sortedKeys(c.ChartMirrors) {
-		at := Key("chartMirrors") + "[" + from + "]"
-		checkPlainURL(p, at, from, false)
-		checkPlainURL(p, at, c.ChartMirrors[from], false)
-	}
-	if lv := c.Substrate.Libvirt; lv != nil {
-		checkPlainURL(p, Key("substrate")+".libvirt.uri", lv.URI, true)
-		checkPlainURL(p, Key("substrate")+".libvirt.bootImage", lv.BootImage, false)
-	}
-	if px := c.Substrate.Proxmox; px != nil {
-		checkPlainURL(p, Key("substrate")+".proxmox.endpoint", px.Endpoint, false)
-		checkPlainURL(p, Key("substrate")+".proxmox.imageUrl", px.ImageURL, false)
+	if s := c.Storage; s.On() && s.Chart.Path != "" {
+		c.checkChartInProject(p, Key("storage")+".chart.path", s.Chart.Path)
 	}
 }
 
@@ -126,23 +95,14 @@ func (c *Config) checkValue(p *problems, at, key string, v any) {
 		switch {
 		case s == "NodePort":
 			p.addf(at, "NodePort opens the Service on every node's address; use ClusterIP, or a LoadBalancer with milner:network.vipRange declared")
-		case s == "LoadBalancer" && (c.StartAt == LayerApps || c.Network.VIPRange == nil):
-			p.addf(at, "LoadBalancer exposes the Service beyond the cluster, but the stack declares no milner:network.vipRange for load-balancer addresses")
+		case s == "LoadBalancer" && !c.LBOn():
+			p.addf(at, "LoadBalancer exposes the Service beyond the cluster, but the stack runs no load balancer (milner:network.vipRange, or milner:loadBalancer.pool on an existing cluster)")
 		}
 	}
-	if s, ok := v.(string); ok {
-		switch {
-		case privateKey.MatchString(s):
-			p.addf(at, "holds a private key in plain text (the stack file, the Helm release record); put it in a secret key and map it with secretValues")
-		case redact.TokenShaped(s):
-			p.addf(at, "holds a token in plain text (its shape is a published token format); put it in a secret key and map it with secretValues")
-		case s != "" && !isBool(s) && (credentialKey.MatchString(norm) || envName.MatchString(key) && strings.HasSuffix(key, "_SECRET")):
-			p.addf(at, "is a credential in plain text; put it in a secret key and map it with secretValues")
-		default:
-			if u, err := url.Parse(s); err == nil && u.User != nil && u.Host != "" {
-				checkPlainURL(p, at, s, true)
-			}
-		}
+	// A credential by its shape is checkPlainCredentials' (credentials.go).
+	if s, ok := v.(string); ok && s != "" && !isBool(s) && !privateKey.MatchString(s) && !redact.TokenShaped(s) &&
+		(credentialKey.MatchString(norm) || envName.MatchString(key) && strings.HasSuffix(key, "_SECRET")) {
+		p.addf(at, "is a credential in plain text; put it in a secret key and map it with secretValues")
 	}
 }
 
@@ -157,31 +117,6 @@ func checkEnv(p *problems, at, name, val string) {
 		p.addf(at, "%s=%s turns TLS verification off; trust the server's CA instead", name, val)
 	case slices.Contains(tlsOffWhenFalse, name) && falsy(val):
 		p.addf(at, "%s=%s turns TLS verification off; trust the server's CA instead", name, val)
-	}
-}
-
-// checkVaultArgs refuses Vault server flags in server.extraArgs that undo
-// the hardening, read as the container's shell reads them: vault-helm
-// renders extraArgs into `/bin/sh -ec "... vault server -config=...
-// {{ .Values.server.extraArgs }}"` (templates/server-statefulset.yaml,
-// _helpers.tpl "vault.args"), so quotes and backslashes are removed before
-// Vault sees the flag: '-dev', "-dev", -d'e'v and \-dev are all -dev.
-func checkVaultArgs(p *problems, ap string, values map[string]any) {
-	args, ok := lookupPath(values, "server.extraArgs")
-	if !ok {
-		return
-	}
-	raw := fmt.Sprint(args)
-	if l, ok := args.([]any); ok {
-		parts := make([]string, len(l))
-		for i, a := range l {
-			parts[i] = fmt.Sprint(a)
-		}
-		raw = strings.Join(parts, " ")
-	}
-	unquoted := strings.NewReplacer("'", "", `"`, "", `\`, "", "$", "").Replace(raw)
-	if vaultUnhardeningArg.MatchString(unquoted) {
-		p.addf(ap+".values.server.extraArgs", "%q undoes Milner's hardened Vault: the chart appends it to `vault server -config=...` in a shell (vault-helm _helpers.tpl \"vault.args\"), where -dev runs Vault in memory, unsealed, behind a known root token, and another -config can add a listener without TLS; remove it", raw)
 	}
 }
 
@@ -231,23 +166,6 @@ func ownWoodpeckerServer(v string, a AppConfig) bool {
 		}
 	}
 	return false
-}
-
-// checkPlainURL refuses a credential in a plain URL: a password, or a user
-// name shaped like a token (a token sent as the user name is the
-// credential). A libvirt URI names the ssh user, which is no credential.
-func checkPlainURL(p *problems, at, raw string, userAllowed bool) {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return
-	}
-	_, hasPassword := u.User.Password()
-	switch name := u.User.Username(); {
-	case hasPassword:
-		p.addf(at, "carries a password in plain text (%s); give the credential through the tool's own secret (a secret key, a credentials helper), never in the URL", redact.URL(raw))
-	case redact.TokenShaped(name) || !userAllowed && name != "":
-		p.addf(at, "carries a credential as its user name (%s); give it through the tool's own secret, never in the URL", redact.URL(raw))
-	}
 }
 
 // checkChartInProject refuses a local chart outside the project: the

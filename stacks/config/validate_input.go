@@ -75,6 +75,10 @@ func (c *Config) validateInput(p *problems) {
 	c.validateHostile(p)
 	c.checkProvenance(p)
 	c.checkHardeningValues(p)
+	c.checkCredentialHosts(p)
+	c.checkChartCode(p)
+	c.checkJoinedLists(p)
+	c.checkFiles(p)
 	c.checkWorkloadsRules(p)
 	c.validateShape(p)
 	cps := 0
@@ -184,6 +188,10 @@ func (c *Config) checkNameservers(p *problems) {
 			p.addf(at, "%s is a multicast or broadcast address, not a server", a)
 		case a.IsLoopback():
 			p.addf(at, "%s is a loopback address: each node would ask itself", a)
+		case !a.Is4():
+			// The node network is IPv4 only (network.cidr): a node has no
+			// IPv6 address or route to reach the resolver from.
+			p.addf(at, "%s is not an IPv4 address, and the node network %s is IPv4 only: no node can reach it; give the resolver's IPv4 address", a, n.Prefix)
 		case n.Prefix.IsValid() && (a == n.Prefix.Addr() || a == lastAddr(n.Prefix)):
 			p.addf(at, "%s is the network or broadcast address of %s", a, n.Prefix)
 		}

@@ -62,6 +62,9 @@ func (c *Config) checkProvenance(p *problems) {
 	if s := c.Storage; s.On() {
 		checkChartSource(p, Key("storage")+".chart", s.Chart)
 	}
+	if c.LBOn() {
+		checkChartSource(p, Key("loadBalancer")+".chart", c.LoadBalancer.Chart)
+	}
 	for i, a := range c.Apps {
 		ap := fmt.Sprintf("%s[%d]", Key("apps"), i)
 		checkChartSource(p, ap+".chart", a.Chart)
@@ -97,8 +100,9 @@ func checkInstallerSource(p *problems, at, img string) {
 }
 
 // checkChartSource refuses a chart PublishedCharts records (by name) at
-// another source, or at a version not recorded as published there. A local
-// chart (chart.path) is the project's own.
+// another source. A local chart (chart.path) is the project's own. Whether
+// the version is published there is asked of the source at preview (the
+// pipeline's charts-published rule).
 func checkChartSource(p *problems, at string, ch ChartConfig) {
 	i := slices.IndexFunc(PublishedCharts, func(pc PublishedChart) bool { return pc.Name == ch.Name })
 	if ch.Path != "" || i < 0 {
@@ -107,10 +111,6 @@ func checkChartSource(p *problems, at string, ch ChartConfig) {
 	pc := PublishedCharts[i]
 	if ch.Repo != pc.Repo {
 		p.addf(at+".repo", "%q is not where the %s chart is published (%s): a look-alike host or another registry can serve anything under that name; keep %s here and fetch it through milner:chartMirrors if the site has a mirror", ch.Repo, pc.Name, pc.Repo, pc.Repo)
-		return
-	}
-	if !slices.Contains(pc.Versions, ch.Version) && exactVersion(ch.Version) {
-		p.addf(at+".version", "%s is not a %s release recorded as published (recorded: %s); a newer release is recorded in stacks/config/charts.go PublishedCharts with the upstream tag that publishes it (docs/apps.md \"Where the charts come from\")", ch.Version, pc.Name, strings.Join(pc.Versions, ", "))
 	}
 }
 

@@ -127,15 +127,46 @@ func TestIdentity(t *testing.T) {
 	})
 }
 
+// TestVersionsSupported: the supported-versions table decides the Talos
+// and Kubernetes versions a stack may declare; each refusal names the
+// table and what to use.
 func TestVersionsSupported(t *testing.T) {
 	cl := func(c obj) obj { return at(c, "cluster") }
 	runRefusals(t, []refusalCase{
+		{"a Talos minor past the table", func(c obj) { cl(c)["talosVersion"] = "v1.14.0" },
+			"milner:cluster.talosVersion: unsupported Talos v1.14: Milner supports Talos v1.9 to v1.13 (stacks/config/supported-versions.txt, docs/compatibility.md); the nearest supported version is v1.13.9"},
+		{"a Talos minor before the table", func(c obj) { cl(c)["talosVersion"] = "v1.8.4" },
+			"milner:cluster.talosVersion: unsupported Talos v1.8: Milner supports Talos v1.9 to v1.13 (stacks/config/supported-versions.txt, docs/compatibility.md); the nearest supported version is v1.9.6"},
+		{"a Talos pre-release", func(c obj) { cl(c)["talosVersion"] = "v1.14.0-rc.1" },
+			`milner:cluster.talosVersion: "v1.14.0-rc.1" is not an exact Talos release like v1.13.9 (no range, no pre-release)`},
 		{"kubernetes too new for talos 1.9", func(c obj) { cl(c)["kubernetesVersion"] = "v1.33.0" },
-			"milner:cluster.kubernetesVersion: v1.33.0 is outside what talosVersion v1.9.5 supports: version of Kubernetes 1.33.0 is too new"},
-		{"kubernetes too old for talos 1.9", func(c obj) { cl(c)["kubernetesVersion"] = "v1.26.9" },
-			"milner:cluster.kubernetesVersion: v1.26.9 is outside what talosVersion v1.9.5 supports: version of Kubernetes 1.26.9 is too old"},
-		{"talos unknown to machinery", func(c obj) { cl(c)["talosVersion"] = "v1.99.0" },
-			"milner:cluster.kubernetesVersion: v1.32.3 is outside what talosVersion v1.99.0 supports: compatibility with version"},
+			"milner:cluster.kubernetesVersion: unsupported Kubernetes v1.33.0: Talos v1.9 supports Kubernetes v1.27 to v1.32 (machinery's compatibility table) (stacks/config/supported-versions.txt)"},
+		{"kubernetes too old for talos 1.13", func(c obj) {
+			cl(c)["talosVersion"] = "v1.13.9"
+			cl(c)["kubernetesVersion"] = "v1.30.14"
+		}, "milner:cluster.kubernetesVersion: unsupported Kubernetes v1.30.14: Talos v1.13 supports Kubernetes v1.31 to v1.36 (machinery's compatibility table)"},
+		{"a Kubernetes pre-release", func(c obj) { cl(c)["kubernetesVersion"] = "v1.37.0-alpha.1" },
+			`milner:cluster.kubernetesVersion: "v1.37.0-alpha.1" is not an exact Kubernetes release like v1.36.3 (no range, no pre-release)`},
+		{"a contract past the provider's machinery", func(c obj) {
+			cl(c)["talosVersion"] = "v1.13.9"
+			cl(c)["kubernetesVersion"] = "v1.36.3"
+			cl(c)["configContract"] = "v1.13"
+		}, "milner:cluster.configContract: v1.13 is newer than the newest contract the Talos provider's machinery knows (v1.12, machinery v1.12.0)"},
+	})
+	t.Run("today's Talos passes", func(t *testing.T) {
+		c := baseConfig()
+		at(c, "cluster")["talosVersion"] = "v1.13.9"
+		at(c, "cluster")["kubernetesVersion"] = "v1.36.3"
+		at(c, "cluster")["configContract"] = "v1.12"
+		_, err := configtest.Load(raw(t, c), "milner:vaultToken")
+		require.NoError(t, err)
+	})
+	t.Run("a patch newer than the table's is warned about, not refused", func(t *testing.T) {
+		c := baseConfig()
+		at(c, "cluster")["talosVersion"] = "v1.9.7"
+		cfg, err := configtest.Load(raw(t, c), "milner:vaultToken")
+		require.NoError(t, err)
+		assert.Contains(t, strings.Join(cfg.Warnings, "\n"), "milner:cluster.talosVersion: Talos v1.9.7 is newer than the newest v1.9 release the supported-versions table knows (v1.9.6")
 	})
 }
 

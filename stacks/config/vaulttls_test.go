@@ -81,7 +81,7 @@ func TestVaultHardeningCannotBeUndone(t *testing.T) {
 		values obj
 		want   string
 	}{
-		{"extraArgs -dev", obj{"server": obj{"extraArgs": "-log-level=debug -dev"}}, "milner:apps[0].values.server.extraArgs: \"-log-level=debug -dev\" undoes Milner's hardened Vault"},
+		{"extraArgs -dev", obj{"server": obj{"extraArgs": "-log-level=debug -dev"}}, "milner:apps[0].values.server.extraArgs: \"-dev\" is not one of the Vault server flags Milner allows there"},
 		{"extraArgs --dev-tls", obj{"server": obj{"extraArgs": "--dev-tls"}}, "milner:apps[0].values.server.extraArgs:"},
 		{"extraArgs -dev-root-token-id", obj{"server": obj{"extraArgs": "-dev-root-token-id=root"}}, "milner:apps[0].values.server.extraArgs:"},
 		{"extraArgs -config", obj{"server": obj{"extraArgs": "-config=/vault/userconfig/plain.hcl"}}, "milner:apps[0].values.server.extraArgs:"},

@@ -59,7 +59,54 @@ type API struct {
 	// addresses (Relay), oldest first.
 	asks      []NodeAsk
 	listeners []net.Listener
+	// restarting holds, per node, until when its API server is down: the
+	// kubelet is restarting its static pod (Kubelet).
+	restarting map[string]time.Time
+	restarts   []Restart
+	// live are the relayed connections per node, closed when its API
+	// server restarts (a restart drops every client's connection).
+	live map[string]map[net.Conn]bool
 }
+
+// Restart is one restart of a control plane's API server by its kubelet.
+type Restart struct {
+	Node     string
+	Down, Up time.Time
+}
+
+// String is one restart, for a log line.
+func (r Restart) String() string {
+	return fmt.Sprintf("%s down %s up %s", r.Node, r.Down.Format(time.StampMilli), r.Up.Format(time.StampMilli))
+}
+
+// Restarts returns the API server restarts so far, oldest first.
+func (a *API) Restarts() []Restart {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.restarts)
+}
+
+// KubeletTiming is how long the played kubelet takes.
+type KubeletTiming struct {
+	// Poll is how often the kubelet reads Talos' static-pod server: its
+	// httpCheckFrequency, 20 s by default (k8s.io/kubernetes v1.36.3
+	// pkg/kubelet/apis/config/v1beta1/defaults.go), which Talos' kubelet
+	// config leaves unset (talos v1.13.9
+	// internal/app/machined/pkg/controllers/k8s/kubelet_spec.go sets only
+	// StaticPodURL).
+	Poll time.Duration
+	// Restart is how long a kube-apiserver static pod is down between the
+	// kubelet stopping the old one and the new one answering Ready.
+	Restart time.Duration
+}
+
+// RealKubelet is the kubelet's own timing: its default poll, and an API
+// server restart of the order of the readiness probe's first success
+// (Talos' static pod: initialDelaySeconds 0, periodSeconds 10 at most).
+var RealKubelet = KubeletTiming{Poll: 20 * time.Second, Restart: 10 * time.Second}
+
+// CIKubelet is RealKubelet scaled down tenfold, for CI's time.
+var CIKubelet = KubeletTiming{Poll: RealKubelet.Poll / 10, Restart: RealKubelet.Restart / 10}
 
 // NodeAsk is one connection to a control plane's own API server address.
 type NodeAsk struct {
@@ -114,7 +161,7 @@ func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error
 	if err != nil {
 		return nil, err
 	}
-	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip}
+	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip, restarting: map[string]time.Time{}, live: map[string]map[net.Conn]bool{}}
 	etcdURL, peerURL := "http://127.0.0.1:22379", "http://127.0.0.1:22380"
 	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
@@ -247,16 +294,27 @@ func (a *API) Relay(n *talosapi.Node) error {
 				return
 			}
 			st := n.Status()
-			serves := st.On && st.Reachable && st.Booted && st.EtcdMemberID != 0
 			a.mu.Lock()
+			serves := st.On && st.Reachable && st.Booted && st.EtcdMemberID != 0 && !time.Now().Before(a.restarting[n.Name()])
 			a.asks = append(a.asks, NodeAsk{Time: time.Now(), Node: n.Name(), Served: serves})
 			a.mu.Unlock()
 			if !serves {
 				_ = conn.Close()
 				continue
 			}
+			a.mu.Lock()
+			if a.live[n.Name()] == nil {
+				a.live[n.Name()] = map[net.Conn]bool{}
+			}
+			a.live[n.Name()][conn] = true
+			a.mu.Unlock()
 			go func() {
-				defer func() { _ = conn.Close() }()
+				defer func() {
+					_ = conn.Close()
+					a.mu.Lock()
+					delete(a.live[n.Name()], conn)
+					a.mu.Unlock()
+				}()
 				up, err := net.Dial("tcp", netip.AddrPortFrom(a.vip, 6443).String())
 				if err != nil {
 					return
@@ -280,22 +338,51 @@ func (a *API) NodeAsks() []NodeAsk {
 
 // Kubelet plays each node's kubelet until done: while a node's double
 // runs booted, its Node reports the kubelet version of its running config,
-// and on a control plane the mirror pod of each static pod Talos wrote
-// (talosapi Node.StaticPods) carries that pod's annotations and image,
-// runs on the node (hostIP) and is Ready, as a kubelet that started it
-// reports. What `talosctl upgrade-k8s` waits for after each config patch:
-// the pod with the new talos.dev/config-version on that node Ready, and
-// the Node's kubelet version.
-func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}) {
+// and on a control plane, at each of the kubelet's polls (timing.Poll,
+// from the node's boot), the mirror pod of each static pod Talos wrote
+// (talosapi Node.StaticPods) carries that pod's annotations and image and
+// runs on the node (hostIP). A changed pod restarts: the mirror pod shows
+// the new version not Ready, the API server is down (Relay refuses) for
+// timing.Restart, then it is Ready. What `talosctl upgrade-k8s` and the
+// wait between control planes look for after each config change: the pod
+// with the new talos.dev/config-version on that node Ready, and the
+// Node's kubelet version.
+func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletTiming) {
 	written := map[string]string{}
+	polled := map[string]time.Time{}
+	type pending struct {
+		path, image, id string
+		ip              string
+		at              time.Time
+	}
+	var starting []pending
+	markReady := func(p pending) error {
+		now := time.Now().UTC().Format(time.RFC3339)
+		return a.send(http.MethodPatch, p.path+"/status", "application/merge-patch+json", map[string]any{
+			"status": map[string]any{"phase": "Running", "hostIP": p.ip, "hostIPs": []any{map[string]any{"ip": p.ip}},
+				"conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}},
+				"containerStatuses": []any{map[string]any{"name": p.id, "ready": true, "restartCount": 0, "image": p.image, "imageID": "",
+					"state": map[string]any{"running": map[string]any{"startedAt": now}}}}},
+		})
+	}
 	for {
 		select {
 		case <-done:
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
+		// Pods whose restart is over are Ready.
+		var still []pending
+		for _, p := range starting {
+			if time.Now().Before(p.at) || markReady(p) != nil {
+				still = append(still, p)
+			}
+		}
+		starting = still
 		for _, n := range c.Nodes() {
-			if st := n.Status(); !st.On || !st.Booted {
+			st := n.Status()
+			if !st.On || !st.Booted {
+				delete(polled, n.Name())
 				continue
 			}
 			raw := n.Config()
@@ -311,6 +398,10 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}) {
 					written[key] = version
 				}
 			}
+			if last, ok := polled[n.Name()]; ok && time.Since(last) < timing.Poll {
+				continue
+			}
+			polled[n.Name()] = time.Now()
 			for id, pod := range n.StaticPods() {
 				meta, _ := pod["metadata"].(map[string]any)
 				containers, _ := pod["spec"].(map[string]any)["containers"].([]any)
@@ -323,20 +414,34 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}) {
 				if written[key] == want {
 					continue
 				}
-				path := "/api/v1/namespaces/kube-system/pods/" + id + "-" + n.Name()
-				now := time.Now().UTC().Format(time.RFC3339)
-				err := a.send(http.MethodPatch, path, "application/strategic-merge-patch+json", map[string]any{
+				restart := written[key] != "" // a pod the kubelet ran before: stop it, start the new one
+				p := pending{path: "/api/v1/namespaces/kube-system/pods/" + id + "-" + n.Name(), image: image, id: id, ip: n.IP().String(), at: time.Now()}
+				if restart {
+					p.at = p.at.Add(timing.Restart)
+					if id == "kube-apiserver" {
+						a.mu.Lock()
+						a.restarting[n.Name()] = p.at
+						a.restarts = append(a.restarts, Restart{Node: n.Name(), Down: time.Now(), Up: p.at})
+						for conn := range a.live[n.Name()] {
+							_ = conn.Close()
+						}
+						a.mu.Unlock()
+					}
+				}
+				err := a.send(http.MethodPatch, p.path, "application/strategic-merge-patch+json", map[string]any{
 					"metadata": map[string]any{"annotations": annotations},
 					"spec":     map[string]any{"containers": []any{map[string]any{"name": id, "image": image}}},
 				})
-				if err == nil {
-					ip := n.IP().String()
-					err = a.send(http.MethodPatch, path+"/status", "application/merge-patch+json", map[string]any{
-						"status": map[string]any{"phase": "Running", "hostIP": ip, "hostIPs": []any{map[string]any{"ip": ip}},
-							"conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}},
-							"containerStatuses": []any{map[string]any{"name": id, "ready": true, "restartCount": 0, "image": image, "imageID": "",
-								"state": map[string]any{"running": map[string]any{"startedAt": now}}}}},
+				if err == nil && restart {
+					err = a.send(http.MethodPatch, p.path+"/status", "application/merge-patch+json", map[string]any{
+						"status": map[string]any{"hostIP": p.ip, "hostIPs": []any{map[string]any{"ip": p.ip}},
+							"conditions": []any{map[string]any{"type": "Ready", "status": "False", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}},
 					})
+					if err == nil {
+						starting = append(starting, p)
+					}
+				} else if err == nil {
+					err = markReady(p)
 				}
 				if err == nil {
 					written[key] = want

@@ -119,7 +119,7 @@ func newScenarioOn(t *testing.T, id string, subnet int, url string) *scenario {
 		cluster: "milner-it-" + id,
 		dir:     filepath.Join(base, id),
 		subnet:  subnet,
-		talos:   "v1.9.5",
+		talos:   talosFrom,
 		url:     url,
 	}
 	s.boot = filepath.Join(s.dir, "boot.qcow2")
@@ -241,7 +241,7 @@ func (s *scenario) config() map[string]string {
 		stopAfter = "substrate"
 	}
 	cluster := map[string]any{
-		"name": s.cluster, "talosVersion": s.talos, "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": s.addr(240),
+		"name": s.cluster, "talosVersion": s.talos, "configContract": "v1.9", "kubernetesVersion": kubeFrom, "vip": s.addr(240),
 	}
 	maps.Copy(cluster, s.clusterExtra)
 	cfg := map[string]string{
@@ -467,3 +467,11 @@ func steps(ss []gate.Step) string {
 	}
 	return b.String()
 }
+
+// The Talos and Kubernetes releases the scenarios' clusters are created
+// on, as the dev and prod clusters were (contract v1.9), before any
+// `milner upgrade`; the Talos API doubles run talosFrom.
+const (
+	talosFrom = "v1.9.5"
+	kubeFrom  = "v1.32.3"
+)

@@ -656,7 +656,7 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 	t.Cleanup(func() { _ = s.c.Close() })
 	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 10 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 1 << 30})
 	for _, n := range nodes {
-		if _, err := s.c.AddNode(n.name, netip.AddrPortFrom(n.addr(subnet), 50000), disks, talosapi.WithPlatform(talosapi.Metal)); err != nil {
+		if _, err := s.c.AddNode(n.name, netip.AddrPortFrom(n.addr(subnet), 50000), disks, talosapi.WithPlatform(talosapi.Metal), talosapi.WithVersion(talosFrom)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -698,7 +698,7 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 			}
 		}
 		if err == nil {
-			go a.Kubelet(s.c, done)
+			go a.Kubelet(s.c, done, kubeletTiming())
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
@@ -924,4 +924,14 @@ func (s *talosLayer) kubeconfigCertificate(ctx context.Context) *x509.Certificat
 		t.Fatal(err)
 	}
 	return c
+}
+
+// kubeletTiming is the played kubelet's: clusterapi.CIKubelet, or with
+// MILNER_DOUBLE_TIMING=real the kubelet's own (clusterapi.RealKubelet),
+// run by hand.
+func kubeletTiming() clusterapi.KubeletTiming {
+	if os.Getenv("MILNER_DOUBLE_TIMING") == "real" {
+		return clusterapi.RealKubelet
+	}
+	return clusterapi.CIKubelet
 }

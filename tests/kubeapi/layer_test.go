@@ -7,14 +7,24 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tests/testpki"
 )
+
+// forgeURL is a forge on loopback that answers, as the forge-answers rule
+// asks of Woodpecker's forge before any up (internal/pipeline/forge.go);
+// one per test process.
+var forgeURL = sync.OnceValue(func() string {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })).URL
+})
 
 // Apps of the scenario that carry Milner's hardened profiles, on the test
 // chart: what the profiles create besides the release (the Secrets the
@@ -25,7 +35,7 @@ func woodpeckerApp() app {
 	a.Woodpecker = map[string]any{
 		"host":   "https://ci.example.org",
 		"admins": []any{"alice"},
-		"forge":  map[string]any{"kind": "forgejo", "url": "https://forge.example.org"},
+		"forge":  map[string]any{"kind": "forgejo", "url": forgeURL()},
 	}
 	return a
 }

@@ -159,8 +159,13 @@ func renderedOIDC(t *testing.T, oidc map[string]any) (args map[string]string, mo
 		}
 		args, mounts = map[string]string{}, map[string]string{}
 		for k, v := range cfg.Cluster().APIServer().ExtraArgs() {
+			// machinery v1.13 models an argument as a list (repeated
+			// flags); an OIDC flag is given once.
 			if strings.HasPrefix(k, "oidc-") {
-				args[k] = v
+				if len(v) != 1 {
+					t.Fatalf("%s is given %d times: %v", k, len(v), v)
+				}
+				args[k] = v[0]
 			}
 		}
 		for _, v := range cfg.Cluster().APIServer().ExtraVolumes() {

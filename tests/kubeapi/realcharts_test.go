@@ -17,11 +17,11 @@ import (
 func publishedChart(t *testing.T, chart, version string) map[string]any {
 	t.Helper()
 	for _, p := range config.PublishedCharts {
-		if p.Name == chart && slices.Contains(p.Versions, version) {
+		if p.Name == chart {
 			return map[string]any{"repo": p.Repo, "name": chart, "version": version}
 		}
 	}
-	t.Fatalf("%s %s is not recorded as published (config.PublishedCharts)", chart, version)
+	t.Fatalf("%s has no record of where it is published (config.PublishedCharts)", chart)
 	return nil
 }
 
@@ -45,7 +45,7 @@ func TestRealChartsOnRealAPI(t *testing.T) {
 		Values: map[string]any{"agent": map[string]any{"replicaCount": 1}},
 		Woodpecker: map[string]any{
 			"host": "https://ci.example.org", "admins": []any{"alice"},
-			"forge": map[string]any{"kind": "forgejo", "url": "https://forge.example.org"},
+			"forge": map[string]any{"kind": "forgejo", "url": forgeURL()},
 		}}
 	s := newAppsScenario(t, api, vault, woodpecker)
 	s.storage = map[string]any{"chart": publishedChart(t, config.StorageChartName, config.DefaultStorageChart.Version)}

@@ -38,7 +38,7 @@ func TestAppsAdoptAfterLostState(t *testing.T) {
 		Values: map[string]any{"agent": map[string]any{"replicaCount": 1}},
 		Woodpecker: map[string]any{
 			"host": "https://ci.example.org", "admins": []any{"alice"},
-			"forge": map[string]any{"kind": "forgejo", "url": "https://forge.example.org"},
+			"forge": map[string]any{"kind": "forgejo", "url": forgeURL()},
 		}}
 	s := newAppsScenario(t, api, vault, woodpecker)
 	s.storage = map[string]any{"chart": publishedChart(t, config.StorageChartName, config.DefaultStorageChart.Version)}

@@ -99,7 +99,7 @@ func newProd(t *testing.T) *prod {
 		"/sdn/zones/localnetwork": {"SDN.Use"},
 	}}
 	p.pve.AddToken(p.token)
-	for _, v := range []string{"v1.9.5", "v1.9.6"} {
+	for _, v := range []string{talosFrom, talosTo} {
 		p.pve.AddImage(imageURL(v), pveapi.Image{Data: []byte("talos " + v + " nocloud"), VirtualSize: pveapi.GiB})
 	}
 	serve(t, p.pve)
@@ -159,7 +159,7 @@ func (p *prod) initProject() {
 	for _, f := range []string{"Pulumi.yaml", "Pulumi.prod.yaml"} {
 		b, err := os.ReadFile(filepath.Join(repo, f))
 		noErr(p.t, err)
-		noErr(p.t, os.WriteFile(filepath.Join(p.dir, f), b, 0o600))
+		noErr(p.t, os.WriteFile(filepath.Join(p.dir, f), pinVersions(b), 0o600))
 	}
 	noErr(p.t, os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(p.dir, ".tools")))
 	sum := sha256.Sum256([]byte("talos v1.9.5 nocloud"))
@@ -220,7 +220,7 @@ func (p *prod) newTalos() {
 	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 64 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 128 << 30})
 	byVM := map[int]*talosapi.Node{}
 	for _, n := range prodNodes {
-		node, err := p.talos.AddNode(n.name, netip.MustParseAddrPort(n.addr+":50000"), disks, talosapi.WithPlatform(talosapi.Nocloud), talosapi.WithPoweredOff())
+		node, err := p.talos.AddNode(n.name, netip.MustParseAddrPort(n.addr+":50000"), disks, talosapi.WithPlatform(talosapi.Nocloud), talosapi.WithPoweredOff(), talosapi.WithVersion(talosFrom))
 		noErr(t, err)
 		byVM[n.vmid] = node
 	}
@@ -287,6 +287,12 @@ func (p *prod) newTalos() {
 					break
 				}
 			}
+		}
+		if err == nil {
+			// Each node's kubelet: the mirror pods of the static pods
+			// Talos writes, at their config version, on the node's
+			// address, what the wait between control planes looks for.
+			go a.Kubelet(p.talos, done, clusterapi.CIKubelet)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,7 @@ func project(t *testing.T) *engine.Stack {
 		b, err := os.ReadFile(filepath.Join(repo, f))
 		require.NoError(t, err)
 		if f == "Pulumi.prod.yaml" {
-			b = []byte(strings.Replace(string(b), "config:\n", "config:\n  milner:stopAfter: substrate\n", 1))
+			b = []byte(strings.Replace(string(pinVersions(b)), "config:\n", "config:\n  milner:stopAfter: substrate\n", 1))
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o600))
 	}
@@ -259,4 +260,26 @@ func journal(t *testing.T, s *pveapi.Server, mark int) {
 	for _, e := range s.Journal()[mark:] {
 		t.Logf("pve: %s", e)
 	}
+}
+
+// The Talos and Kubernetes releases the prod scenarios' cluster runs: the
+// committed Pulumi.prod.yaml as its cluster was created, before any
+// `milner upgrade` (the PVE double serves these images; the nodes' Talos
+// API doubles run talosFrom).
+const (
+	talosFrom = "v1.9.5"
+	talosTo   = "v1.9.6"
+	kubeFrom  = "v1.32.3"
+)
+
+var (
+	talosVersionLine = regexp.MustCompile(`(?m)^(\s+talosVersion:) \S+$`)
+	kubeVersionLine  = regexp.MustCompile(`(?m)^(\s+kubernetesVersion:) \S+$`)
+)
+
+// pinVersions sets a stack file's talosVersion and kubernetesVersion to
+// talosFrom and kubeFrom.
+func pinVersions(b []byte) []byte {
+	b = talosVersionLine.ReplaceAll(b, []byte("${1} "+talosFrom))
+	return kubeVersionLine.ReplaceAll(b, []byte("${1} "+kubeFrom))
 }

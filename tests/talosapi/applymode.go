@@ -45,7 +45,7 @@ func canApplyImmediate(current, next config.Provider) error {
 		nm.MachineTime = cm.MachineTime //nolint:staticcheck // Talos compares it too
 		nm.MachineCertSANs = cm.MachineCertSANs
 		nm.MachineInstall = cm.MachineInstall
-		nm.MachineNetwork = cm.MachineNetwork
+		nm.MachineNetwork = cm.MachineNetwork //nolint:staticcheck // Talos compares it too
 		nm.MachineSysfs = cm.MachineSysfs
 		nm.MachineSysctls = cm.MachineSysctls
 		nm.MachineLogging = cm.MachineLogging
@@ -67,7 +67,7 @@ func canApplyImmediate(current, next config.Provider) error {
 		}
 	}
 	if !reflect.DeepEqual(currentConfig, newConfig) {
-		diff, err := configdiff.DiffToString(container.NewV1Alpha1(currentConfig), container.NewV1Alpha1(newConfig))
+		diff, err := configdiff.DiffConfigs(container.NewV1Alpha1(currentConfig), container.NewV1Alpha1(newConfig))
 		if err != nil {
 			return fmt.Errorf("error calculating diff: %w", err)
 		}
@@ -79,7 +79,7 @@ func canApplyImmediate(current, next config.Provider) error {
 // generateDiff is a dry run's diff of the running config against the new
 // one (v1alpha1_server.go, generateDiff).
 func generateDiff(current config.Provider, next config.Provider) (string, error) {
-	documentsDiff, err := configdiff.DiffToString(current, next)
+	documentsDiff, err := configdiff.DiffConfigs(current, next)
 	if err != nil {
 		return "", err
 	}

@@ -1,8 +1,12 @@
 // Package talosapi is a test double of the Talos API: one Cluster of Nodes,
 // each listening on its own address (netip.AddrPort) and answering Talos'
-// machine, storage and COSI state APIs as Talos v1.9 serves them, built on
-// machinery's own generated API types and Talos' own authorization code.
-// Only tests import it.
+// machine, storage and COSI state APIs as Talos v1.9 serves them. Its
+// server logic is a re-implementation, read from Talos' source (each
+// behaviour cites where, below), not Talos' own server code: what it takes
+// from Talos is machinery's generated API types, client, config loading,
+// validation, patching and diff and resource types, the gRPC authz
+// middleware (Injector, Authorizer) and pkg/kubeconfig. Only tests import
+// it.
 //
 // # Using it
 //
@@ -87,8 +91,12 @@
 // resolved to it, Reset with reboot) or when a test power-cycles it; each
 // reboot is a "reboot" event in the journal, naming its cause.
 //
-// # What is simplified, and why the provider and milner cannot tell
+// # What is not modelled
 //
-// See simplified.go for the list: each simplification is of something the
-// terraform provider, the Pulumi plugin and milner never read.
+// There is no list in code of what the double leaves out. Known gaps:
+// time (a node boots, reboots and joins etcd at once unless a test sets
+// WithBootDelay, WithRebootDowntime or WithManualReady), networking (a
+// node listens on its address whatever its config's network section
+// says), and drain (Shutdown and Upgrade answer at once, cordoning and
+// draining nothing; Upgrade pulls no installer image).
 package talosapi

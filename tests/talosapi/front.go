@@ -22,6 +22,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/api/storage"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,6 +54,7 @@ type incarnation struct {
 	backend *grpc.Server
 	bufLis  *bufconn.Listener
 	conn    *grpc.ClientConn // to the backend
+	level   apiLevel         // the Talos version this boot runs
 
 	mu    sync.Mutex // guards front
 	front *grpc.Server
@@ -61,11 +63,15 @@ type incarnation struct {
 // newIncarnationLocked builds the servers of the node's current boot
 // (c.mu held).
 func (n *Node) newIncarnationLocked() (*incarnation, error) {
-	inc := &incarnation{n: n, maintenance: n.active == nil}
+	lvl := apiLevel(n.version)
+	inc := &incarnation{n: n, maintenance: n.active == nil, level: lvl}
 	var err error
 	if inc.maintenance {
-		// maintenance.TLSProvider: tls.ServerOnly, the maintenance
-		// service's own certificate (secrets.MaintenanceServiceCerts).
+		// v1.9 to v1.12: maintenance.TLSProvider, tls.ServerOnly, the
+		// maintenance service's own certificate
+		// (secrets.MaintenanceServiceCerts); v1.13: apid with
+		// SkipVerifyingClientCert and the same maintenance certificate
+		// (controllers/secrets/api.go).
 		inc.tlsConfig, err = maintenanceTLS(n.addr.Addr(), n.hostnameLocked())
 	} else {
 		sec := n.active.cfg.Machine().Security()
@@ -74,33 +80,40 @@ func (n *Node) newIncarnationLocked() (*incarnation, error) {
 			caCrt = sec.IssuingCA().Crt
 		}
 		inc.tlsConfig, err = apidTLS(caCrt, sec.AcceptedCAs(), n.addr.Addr(), n.hostnameLocked(),
-			n.active.cfg.Machine().Features().ApidCheckExtKeyUsageEnabled(), func() (*sidx509.PEMEncodedCertificateAndKey, error) {
+			lvl.rbacAlways() || legacyFeature(n.active, func(f *v1alpha1.FeaturesConfig) *bool { return f.ApidCheckExtKeyUsage }), func() (*sidx509.PEMEncodedCertificateAndKey, error) {
 				return n.c.issuer(caCrt)
 			})
-		inc.rbac = n.active.cfg.Machine().Features().RBACEnabled()
+		inc.rbac = lvl.rbacAlways() || legacyFeature(n.active, func(f *v1alpha1.FeaturesConfig) *bool { return f.RBAC })
 	}
 	if err != nil {
 		return nil, err
 	}
 
 	// The backend: machined's interceptors (services/machined.go, Main):
-	// roles from metadata, then the authorizer; the maintenance service has
-	// no authorizer (controllers/runtime/maintenance_service.go).
+	// roles from metadata, then the authorizer. The maintenance service of
+	// v1.9 to v1.12 has no authorizer (controllers/runtime/
+	// maintenance_service.go); from v1.13 machined answers maintenance
+	// mode too, its rules and all (versions.go).
+	legacyMaintenance := inc.maintenance && !lvl.unifiedMaintenance()
 	mdOnly := &authz.Injector{Mode: authz.MetadataOnly}
 	unary := []grpc.UnaryServerInterceptor{mdOnly.UnaryInterceptor(), n.journalUnary}
 	stream := []grpc.StreamServerInterceptor{mdOnly.StreamInterceptor(), n.journalStream}
-	if !inc.maintenance {
-		authorizer := &authz.Authorizer{Rules: machinedRules, FallbackRoles: role.MakeSet(role.Admin)}
+	if !legacyMaintenance {
+		authorizer := &authz.Authorizer{Rules: lvl.rules(), FallbackRoles: role.MakeSet(role.Admin)}
 		unary = append(unary, authorizer.UnaryInterceptor())
 		stream = append(stream, authorizer.StreamInterceptor())
 	}
 	unary = append(unary, n.faultUnary)
 	stream = append(stream, n.faultStream)
 	inc.backend = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
-	if inc.maintenance {
+	if legacyMaintenance {
 		machine.RegisterMachineServiceServer(inc.backend, &maintenanceServer{n: n})
 	} else {
 		machine.RegisterMachineServiceServer(inc.backend, &machined{n: n})
+	}
+	if lvl.lifecycle() {
+		machine.RegisterLifecycleServiceServer(inc.backend, &lifecycle{n: n})
+		machine.RegisterImageServiceServer(inc.backend, &images{n: n})
 	}
 	storage.RegisterStorageServiceServer(inc.backend, &storaged{n: n})
 	cosiv1alpha1.RegisterStateServer(inc.backend, cosiserver.NewState(n.st))

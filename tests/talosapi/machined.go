@@ -10,9 +10,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/siderolabs/talos/pkg/grpc/middleware/authz"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/role"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -41,9 +45,13 @@ func (n *Node) checkControlplaneLocked(apiName string) error {
 // NO_REBOOT refuse a change that needs a reboot), the dry run answering
 // the resolved mode and a diff; then NO_REBOOT (and TRY) run the new
 // config, STAGED only writes it for the next boot, REBOOT writes it and
-// reboots. v1.9.5 accepts a config without a v1alpha1 document (v1.12.0
-// refuses it first); canApplyImmediate then answers "new config is not
-// v1alpha1".
+// reboots. From v1.10 a configured node refuses a config without a
+// v1alpha1 document; before, canApplyImmediate answers "new config is not
+// v1alpha1". From v1.13 it answers maintenance mode too (versions.go): an
+// os:reader may call it only there; AUTO and REBOOT become NO_REBOOT,
+// nothing is refused as needing a reboot, and a NO_REBOOT config is booted
+// with at once, a STAGED one at the next boot. TRY in maintenance mode is
+// not modelled (nothing calls it).
 func (m *machined) ApplyConfiguration(ctx context.Context, in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
 	n := m.n
 	mode := in.Mode.String()
@@ -52,6 +60,10 @@ func (m *machined) ApplyConfiguration(ctx context.Context, in *machine.ApplyConf
 
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
+	inMaintenance := n.active == nil
+	if !inMaintenance && !authz.HasRole(ctx, role.Admin) {
+		return nil, authz.ErrNotAuthorized
+	}
 	if in.Mode != machine.ApplyConfigurationRequest_TRY {
 		n.cancelTryRollbackLocked()
 	}
@@ -59,7 +71,11 @@ func (m *machined) ApplyConfiguration(ctx context.Context, in *machine.ApplyConf
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	vmode := n.validationMode(true)
+	lvl := apiLevel(n.version)
+	if !inMaintenance && lvl.v1alpha1Required() && next.cfg.RawV1Alpha1() == nil {
+		return nil, status.Error(codes.InvalidArgument, "the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
+	}
+	vmode := n.validationMode(!inMaintenance)
 	warnings, err := next.cfg.Validate(vmode)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -69,18 +85,27 @@ func (m *machined) ApplyConfiguration(ctx context.Context, in *machine.ApplyConf
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	warnings = slices.Concat(warnings, warningsRuntime)
+	if inMaintenance && in.Mode == machine.ApplyConfigurationRequest_REBOOT {
+		in.Mode = machine.ApplyConfigurationRequest_NO_REBOOT
+	}
+	immediate := func() error {
+		if inMaintenance {
+			return nil
+		}
+		return canApplyImmediate(n.active.cfg, next.cfg)
+	}
 
 	//nolint:exhaustive // as machined: the rest is refused below
 	switch in.Mode {
 	case machine.ApplyConfigurationRequest_TRY, machine.ApplyConfigurationRequest_NO_REBOOT:
-		if err := canApplyImmediate(n.active.cfg, next.cfg); err != nil {
+		if err := immediate(); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 		modeDetails = "Applied configuration without a reboot"
 	case machine.ApplyConfigurationRequest_STAGED:
 		modeDetails = "Staged configuration to be applied after the next reboot"
 	case machine.ApplyConfigurationRequest_AUTO:
-		if err := canApplyImmediate(n.active.cfg, next.cfg); err != nil {
+		if err := immediate(); err != nil {
 			in.Mode = machine.ApplyConfigurationRequest_REBOOT
 			modeDetails = "Applied configuration with a reboot"
 			modeErr = ": " + err.Error()
@@ -93,7 +118,11 @@ func (m *machined) ApplyConfiguration(ctx context.Context, in *machine.ApplyConf
 	_ = mode // machined logs it
 
 	if in.DryRun {
-		details, err := generateDiff(n.active.cfg, next.cfg)
+		var running config.Provider
+		if !inMaintenance {
+			running = n.active.cfg
+		}
+		details, err := generateDiff(running, next.cfg)
 		if err != nil {
 			return nil, fmt.Errorf("failed to generate diff: %w", err)
 		}
@@ -104,20 +133,25 @@ func (m *machined) ApplyConfiguration(ctx context.Context, in *machine.ApplyConf
 	}
 
 	//nolint:exhaustive // as machined
-	switch in.Mode {
-	case machine.ApplyConfigurationRequest_TRY:
+	switch {
+	case in.Mode == machine.ApplyConfigurationRequest_TRY && inMaintenance:
+		return nil, status.Error(codes.Unimplemented, "talosapi double: TRY in maintenance mode is not modelled")
+	case in.Mode == machine.ApplyConfigurationRequest_TRY:
 		timeout := constants.ConfigTryTimeout
 		if in.TryModeTimeout != nil {
 			timeout = in.TryModeTimeout.AsDuration()
 		}
 		modeDetails += fmt.Sprintf("\nThe config is applied in 'try' mode and will be automatically reverted back in %s", timeout.String())
 		n.tryLocked(next, timeout)
-	case machine.ApplyConfigurationRequest_NO_REBOOT:
+	case in.Mode == machine.ApplyConfigurationRequest_NO_REBOOT && inMaintenance:
+		n.persisted = next
+		n.configuredLater()
+	case in.Mode == machine.ApplyConfigurationRequest_NO_REBOOT:
 		n.persisted, n.active = next, next
 		n.c.syncLocked()
-	case machine.ApplyConfigurationRequest_STAGED:
+	case in.Mode == machine.ApplyConfigurationRequest_STAGED:
 		n.persisted = next
-	case machine.ApplyConfigurationRequest_REBOOT:
+	case in.Mode == machine.ApplyConfigurationRequest_REBOOT:
 		n.persisted = next
 		n.rebootLater("ApplyConfiguration")
 	default:
@@ -195,15 +229,21 @@ func (m *machined) Kubeconfig(_ *emptypb.Empty, srv machine.MachineService_Kubec
 	return srv.Send(&common.Data{Bytes: b})
 }
 
-// Version is Server.Version: the running tag, the platform, RBAC.
+// Version is Server.Version: the running tag, the platform, and RBAC
+// (the config's machine.features.rbac; always on from v1.12); no features
+// without a config (v1.13's maintenance mode).
 func (m *machined) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
 	n := m.n
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
+	var features *machine.FeaturesInfo
+	if n.active != nil {
+		features = &machine.FeaturesInfo{Rbac: apiLevel(n.version).rbacAlways() || legacyFeature(n.active, func(f *v1alpha1.FeaturesConfig) *bool { return f.RBAC })}
+	}
 	return &machine.VersionResponse{Messages: []*machine.Version{{
 		Version:  n.versionInfoLocked(),
 		Platform: &machine.PlatformInfo{Name: n.opts.platform.Name, Mode: n.opts.platform.Mode},
-		Features: &machine.FeaturesInfo{Rbac: n.active.cfg.Machine().Features().RBACEnabled()},
+		Features: features,
 	}}}, nil
 }
 
@@ -416,24 +456,31 @@ func (m *machined) Reset(_ context.Context, in *machine.ResetRequest) (*machine.
 	return &machine.ResetResponse{Messages: []*machine.Reset{{ActorId: uuid.NewString()}}}, nil
 }
 
-// Upgrade is Server.Upgrade: on a control plane without force, etcd is
-// checked first (etcd.Client.ValidateForUpgrade); then the node installs
-// the image and reboots into it (staged or not: SequenceStageUpgrade
-// installs during the reboot). The installer image is not pulled: use
-// FailCalls for a pull that fails.
+// Upgrade is Server.Upgrade: on a control plane without force (and, from
+// v1.12, without preserve) etcd is checked first
+// (etcd.Client.ValidateForUpgrade); then the node installs the image and
+// reboots into it (staged or not: SequenceStageUpgrade installs during the
+// reboot). The installer image is not pulled: use FailCalls for a pull
+// that fails.
 func (m *machined) Upgrade(_ context.Context, in *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
 	n := m.n
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
-	if n.controlPlaneLocked() && !in.GetForce() {
+	etcdCheck := !in.GetForce() && (!in.GetPreserve() || !apiLevel(n.version).preserveSkipsEtcdCheck())
+	if n.controlPlaneLocked() && etcdCheck {
 		if err := n.c.validateForUpgradeLocked(); err != nil {
 			return nil, fmt.Errorf("error validating etcd for upgrade: %w", err)
 		}
 	}
-	image := in.GetImage()
-	n.nextVersion = image[strings.LastIndex(image, ":")+1:]
+	n.installLocked(in.GetImage())
 	n.rebootLater("Upgrade")
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{Ack: "Upgrade request received", ActorId: uuid.NewString()}}}, nil
+}
+
+// installLocked installs the installer image's Talos for the next boot:
+// the version is the image's tag.
+func (n *Node) installLocked(image string) {
+	n.nextVersion = image[strings.LastIndex(image, ":")+1:]
 }
 
 // ImagePull is Server.ImagePull (talos v1.9.5 v1alpha1_images.go): the

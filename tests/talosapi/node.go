@@ -14,11 +14,12 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 )
 
 // DefaultVersion is the Talos version a node runs unless WithVersion says
 // otherwise: the version Milner's stacks run.
-const DefaultVersion = "v1.9.5"
+const DefaultVersion = "v1.13.9"
 
 // Node is one Talos machine: its disks, the config on its STATE partition,
 // the config it runs, and the API it serves while powered on.
@@ -48,6 +49,7 @@ type Node struct {
 	etcdErrors                  []string
 	nodeReady                   bool
 	faults                      map[string]error
+	images                      map[string][]string // pulled, by containerd instance (lifecycle.go)
 	tryRollback                 *time.Timer
 	readyTimer                  *time.Timer
 }
@@ -184,8 +186,8 @@ func (n *Node) Endpoint() string { return n.Addr().String() }
 // hostnameLocked is the node's hostname: its config's, else its name.
 func (n *Node) hostnameLocked() string {
 	if n.active != nil {
-		if h := n.active.cfg.Machine().Network().Hostname(); h != "" {
-			return h
+		if hc := n.active.cfg.NetworkHostnameConfig(); hc != nil && hc.Hostname() != "" {
+			return hc.Hostname()
 		}
 	}
 	return n.name
@@ -296,7 +298,7 @@ func (n *Node) Wipe() error {
 	n.c.mu.Unlock()
 	n.halt("wipe", "")
 	n.c.mu.Lock()
-	n.persisted, n.active, n.etcdData, n.member = nil, nil, false, nil
+	n.persisted, n.active, n.etcdData, n.member, n.images = nil, nil, false, nil, nil
 	n.st = newState()
 	n.c.mu.Unlock()
 	if !on {
@@ -580,6 +582,18 @@ func validConfig(raw []byte, mode validationMode) (*machineConfig, error) {
 		return nil, fmt.Errorf("validate config: %w", err)
 	}
 	return mc, nil
+}
+
+// legacyFeature reads a machine.features switch of mc's v1alpha1 document
+// (rbac, apidCheckExtKeyUsage): Talos v1.9 to v1.11 follow it; from v1.12
+// both are always on and machinery no longer reads them (versions.go).
+func legacyFeature(mc *machineConfig, field func(*v1alpha1.FeaturesConfig) *bool) bool {
+	raw := mc.cfg.RawV1Alpha1()
+	if raw == nil || raw.MachineConfig == nil || raw.MachineConfig.MachineFeatures == nil {
+		return false
+	}
+	v := field(raw.MachineConfig.MachineFeatures)
+	return v != nil && *v
 }
 
 // worker reports a worker config.

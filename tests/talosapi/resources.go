@@ -104,17 +104,17 @@ func (n *Node) syncLocked() {
 	n.syncMachineConfigLocked(ctx)
 	putIf(ctx, st, cp, k8s.NewAPIServerConfig(), func(r *k8s.APIServerConfig) {
 		r.TypedSpec().Image = n.active.cfg.Cluster().APIServer().Image()
-		r.TypedSpec().ExtraArgs = n.active.cfg.Cluster().APIServer().ExtraArgs()
+		r.TypedSpec().ExtraArgs = argValues(n.active.cfg.Cluster().APIServer().ExtraArgs())
 	})
 	putIf(ctx, st, cp, k8s.NewControllerManagerConfig(), func(r *k8s.ControllerManagerConfig) {
 		r.TypedSpec().Enabled = true
 		r.TypedSpec().Image = n.active.cfg.Cluster().ControllerManager().Image()
-		r.TypedSpec().ExtraArgs = n.active.cfg.Cluster().ControllerManager().ExtraArgs()
+		r.TypedSpec().ExtraArgs = argValues(n.active.cfg.Cluster().ControllerManager().ExtraArgs())
 	})
 	putIf(ctx, st, cp, k8s.NewSchedulerConfig(), func(r *k8s.SchedulerConfig) {
 		r.TypedSpec().Enabled = true
 		r.TypedSpec().Image = n.active.cfg.Cluster().Scheduler().Image()
-		r.TypedSpec().ExtraArgs = n.active.cfg.Cluster().Scheduler().ExtraArgs()
+		r.TypedSpec().ExtraArgs = argValues(n.active.cfg.Cluster().Scheduler().ExtraArgs())
 	})
 	n.syncStaticPodsLocked(ctx, cp)
 	n.syncServicesLocked(ctx, configured, kubeletRestarts)
@@ -195,7 +195,7 @@ func (n *Node) syncStaticPodsLocked(ctx context.Context, cp bool) {
 	}
 	for _, p := range controlPlanePods {
 		var image string
-		var args map[string]string
+		var args map[string]k8s.ArgValues
 		version := ""
 		if cp {
 			r, err := st.Get(ctx, resource.NewMetadata(k8s.ControlPlaneNamespaceName, p.cfg, p.id, resource.VersionUndefined))
@@ -213,8 +213,11 @@ func (n *Node) syncStaticPodsLocked(ctx context.Context, cp bool) {
 			}
 		}
 		command := []string{"/usr/local/bin/" + p.id}
+		// argsbuilder.Args.Args: each value of a key its own flag, keys sorted.
 		for _, k := range slices.Sorted(maps.Keys(args)) {
-			command = append(command, fmt.Sprintf("--%s=%s", k, args[k]))
+			for _, v := range args[k].Values {
+				command = append(command, fmt.Sprintf("--%s=%s", k, v))
+			}
 		}
 		putIf(ctx, st, cp, k8s.NewStaticPod(k8s.NamespaceName, p.id), func(r *k8s.StaticPod) {
 			r.TypedSpec().Pod = map[string]any{
@@ -369,4 +372,15 @@ func putIf[T resource.Resource](ctx context.Context, st state.State, want bool, 
 	if err := st.Destroy(ctx, r.Metadata()); err != nil && !state.IsNotFoundError(err) {
 		panic(fmt.Sprintf("talosapi: remove %s: %v", r.Metadata(), err))
 	}
+}
+
+// argValues is a config's extra args as the control plane config
+// resources hold them (ControlPlaneStaticPodController reads each key's
+// Values).
+func argValues(args map[string][]string) map[string]k8s.ArgValues {
+	out := make(map[string]k8s.ArgValues, len(args))
+	for k, v := range args {
+		out[k] = k8s.ArgValues{Values: v}
+	}
+	return out
 }

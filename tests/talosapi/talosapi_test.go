@@ -137,12 +137,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Maintenance mode answers as internal/app/maintenance/server.go: Disks,
-// ApplyConfiguration for AUTO/REBOOT/TRY only, a dry run without a mode,
-// and the admin-only calls refused to every (insecure) caller.
+// Maintenance mode up to v1.12 answers as internal/app/maintenance/server.go:
+// Disks, ApplyConfiguration for AUTO/REBOOT/TRY only, a dry run without a
+// mode, and the admin-only calls refused to every (insecure) caller.
 func TestMaintenanceMode(t *testing.T) {
 	e := newEnv(t)
-	n := e.add("cp-1", 1)
+	n := e.add("cp-1", 1, talosapi.WithVersion("v1.12.11"))
 	cl := e.insecure(n)
 	c := ctx(t)
 
@@ -182,6 +182,36 @@ func TestMaintenanceMode(t *testing.T) {
 	assert.Equal(t, []string{"os:reader"}, j[0].Roles)
 	assert.True(t, j[2].DryRun())
 	assert.Equal(t, machine.ApplyConfigurationRequest_REBOOT, j[2].Resolved())
+}
+
+// From v1.13 maintenance mode is machined's own API (b7d70cf6 "unify
+// maintenance and regular APIs"; v1alpha1_server.go ApplyConfiguration):
+// an os:reader may ask Version and apply a config; AUTO and REBOOT boot it
+// without a reboot, STAGED only keeps it for a next boot.
+func TestMaintenanceModeFromV113(t *testing.T) {
+	e := newEnv(t)
+	n := e.add("cp-1", 1)
+	cl := e.insecure(n)
+	c := ctx(t)
+
+	v, err := cl.Version(c)
+	require.NoError(t, err)
+	assert.Equal(t, talosapi.DefaultVersion, v.GetMessages()[0].GetVersion().GetTag())
+
+	dry, err := cl.ApplyConfiguration(c, &machine.ApplyConfigurationRequest{Data: e.cp, Mode: machine.ApplyConfigurationRequest_AUTO, DryRun: true})
+	require.NoError(t, err)
+	assert.Equal(t, machine.ApplyConfigurationRequest_NO_REBOOT, dry.GetMessages()[0].GetMode())
+
+	_, err = cl.ApplyConfiguration(c, &machine.ApplyConfigurationRequest{Data: e.cp, Mode: machine.ApplyConfigurationRequest_STAGED})
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	assert.True(t, n.Status().Maintenance, "a staged config is not booted")
+	assert.True(t, n.Status().Pending, "a staged config is kept for the next boot")
+
+	_, err = cl.ApplyConfiguration(c, &machine.ApplyConfigurationRequest{Data: e.cp, Mode: machine.ApplyConfigurationRequest_REBOOT})
+	require.NoError(t, err)
+	waitFor(t, "configured", func() bool { s := n.Status(); return s.On && !s.Maintenance })
+	assert.Empty(t, e.c.Journal().Calls("Reboot"), "nothing asked the node to reboot")
 }
 
 // The first config applied in maintenance mode switches the node to
@@ -560,7 +590,10 @@ func TestWhatUpgradeK8sReads(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "registry.k8s.io/kube-controller-manager:v"+k8sVersion, cm.TypedSpec().Image)
 
-	require.NoError(t, c.ImagePull(cx, common.ContainerdNamespace_NS_CRI, "registry.k8s.io/kube-apiserver:v1.34.2"))
-	err = c.ImagePull(cx, common.ContainerdNamespace_NS_UNKNOWN, "registry.k8s.io/kube-apiserver:v1.34.2")
+	// MachineService.ImagePull, deprecated upstream for ImageService, is what
+	// nodes below v1.13 serve.
+	pull := c.ImagePull //nolint:staticcheck // see above
+	require.NoError(t, pull(cx, common.ContainerdNamespace_NS_CRI, "registry.k8s.io/kube-apiserver:v1.34.2"))
+	err = pull(cx, common.ContainerdNamespace_NS_UNKNOWN, "registry.k8s.io/kube-apiserver:v1.34.2")
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 }

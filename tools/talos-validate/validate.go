@@ -131,13 +131,16 @@ func generateOne(n *wire.Node, bundles map[string]*secrets.Bundle) (config.Provi
 	if err != nil {
 		return nil, err
 	}
-	// The provider's default options (util.go), then the contract.
+	// The provider's default options (util.go), then the contract. The
+	// provider's WithPersist(true) is machinery's default (v1.12.0
+	// options.go DefaultGenOptions, Persist: true) and the option is gone
+	// from v1.13, where persist is always on; this code links every
+	// validator's machinery, so it leaves the default.
 	gen, err := generate.NewInput(n.ClusterName, n.Endpoint, n.KubernetesVersion,
 		generate.WithClusterDiscovery(true),
 		generate.WithDNSDomain(constants.DefaultDNSDomain),
 		generate.WithInstallDisk("/dev/sda"),
 		generate.WithInstallImage(fmt.Sprintf("%s/%s/installer:%s", gendata.ImagesRegistry, gendata.ImagesUsername, gendata.VersionTag)),
-		generate.WithPersist(true),
 		generate.WithSecretsBundle(bundles[vc.String()]),
 		generate.WithVersionContract(vc),
 	)

@@ -1,0 +1,4 @@
+package applymode
+
+// Patched is patched, for the external tests.
+var Patched = patched

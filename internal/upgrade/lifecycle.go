@@ -1,0 +1,141 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/siderolabs/talos/cmd/talosctl/pkg/talos/kubeclient"
+	"github.com/siderolabs/talos/cmd/talosctl/pkg/talos/nodedrain"
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/reporter"
+	"golang.org/x/mod/semver"
+)
+
+// Talos v1.13 upgrades through LifecycleService (api/machine/lifecycle.proto,
+// new in v1.13.0; MachineService.Upgrade is deprecated and removed in
+// v1.18). `talosctl upgrade` v1.13.9 (cmd/talosctl/cmd/talos/upgrade.go,
+// upgradeViaLifecycleService) uses it on nodes in the version range
+// ">1.13.0-alpha.2 <2.0.0" and falls back to MachineService.Upgrade below:
+// pull the installer (ImageService.Pull), install it
+// (LifecycleService.Upgrade streams progress and ends with an exit code; it
+// does not reboot), cordon and drain the node from the client
+// (cmd/talosctl/pkg/talos/nodedrain: kubectl's drain, PodDisruptionBudgets
+// honoured, 5 minutes), reboot it (MachineService.Reboot), and uncordon it
+// once its Node is Ready. The containerd instance is talosctl's default
+// ("system": the CRI driver, the system namespace).
+
+// lifecycleSince is the first Talos version whose nodes talosctl upgrades
+// through LifecycleService.
+const lifecycleSince = "v1.13.0"
+
+// lifecycleAPI reports a node version upgraded through LifecycleService.
+func lifecycleAPI(running string) bool { return semver.Compare(running, lifecycleSince) >= 0 }
+
+// installerContainerd is talosctl upgrade's default containerd instance.
+var installerContainerd = &common.ContainerdInstance{Driver: common.ContainerDriver_CRI, Namespace: common.ContainerdNamespace_NS_SYSTEM}
+
+// upgradeLifecycle pulls and installs image on a v1.13+ node, drains it
+// and asks it to reboot; the stage names what failed. The node is
+// uncordoned by uncordonLifecycle after it came back.
+func (c *Cluster) upgradeLifecycle(ctx context.Context, n Node, image string, o Options, what string) (string, error) {
+	cl := c.clients[n.Name]
+	if err := pullImage(ctx, cl, image); err != nil {
+		return "upgrade", fmt.Errorf("pull %s: %w", image, err)
+	}
+	if err := installImage(ctx, cl, image); err != nil {
+		return "upgrade", err
+	}
+	_, _ = fmt.Fprintf(o.Out, "%s: installed %s; cordon and drain\n", what, image)
+	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, cl)
+	if err != nil {
+		return "drain", err
+	}
+	cs, err := kubeclient.FromTalosClient(ctx, cl)
+	if err != nil {
+		return "drain", err
+	}
+	if err := nodedrain.CordonAndDrain(ctx, cs, nodeName, nodedrain.Options{DrainTimeout: o.DrainTimeout}, report(o.Out, what)); err != nil {
+		return "drain", fmt.Errorf("drain Kubernetes node %q: %w (the new Talos is installed and runs at the next reboot; the node is cordoned: fix the cause and rerun `milner upgrade`)", nodeName, err)
+	}
+	if err := cl.Reboot(ctx, client.WithRebootMode(machine.RebootRequest_DEFAULT)); err != nil {
+		return "reboot", err
+	}
+	return "", nil
+}
+
+// uncordonLifecycle waits for a node upgraded through LifecycleService to
+// be Ready and uncordons it, as talosctl does after the reboot.
+func (c *Cluster) uncordonLifecycle(ctx context.Context, n Node, o Options, what string) error {
+	cl := c.clients[n.Name]
+	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, cl)
+	if err != nil {
+		return err
+	}
+	cs, err := kubeclient.FromTalosClient(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if err := nodedrain.WaitForNodeReady(ctx, cs, nodeName, o.HealthTimeout); err != nil {
+		return fmt.Errorf("node %q in Kubernetes: %w", nodeName, err)
+	}
+	return nodedrain.Uncordon(ctx, cs, nodeName, report(o.Out, what))
+}
+
+// report writes nodedrain's progress as lines.
+func report(w io.Writer, what string) nodedrain.ReportFunc {
+	return func(u reporter.Update) { _, _ = fmt.Fprintf(w, "%s: %s\n", what, u.Message) }
+}
+
+// pullImage pulls image into the installer's containerd instance
+// (ImageService.Pull streams progress, then the image's name).
+func pullImage(ctx context.Context, cl *client.Client, image string) error {
+	stream, err := cl.ImageClient.Pull(ctx, &machine.ImageServicePullRequest{Containerd: installerContainerd, ImageRef: image})
+	if err != nil {
+		return err
+	}
+	for {
+		resp, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			return errors.New("the pull ended without naming the image")
+		case err != nil:
+			return err
+		case resp.GetName() != "":
+			return nil
+		}
+	}
+}
+
+// installImage runs LifecycleService.Upgrade to its exit code.
+func installImage(ctx context.Context, cl *client.Client, image string) error {
+	stream, err := cl.LifecycleClient.Upgrade(ctx, &machine.LifecycleServiceUpgradeRequest{
+		Containerd: installerContainerd,
+		Source:     &machine.InstallArtifactsSource{ImageName: image},
+	})
+	if err != nil {
+		return fmt.Errorf("install %s: %w", image, err)
+	}
+	last := ""
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("install %s: the upgrade ended without an exit code (last: %q)", image, last)
+		}
+		if err != nil {
+			return fmt.Errorf("install %s: %w", image, err)
+		}
+		switch p := resp.GetProgress().GetResponse().(type) {
+		case *machine.LifecycleServiceInstallProgress_Message:
+			last = p.Message
+		case *machine.LifecycleServiceInstallProgress_ExitCode:
+			if p.ExitCode != 0 {
+				return fmt.Errorf("install %s: the installer exited with %d (last: %q)", image, p.ExitCode, last)
+			}
+			return nil
+		}
+	}
+}
