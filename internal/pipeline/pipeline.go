@@ -34,6 +34,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/cmdutil"
+
 	"github.com/milner/milner/internal/gate"
 )
 
@@ -154,33 +156,33 @@ var ErrNotConfirmed = errors.New("not confirmed")
 // NoConfirmationInNonInteractiveError.
 var ErrNoTerminal = errors.New("no terminal to confirm on")
 
-// The exit codes, the same for every verb: Pulumi's taxonomy (pulumi
-// pkg/v3 v3.276.0 cmd/pulumi/cmd/exit_codes.go, sdk/v3 common/util/cmdutil
-// exit.go), so a script reads milner as it reads pulumi. Milner uses no
-// authentication (3), resource (4), timeout (9) or await (10) code: an
-// error it cannot classify is 1, as Pulumi's own TODO leaves resource and
-// policy errors of the engine.
+// The exit codes, the same for every verb: Pulumi's taxonomy, its own
+// constants (sdk/v3 v3.276.0 go/common/util/cmdutil exit.go, which pkg/v3
+// cmd/pulumi/cmd/exit_codes.go maps errors onto), so a script reads milner
+// as it reads pulumi. Milner uses no authentication (3), resource (4),
+// timeout (9) or internal (255) code: an error it cannot classify is 1, as
+// Pulumi's own TODO leaves resource and policy errors of the engine.
 const (
-	ExitOK = 0
+	ExitOK = cmdutil.ExitSuccess
 	// ExitError is any other error.
-	ExitError = 1
+	ExitError = cmdutil.ExitCodeError
 	// ExitUsage is Pulumi's ExitConfigurationError: a flag, argument or
 	// verb milner does not take, a required flag missing, a confirmation
 	// without a terminal or --yes.
-	ExitUsage = 2
+	ExitUsage = cmdutil.ExitConfigurationError
 	// ExitRefused is Pulumi's ExitPolicyViolation: a rule (milner's
 	// pipeline, the policy pack, the lifecycle hooks' gate) refused, and
 	// nothing was changed.
-	ExitRefused = 5
+	ExitRefused = cmdutil.ExitPolicyViolation
 	// ExitNoStack is Pulumi's ExitStackNotFound: no --stack and none selected.
-	ExitNoStack = 6
+	ExitNoStack = cmdutil.ExitStackNotFound
 	// ExitPending is Pulumi's ExitNoChanges: --expect-no-changes found
 	// changes, docs --check found drift.
-	ExitPending = 7
+	ExitPending = cmdutil.ExitNoChanges
 	// ExitCancelled is Pulumi's ExitCancelled: an interrupt (SIGINT,
 	// SIGTERM, SIGHUP; the first cancels gracefully) or a declined
 	// confirmation.
-	ExitCancelled = 8
+	ExitCancelled = cmdutil.ExitCancelled
 )
 
 // ErrNoStack is returned when no stack is given and none is selected.
