@@ -46,16 +46,6 @@ var Rules = []Rule{
 
 func layer(r offline.Registration) gate.Layer { return gate.LayerOf(r.Type, r.Name) }
 
-func inLayer(regs []offline.Registration, l gate.Layer) []offline.Registration {
-	var out []offline.Registration
-	for _, r := range regs {
-		if r.Custom && layer(r) == l {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // find returns the registration a URN names (the mock's URNs and the SDK's
 // differ in form; type and name identify a resource).
 func find(regs []offline.Registration, urn string) (offline.Registration, bool) {
