@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/netip"
@@ -424,18 +425,9 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 				}
 			}
 		}
-		api := s.clusterAPI()
 		for _, n := range append(slices.Clone(cps), w1) {
-			b, code, err := api.Do(http.MethodGet, "/api/v1/nodes/"+n.Name(), "", nil)
-			var node struct {
-				Status struct {
-					NodeInfo struct {
-						KubeletVersion string `json:"kubeletVersion"`
-					} `json:"nodeInfo"`
-				} `json:"status"`
-			}
-			if err != nil || code != http.StatusOK || json.Unmarshal(b, &node) != nil || node.Status.NodeInfo.KubeletVersion != "v1.32.4" {
-				t.Errorf("Node %s: kubelet %q (%d %v)", n.Name(), node.Status.NodeInfo.KubeletVersion, code, err)
+			if v := s.kubeletVersion(n.Name()); v != "v1.32.4" {
+				t.Errorf("Node %s: kubelet %q, want v1.32.4", n.Name(), v)
 			}
 		}
 		if !strings.Contains(up.stdout, "successfully updated") {
@@ -495,6 +487,29 @@ func (s *talosLayer) oneAtATime(j talosapi.Journal, nodes ...string) {
 		}
 		prev = &a[0]
 	}
+}
+
+// kubeletVersion is the kubelet version the cluster's Node of name
+// reports ("" and an error logged when it cannot be read).
+func (s *talosLayer) kubeletVersion(name string) string {
+	s.t.Helper()
+	b, code, err := s.clusterAPI().Do(http.MethodGet, "/api/v1/nodes/"+name, "", nil)
+	var node struct {
+		Status struct {
+			NodeInfo struct {
+				KubeletVersion string `json:"kubeletVersion"`
+			} `json:"nodeInfo"`
+		} `json:"status"`
+	}
+	if err == nil && code == http.StatusOK {
+		err = json.Unmarshal(b, &node)
+	} else if err == nil {
+		err = fmt.Errorf("GET answered %d", code)
+	}
+	if err != nil {
+		s.t.Errorf("Node %s: %v", name, err)
+	}
+	return node.Status.NodeInfo.KubeletVersion
 }
 
 // kubeconfigNode is the node input of the stack's kubeconfig in state.
