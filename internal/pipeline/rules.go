@@ -287,6 +287,12 @@ func oneBootstrap(o *Op) ([]gate.Refusal, error) {
 	return gate.CheckBootstrap(o.plan.res.Steps, b.Etcd.Bootstrapped(), b.Etcd.String(), o.St.Name()), nil
 }
 
+// oneNewNode refuses a plan that adds more than one node to a running
+// cluster (gate.CheckOneNewNode).
+func oneNewNode(o *Op) ([]gate.Refusal, error) {
+	return gate.CheckOneNewNode(o.plan.report, o.St.Name()), nil
+}
+
 // bootImage checks the boot image when the plan creates the boot media
 // (the only time libvirt reads the image: its source is ignored
 // afterwards): an image with a pinned digest, local or remote, is copied

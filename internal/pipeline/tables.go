@@ -22,6 +22,7 @@ var previewRules = []Rule{
 	{"proxmox-disk-shrink", Report, proxmoxDiskShrink},
 	{"one-secrets-bundle", Report, oneSecretsBundle},
 	{"one-bootstrap", Report, oneBootstrap},
+	{"one-new-node", Report, oneNewNode},
 	{"boot-image", Stop, bootImage},
 	{"versions-interlock", Report, versionsInterlock},
 	{"policy-pack", Report, policyPack},

@@ -181,7 +181,7 @@ func TestEvenControlPlaneCountWarns(t *testing.T) {
 	cfg, err := config.Load(mapSource(raw(t, c)))
 	require.NoError(t, err, "an even control-plane count is a warning, not an error")
 	require.Len(t, cfg.Warnings, 1)
-	assert.Contains(t, cfg.Warnings[0], "milner:nodes: 4 control planes")
+	assert.Contains(t, cfg.Warnings[0], "milner:nodes: 4 control planes: etcd's quorum is 3, so it survives the loss of 1, no more than 3 control planes do")
 }
 
 func TestStoppedAppsLayerNeedsNoAppSecret(t *testing.T) {

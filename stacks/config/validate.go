@@ -398,7 +398,7 @@ func (c *Config) validateNodes(p *problems) {
 	case controlPlanes == 0:
 		p.addf(path, "no node has role %s; a cluster needs at least one", vocab.RoleControlPlane)
 	case controlPlanes%2 == 0:
-		p.warnf(path, "%d control planes: an even etcd membership tolerates no more failures than %d", controlPlanes, controlPlanes-1)
+		p.warnf(path, "%d control planes: etcd's quorum is %d, so it survives the loss of %d, no more than %d control planes do", controlPlanes, controlPlanes/2+1, (controlPlanes-1)/2, controlPlanes-1)
 	}
 }
 

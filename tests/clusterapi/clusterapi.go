@@ -528,44 +528,10 @@ type Node struct {
 // (a DaemonSet, one Ready pod per node) and CoreDNS (a Deployment of one
 // Ready pod), the two Talos deploys, so those checks do not skip.
 func (a *API) Seed(nodes []Node) error {
-	now := time.Now().UTC().Format(time.RFC3339)
-	ready := map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}
 	errs := []error{a.send(http.MethodPost, "/api/v1/namespaces/kube-system/serviceaccounts", "",
 		map[string]any{"metadata": map[string]any{"name": "default"}})}
-	pod := func(name, app, node string, extra map[string]any) {
-		meta := map[string]any{"name": name, "labels": map[string]any{"k8s-app": app}}
-		for k, v := range extra {
-			meta[k] = v
-		}
-		errs = append(errs, a.send(http.MethodPost, "/api/v1/namespaces/kube-system/pods", "", map[string]any{
-			"metadata": meta,
-			"spec": map[string]any{"nodeName": node, "automountServiceAccountToken": false,
-				"containers": []any{map[string]any{"name": app, "image": "registry.k8s.io/" + app + ":v1.32.3"}}},
-		}))
-		errs = append(errs, a.send(http.MethodPatch, "/api/v1/namespaces/kube-system/pods/"+name+"/status", "application/merge-patch+json", map[string]any{
-			"status": map[string]any{"phase": "Running", "conditions": []any{ready},
-				"containerStatuses": []any{map[string]any{"name": app, "ready": true, "restartCount": 0, "image": "registry.k8s.io/" + app + ":v1.32.3", "imageID": "",
-					"state": map[string]any{"running": map[string]any{"startedAt": now}}}}},
-		}))
-	}
 	for _, n := range nodes {
-		labels := map[string]any{"kubernetes.io/hostname": n.Name, "kubernetes.io/os": "linux"}
-		if n.ControlPlane {
-			labels["node-role.kubernetes.io/control-plane"] = ""
-		}
-		errs = append(errs, a.send(http.MethodPost, "/api/v1/nodes", "", map[string]any{"metadata": map[string]any{"name": n.Name, "labels": labels}}))
-		errs = append(errs, a.send(http.MethodPatch, "/api/v1/nodes/"+n.Name+"/status", "application/merge-patch+json", map[string]any{
-			"status": map[string]any{
-				"addresses":  []any{map[string]any{"type": "InternalIP", "address": n.IP.String()}, map[string]any{"type": "Hostname", "address": n.Name}},
-				"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}},
-			},
-		}))
-		if n.ControlPlane {
-			for _, app := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-				pod(app+"-"+n.Name, app, n.Name, map[string]any{"annotations": map[string]any{"kubernetes.io/config.source": "file"}})
-			}
-		}
-		pod("kube-proxy-"+n.Name, "kube-proxy", n.Name, nil)
+		errs = append(errs, a.register(n))
 	}
 	selector := func(app string) map[string]any { return map[string]any{"matchLabels": map[string]any{"k8s-app": app}} }
 	template := func(app string) map[string]any {
@@ -575,17 +541,93 @@ func (a *API) Seed(nodes []Node) error {
 	errs = append(errs, a.send(http.MethodPost, "/apis/apps/v1/namespaces/kube-system/daemonsets", "", map[string]any{
 		"metadata": map[string]any{"name": "kube-proxy", "labels": map[string]any{"k8s-app": "kube-proxy"}},
 		"spec":     map[string]any{"selector": selector("kube-proxy"), "template": template("kube-proxy")},
-	}))
-	n := len(nodes)
-	errs = append(errs, a.send(http.MethodPatch, "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy/status", "application/merge-patch+json", map[string]any{
-		"status": map[string]any{"desiredNumberScheduled": n, "currentNumberScheduled": n, "numberReady": n, "numberAvailable": n, "updatedNumberScheduled": n, "numberMisscheduled": 0},
-	}))
+	}), a.kubeProxyScheduled(len(nodes)))
 	errs = append(errs, a.send(http.MethodPost, "/apis/apps/v1/namespaces/kube-system/deployments", "", map[string]any{
 		"metadata": map[string]any{"name": "coredns", "labels": map[string]any{"k8s-app": "kube-dns"}},
 		"spec":     map[string]any{"replicas": 1, "selector": selector("kube-dns"), "template": template("kube-dns")},
-	}))
-	pod("coredns-"+nodes[0].Name, "kube-dns", nodes[0].Name, nil)
+	}), a.readyPod("coredns-"+nodes[0].Name, "kube-dns", nodes[0].Name, nil))
 	return errors.Join(errs...)
+}
+
+// Join writes what a node added to the running cluster has written once
+// its kubelet started: its Node, registered and Ready, the mirror pods of
+// a control plane's static pods, its kube-proxy pod, and the kube-proxy
+// DaemonSet's counts with it (Seed's per node). A test calls it when the
+// node booted with its first config, as the node's kubelet registers then.
+func (a *API) Join(n Node) error {
+	if err := a.register(n); err != nil {
+		return err
+	}
+	b, code, err := a.Do(http.MethodGet, "/api/v1/nodes", "", nil)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET /api/v1/nodes: %d %s", code, b)
+	}
+	var list struct {
+		Items []any `json:"items"`
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &list)
+	}
+	if err != nil {
+		return err
+	}
+	return a.kubeProxyScheduled(len(list.Items))
+}
+
+// register writes a node's kubelet's objects: its Node, Ready (the
+// kubelet's status, node-role label on control planes: talos
+// pkg/cluster/check K8sAllNodesReportedAssertion, K8sFullControlPlane-
+// Assertion, K8sAllNodesReadyAssertion, K8sAllNodesSchedulableAssertion),
+// the mirror pods of a control plane's static pods, Ready
+// (K8sFullControlPlaneAssertion lists them by k8s-app), and its kube-proxy
+// pod.
+func (a *API) register(n Node) error {
+	now := time.Now().UTC().Format(time.RFC3339)
+	labels := map[string]any{"kubernetes.io/hostname": n.Name, "kubernetes.io/os": "linux"}
+	if n.ControlPlane {
+		labels["node-role.kubernetes.io/control-plane"] = ""
+	}
+	errs := []error{a.send(http.MethodPost, "/api/v1/nodes", "", map[string]any{"metadata": map[string]any{"name": n.Name, "labels": labels}})}
+	errs = append(errs, a.send(http.MethodPatch, "/api/v1/nodes/"+n.Name+"/status", "application/merge-patch+json", map[string]any{
+		"status": map[string]any{
+			"addresses":  []any{map[string]any{"type": "InternalIP", "address": n.IP.String()}, map[string]any{"type": "Hostname", "address": n.Name}},
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}},
+		},
+	}))
+	if n.ControlPlane {
+		for _, app := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			errs = append(errs, a.readyPod(app+"-"+n.Name, app, n.Name, map[string]any{"annotations": map[string]any{"kubernetes.io/config.source": "file"}}))
+		}
+	}
+	errs = append(errs, a.readyPod("kube-proxy-"+n.Name, "kube-proxy", n.Name, nil))
+	return errors.Join(errs...)
+}
+
+// readyPod writes a kube-system pod of app on node, Running and Ready,
+// with extra metadata.
+func (a *API) readyPod(name, app, node string, extra map[string]any) error {
+	now := time.Now().UTC().Format(time.RFC3339)
+	meta := map[string]any{"name": name, "labels": map[string]any{"k8s-app": app}}
+	for k, v := range extra {
+		meta[k] = v
+	}
+	return errors.Join(a.send(http.MethodPost, "/api/v1/namespaces/kube-system/pods", "", map[string]any{
+		"metadata": meta,
+		"spec": map[string]any{"nodeName": node, "automountServiceAccountToken": false,
+			"containers": []any{map[string]any{"name": app, "image": "registry.k8s.io/" + app + ":v1.32.3"}}},
+	}), a.send(http.MethodPatch, "/api/v1/namespaces/kube-system/pods/"+name+"/status", "application/merge-patch+json", map[string]any{
+		"status": map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}},
+			"containerStatuses": []any{map[string]any{"name": app, "ready": true, "restartCount": 0, "image": "registry.k8s.io/" + app + ":v1.32.3", "imageID": "",
+				"state": map[string]any{"running": map[string]any{"startedAt": now}}}}},
+	}))
+}
+
+// kubeProxyScheduled writes the kube-proxy DaemonSet's status: n pods
+// scheduled, all Ready.
+func (a *API) kubeProxyScheduled(n int) error {
+	return a.send(http.MethodPatch, "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy/status", "application/merge-patch+json", map[string]any{
+		"status": map[string]any{"desiredNumberScheduled": n, "currentNumberScheduled": n, "numberReady": n, "numberAvailable": n, "updatedNumberScheduled": n, "numberMisscheduled": 0},
+	})
 }
 
 // Reads returns, per user other than the seeding admin, the requests the

@@ -60,14 +60,24 @@ const (
 //  6. a Kubernetes bump (v1.32.3 -> v1.32.4) refused by preview and up,
 //     then `milner upgrade`: upstream's upgrade-k8s end to end against the
 //     doubles and the cluster's API server, nothing replaced, a no-op after;
-//  7. `milner teardown`.
+//  7. a worker added to the running cluster: the preview creates its
+//     resources alone, the up sends its first config alone (maintenance
+//     mode), nothing else changed, a no-op after;
+//  8. a fourth control plane: adding it with another node in one run is
+//     refused (one-new-node); alone, the preview warns of the even etcd
+//     membership and creates its resources alone (no other config
+//     changes); it takes its first config, becomes an etcd member with no
+//     Bootstrap, a no-op after;
+//  9. `milner teardown`.
 //
 // No node is ever sent Reset or Reboot.
 func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 	requireTalosTools(t)
 	nodes := []tnode{{"cp-1", 11, true}, {"cp-2", 12, true}, {"cp-3", 13, true}, {"w-1", 21, false}}
+	// w-2 and cp-4 join the running cluster in steps 7 and 8.
+	w2, cp4 := tnode{"w-2", 22, false}, tnode{"cp-4", 14, true}
 	addrs := []netip.Addr{netip.AddrFrom4([4]byte{10, 199, tcpsSubnet, 240})}
-	for _, n := range nodes {
+	for _, n := range append(slices.Clone(nodes), w2, cp4) {
 		addrs = append(addrs, n.addr(tcpsSubnet))
 	}
 	if os.Getenv(talosNetnsEnv) == "" {
@@ -442,6 +452,60 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		s.hasNoChanges("up after the upgrade", s.mustMilner("up", "--yes"))
 	})
 
+	step("add a worker", func(t *testing.T, mark int) {
+		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
+		s.grow(w2)
+		p := s.mustMilner("preview")
+		s.onlyAdds(p, "w-2", nil)
+		s.mustMilner("up", "--yes")
+		j := s.c.Journal()[mark:]
+		a := j.Applies()
+		if len(a) != 1 || a[0].Node != "w-2" || !a[0].Client.Insecure || a[0].Mode() != machine.ApplyConfigurationRequest_AUTO || a[0].Err != nil {
+			t.Errorf("want one first config, to w-2, AUTO in maintenance mode, got:\n%s", strings.Join(a.Strings(), "\n"))
+		}
+		s.kept(domains, applies)
+		s.hasNoChanges("up after adding w-2", s.mustMilner("up", "--yes"))
+	})
+
+	step("add a fourth control plane", func(t *testing.T, mark int) {
+		// Two nodes in one run are refused, naming the second.
+		s.nodes = append(s.nodes, node{Name: "w-3", Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: tnode{"w-3", 23, false}.addr(tcpsSubnet).String(), MAC: s.mac(0x23)})
+		s.grow(cp4)
+		refused(t, "preview adding cp-4 and w-3", s.milner("preview"), "[rule one-new-node]", "w-3: the plan adds 2 nodes")
+		s.nodes = slices.DeleteFunc(s.nodes, func(n node) bool { return n.Name == "w-3" })
+		s.apply()
+		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
+		p := s.mustMilner("preview")
+		if !strings.Contains(p.out(), "4 control planes") {
+			t.Errorf("no warning of an even etcd membership:\n%s", p.out())
+		}
+		// The other control planes' configs do not change: the endpoint is
+		// the VIP and no certSAN names a node.
+		s.onlyAdds(p, "cp-4", nil)
+		s.mustMilner("up", "--yes")
+		j := s.c.Journal()[mark:]
+		first := j.On("cp-4").Applies()
+		if len(first) != 1 || !first[0].Client.Insecure || first[0].Mode() != machine.ApplyConfigurationRequest_AUTO || first[0].Err != nil {
+			t.Errorf("cp-4: want one first config, AUTO in maintenance mode, got:\n%s", strings.Join(first.Strings(), "\n"))
+		}
+		for _, a := range j.Applies() {
+			if a.Node != "cp-4" && (a.Resolved() != machine.ApplyConfigurationRequest_NO_REBOOT || a.Err != nil) {
+				t.Errorf("an apply to a running control plane: want it live, got %s", a)
+			}
+		}
+		if s.c.Node("cp-4").Status().EtcdMemberID == 0 {
+			t.Errorf("cp-4 is no etcd member after the up")
+		}
+		if boots := j.Calls("Bootstrap"); len(boots) > 0 {
+			t.Errorf("adding a control plane bootstrapped:\n%s", strings.Join(boots.Strings(), "\n"))
+		}
+		delete(applies, "cp-1-apply")
+		delete(applies, "cp-2-apply")
+		delete(applies, "cp-3-apply")
+		s.kept(domains, applies)
+		s.hasNoChanges("up after adding cp-4", s.mustMilner("up", "--yes"))
+	})
+
 	step("milner teardown", func(t *testing.T, mark int) {
 		s.mustMilner("teardown", "--yes")
 		if d := s.domains(); len(d) > 0 {
@@ -486,6 +550,66 @@ func (s *talosLayer) oneAtATime(j talosapi.Journal, nodes ...string) {
 			s.t.Errorf("%s's apply was sent at %s, before %s's was answered at %s", n, a[0].Time.Format(time.StampMilli), prev.Node, prev.Done.Format(time.StampMilli))
 		}
 		prev = &a[0]
+	}
+}
+
+// grow adds n to the running cluster: its double and its entry in the
+// stack file now, and, once it holds its first config, what its kubelet
+// writes (its Node, mirror pods and kube-proxy pod) and, for a control
+// plane, its API server's address.
+func (s *talosLayer) grow(n tnode) {
+	s.t.Helper()
+	d := s.addNode(n)
+	s.apply()
+	api := s.clusterAPI()
+	if n.controlPlane {
+		if err := api.Relay(d); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	go func() {
+		for d.Config() == nil || !d.Status().Booted {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err := api.Join(clusterapi.Node{Name: n.name, IP: n.addr(s.subnet), ControlPlane: n.controlPlane}); err != nil {
+			fmt.Fprintf(os.Stderr, "%s's kubelet: %v\n", n.name, err)
+		}
+	}()
+}
+
+// onlyAdds requires a preview (its delta by layer) to create only node's
+// resources and to update at most the applies of the nodes in updates,
+// each live.
+func (s *talosLayer) onlyAdds(p cmdResult, node string, updates []string) {
+	s.t.Helper()
+	creates := 0
+	for _, m := range regexp.MustCompile(`(?m)^\s+(create|update|replace|delete|import)\s+(\S+)`).FindAllStringSubmatch(p.stdout, -1) {
+		switch op, name := m[1], m[2]; {
+		case op == "create" && (name == node || strings.HasSuffix(name, "-"+node) || strings.Contains(name, "-"+node+"-") || strings.HasPrefix(name, node+"-")):
+			creates++
+		case op == "update" && slices.Contains(updates, strings.TrimSuffix(name, "-apply")):
+		default:
+			s.t.Errorf("adding %s plans %s %s", node, op, name)
+		}
+	}
+	if creates == 0 {
+		s.t.Errorf("adding %s creates nothing:\n%s", node, p.out())
+	}
+}
+
+// kept requires the domains and the applies of the given ids unchanged.
+func (s *talosLayer) kept(domains, applies map[string]string) {
+	s.t.Helper()
+	now, nowApplies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
+	for name, id := range domains {
+		if now[name] != id {
+			s.t.Errorf("domain %s: %s, was %s", name, now[name], id)
+		}
+	}
+	for name, id := range applies {
+		if nowApplies[name] != id {
+			s.t.Errorf("apply %s: %s, was %s", name, nowApplies[name], id)
+		}
 	}
 }
 

@@ -654,12 +654,6 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 		_ = exec.Command("virsh", "-c", uri, "destroy", cluster+"-"+n.Name()).Run()
 	}))
 	t.Cleanup(func() { _ = s.c.Close() })
-	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 10 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 1 << 30})
-	for _, n := range nodes {
-		if _, err := s.c.AddNode(n.name, netip.AddrPortFrom(n.addr(subnet), 50000), disks, talosapi.WithPlatform(talosapi.Metal), talosapi.WithVersion(talosFrom)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	apiDir := t.TempDir()
 	done := make(chan struct{})
 	t.Cleanup(func() {
@@ -676,8 +670,8 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 		}
 	})
 	go func() {
-		cp := s.c.Node(nodes[0].name)
-		for cp.Config() == nil {
+		var cp *talosapi.Node // added below, with newMilnerScenario's addresses
+		for cp = s.c.Node(nodes[0].name); cp == nil || cp.Config() == nil; cp = s.c.Node(nodes[0].name) {
 			select {
 			case <-done:
 				return
@@ -709,17 +703,31 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 	s.stopAfter = "talos"
 	s.nodes = nil
 	for _, n := range nodes {
-		mac, err := strconv.ParseUint(strconv.Itoa(int(n.host)), 16, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hn := node{Name: n.name, Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: n.addr(subnet).String(), MAC: s.mac(int(mac))}
-		if n.controlPlane {
-			hn.Role, hn.Memory = "controlplane", 2048
-		}
-		s.nodes = append(s.nodes, hn)
+		s.addNode(n)
 	}
 	return s
+}
+
+// addNode adds a node to the scenario: its Talos API double, on at once
+// (in maintenance mode, as a VM booted from the image is), and its entry
+// in milner:nodes (written by the next apply).
+func (s *talosLayer) addNode(n tnode) *talosapi.Node {
+	s.t.Helper()
+	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 10 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 1 << 30})
+	d, err := s.c.AddNode(n.name, netip.AddrPortFrom(n.addr(s.subnet), 50000), disks, talosapi.WithPlatform(talosapi.Metal), talosapi.WithVersion(talosFrom))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	mac, err := strconv.ParseUint(strconv.Itoa(int(n.host)), 16, 8)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	hn := node{Name: n.name, Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: n.addr(s.subnet).String(), MAC: s.mac(int(mac))}
+	if n.controlPlane {
+		hn.Role, hn.Memory = "controlplane", 2048
+	}
+	s.nodes = append(s.nodes, hn)
+	return d
 }
 
 // clusterAPI is the cluster's API server, once started.
