@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 
@@ -47,7 +48,7 @@ func (f *stackFlags) name(cmd *cobra.Command) (string, error) {
 	}
 	name, err := engine.CurrentStack(cmd.Context(), projectDir(cmd))
 	if errors.Is(err, engine.ErrNoCurrentStack) {
-		return "", usageError{errors.New("no stack: give --stack <name>, or select one with 'pulumi stack select <name>'")}
+		return "", fmt.Errorf("%w: give --stack <name>, or select one with 'pulumi stack select <name>'", pipeline.ErrNoStack)
 	}
 	if err != nil {
 		return "", err

@@ -125,11 +125,11 @@ func TestCurrentStackOrUsage(t *testing.T) {
 	t.Setenv("PULUMI_STACK", "")
 	require.NoError(t, os.Unsetenv("PULUMI_STACK"))
 	for _, verb := range [][]string{{"status"}, {"preview"}, {"up"}, {"output"}, {"refresh"}, {"kubeconfig"}, {"adopt", "--all"}, {"state", "backups"}, {"secrets", "export", "--out", "x", "--recipient", "y"}} {
-		assert.Equal(t, exitUsage, run(append(verb, "-C", "../..")), "%v with no current stack", verb)
+		assert.Equal(t, exitNoStack, run(append(verb, "-C", "../..")), "%v with no current stack", verb)
 	}
 }
 
-// TestDocsDriftExitsPending: drift is exit 4, like preview drift.
+// TestDocsDriftExitsPending: drift is exitPending (7), like preview drift.
 func TestDocsDriftExitsPending(t *testing.T) {
 	dir := t.TempDir()
 	// The stacks and the supported-versions table docs/compatibility.md links to.

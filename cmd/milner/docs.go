@@ -17,7 +17,7 @@ func docsCmd() *cobra.Command {
 		Use:   "docs",
 		Short: "Render the stack docs and the CLI reference from the committed stacks and commands (--check: fail on drift or a cited path that does not exist)",
 		Example: `  milner docs            # rewrites docs/stacks.md, README's stacks table and docs/cli.md
-  milner docs --check    # CI: exit 4 when any of them differ from the rendering, or a doc cites a missing path
+  milner docs --check    # CI: exit 7 when any of them differ from the rendering, or a doc cites a missing path
   milner docs --stack dev`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := projectDir(cmd)
@@ -55,7 +55,7 @@ func docsCmd() *cobra.Command {
 			}
 		},
 	}
-	cmd.Flags().BoolVar(&check, "check", false, "write nothing; exit 4 when the committed docs differ from the rendering, when README.md or docs/ cite a repository path that does not exist, or when the README's Layout table misses a folder or package")
+	cmd.Flags().BoolVar(&check, "check", false, "write nothing; exit 7 when the committed docs differ from the rendering, when README.md or docs/ cite a repository path that does not exist, or when the README's Layout table misses a folder or package")
 	cmd.Flags().StringVarP(&stack, "stack", "s", "", "print the rendering of this stack only, writing nothing")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -30,7 +31,7 @@ func (f *gatedFlags) add(cmd *cobra.Command) {
 	f.addJSON(cmd)
 	cmd.Flags().StringArrayVar(&f.replace, "replace", nil, "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
 	_ = cmd.RegisterFlagCompletionFunc("replace", completeNodes)
-	cmd.Flags().BoolVar(&f.expectNoChanges, "expect-no-changes", false, "exit 4 if the stack has any change (a CI drift check); up then applies nothing")
+	cmd.Flags().BoolVar(&f.expectNoChanges, "expect-no-changes", false, fmt.Sprintf("exit %d if the stack has any change (a CI drift check); up then applies nothing", pipeline.ExitPending))
 	cmd.Flags().StringArrayVar(&f.acceptRecreated, "accept-recreated", nil, "record this volume's file (its logical name, repeatable), found recreated at its path, as the volume instead of refusing it")
 	cmd.Flags().StringVar(&f.talosconfig, "talosconfig", "", "talosconfig the nodes are asked their versions with (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 }
@@ -67,7 +68,7 @@ Every refusal names its rule ([rule <name>]); --explain lists each gated
 verb's rules with the file and function that hold them.`,
 		Example: `  milner preview --stack dev
   milner preview --stack dev --replace cp-2        # what replacing cp-2's VM would do
-  milner preview --stack prod --expect-no-changes  # CI drift check: exit 4 on any change
+  milner preview --stack prod --expect-no-changes  # CI drift check: exit 7 on any change
   milner preview --stack dev --json | jq .report
   milner preview --explain                         # where each refusal comes from`,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -23,28 +23,35 @@ import (
 )
 
 // exitCodes is the root help's (and so docs/cli.md's) one description of
-// the exit codes; run picks the code by the error's type, never its text.
-const exitCodes = `Exit codes, the same for every verb: 0 ok; 1 error; 2 usage (a flag,
-argument or verb milner does not take, a required flag missing); 3 refused
-by a rule, nothing was changed; 4 changes pending or drift
-(--expect-no-changes, docs --check); 130 interrupted: the first SIGINT or
-SIGTERM cancels gracefully (the steps in flight finish, the state is saved,
-every lock is released), a second one terminates.`
+// the exit codes (pipeline.ExitCode); run picks the code by the error's
+// type, never its text.
+const exitCodes = `Exit codes, the same for every verb, as Pulumi's (pkg/cmd/pulumi exit
+codes): 0 ok; 1 error; 2 usage (a flag, argument or verb milner does not
+take, a required flag missing, a confirmation with neither a terminal nor
+--yes); 5 refused by a rule (Pulumi's policy violation), nothing was
+changed; 6 no stack given or selected; 7 changes pending or drift (--expect-no-changes, docs --check); 8 cancelled: a
+declined confirmation, or an interrupt (the first SIGINT, SIGTERM or
+SIGHUP cancels gracefully: the steps in flight finish, the state is saved,
+every lock is released; a second one terminates). Pulumi's 3
+(authentication), 4 (resource), 9 (timeout) and 10 (await) are not used:
+a failed step is 1, as in Pulumi.`
 
-// The exit codes.
+// The exit codes (pipeline's, Pulumi's taxonomy).
 const (
-	exitOK      = 0
-	exitError   = 1
-	exitUsage   = 2
-	exitRefused = 3
-	exitPending = 4
-	// exitInterrupted is the shell's code for a SIGINT: the first SIGINT or
-	// SIGTERM cancelled the command gracefully (interrupt.go).
-	exitInterrupted = 130
+	exitOK        = pipeline.ExitOK
+	exitError     = pipeline.ExitError
+	exitUsage     = pipeline.ExitUsage
+	exitRefused   = pipeline.ExitRefused
+	exitNoStack   = pipeline.ExitNoStack
+	exitPending   = pipeline.ExitPending
+	exitCancelled = pipeline.ExitCancelled
+	// exitInterrupted: the first SIGINT or SIGTERM cancelled the command
+	// gracefully (interrupt.go).
+	exitInterrupted = pipeline.ExitCancelled
 )
 
 // refusal is an error that a rule refused the operation before anything
-// was changed (exit code 3); it names its rule (internal/pipeline).
+// was changed (exitRefused); it names its rule (internal/pipeline).
 type refusal = pipeline.Refusal
 
 // refused returns a refusal with a formatted message.
@@ -92,20 +99,14 @@ func run(args []string) int {
 	return exitCode(err)
 }
 
-// exitCode is the exit code of a failed command, by the error's type.
+// exitCode is the exit code of a failed command, by the error's type:
+// the command line's usage errors, else pipeline.ExitCode.
 func exitCode(err error) int {
-	var r *refusal
 	var u usageError
-	switch {
-	case errors.As(err, &u):
+	if errors.As(err, &u) {
 		return exitUsage
-	case errors.As(err, &r):
-		return exitRefused
-	case errors.Is(err, errPending):
-		return exitPending
-	default:
-		return exitError
 	}
+	return pipeline.ExitCode(err)
 }
 
 // usageArgs makes an Args validator's error a usageError.

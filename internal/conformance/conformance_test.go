@@ -95,9 +95,14 @@ type failureCase struct {
 
 // failureCases holds one case per way a rule can break.
 var failureCases = []failureCase{
-	{"persistent substrate is protected", func(t *testing.T, ev *Evidence) {
+	{"exactly one cluster secrets bundle", func(t *testing.T, ev *Evidence) {
+		b, _ := byName(ev.Declared.Regs, "milner-dev-secrets")
+		b.Name = "milner-dev-secrets-2"
+		ev.Declared.Regs = append(ev.Declared.Regs, b)
+	}, "2 secrets bundles, want exactly 1"},
+	{"every resource passes Milner's policy pack (internal/policypack): protection, secret outputs, pinned charts, apply mode, no reset", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "milner-dev-cp-1-data", func(r *offline.Registration) { r.Options.Protect = false })
-	}, "milner-dev-cp-1-data (libvirt:index/volume:Volume) is not protected"},
+	}, "milner-protected: milner-dev-cp-1-data (libvirt:index/volume:Volume) is not protected"},
 	{"replace-on-change and delete-before-replace on every node VM, and only there", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "milner-dev-cp-2", func(r *offline.Registration) { r.Options.DeleteBeforeReplace = false })
 	}, "node VM milner-dev-cp-2 lacks"},
@@ -125,16 +130,16 @@ var failureCases = []failureCase{
 		edit(t, ev.Declared.Regs, "cp-2-apply", func(r *offline.Registration) { r.Parent = "" })
 	}, "cp-2-apply (talos:machine/configurationApply:ConfigurationApply) has no parent component"},
 	{"Talos config is applied staged_if_needing_reboot", func(t *testing.T, ev *Evidence) {
-		edit(t, ev.Declared.Regs, "cp-1-apply", func(r *offline.Registration) { r.Inputs["applyMode"] = resource.NewProperty("reboot") })
-	}, `cp-1-apply applies with mode "reboot"`},
-	{"destroying a Talos config never resets the node", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Declared.Regs, "cp-1-apply", func(r *offline.Registration) { r.Inputs["applyMode"] = resource.NewProperty("staged") })
+	}, `cp-1-apply applies with mode "staged"`},
+	{"every resource passes Milner's policy pack (internal/policypack): protection, secret outputs, pinned charts, apply mode, no reset", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "cp-3-apply", func(r *offline.Registration) {
 			r.Inputs["onDestroy"] = resource.NewProperty(resource.PropertyMap{"reset": resource.NewProperty(true)})
 		})
-	}, "cp-3-apply: onDestroy.reset is not set to false"},
-	{"destroying a Talos config never resets the node", func(t *testing.T, ev *Evidence) {
+	}, "milner-no-reset: cp-3-apply: onDestroy.reset is not set to false"},
+	{"every resource passes Milner's policy pack (internal/policypack): protection, secret outputs, pinned charts, apply mode, no reset", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "cp-3-apply", func(r *offline.Registration) { delete(r.Inputs, "onDestroy") })
-	}, "cp-3-apply: onDestroy.reset is not set to false"},
+	}, "milner-no-reset: cp-3-apply: onDestroy.reset is not set to false"},
 	{"exactly one bootstrap, named after the cluster (none if adopted)", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "milner-dev-bootstrap", func(r *offline.Registration) { r.Name = "cp-1-bootstrap" })
 	}, "bootstrap cp-1-bootstrap is not the cluster-level milner-dev-bootstrap"},
@@ -170,21 +175,21 @@ var failureCases = []failureCase{
 		cfg.Cluster.TalosVersion = "v1.14.0"
 		ev.Config = &cfg
 	}, `unsupported Talos v1.14: Milner supports Talos v1.9 to v1.13`},
-	{"cluster secrets are protected and secret", func(t *testing.T, ev *Evidence) {
+	{"every resource passes Milner's policy pack (internal/policypack): protection, secret outputs, pinned charts, apply mode, no reset", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "milner-dev-secrets", func(r *offline.Registration) { r.Options.Protect = false })
-	}, "milner-dev-secrets is not protected"},
-	{"cluster secrets are protected and secret", func(t *testing.T, ev *Evidence) {
+	}, "milner-protected: milner-dev-secrets (talos:machine/secrets:Secrets) is not protected"},
+	{"every resource passes Milner's policy pack (internal/policypack): protection, secret outputs, pinned charts, apply mode, no reset", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "milner-dev-secrets", func(r *offline.Registration) { r.Options.AdditionalSecretOutputs = nil })
-	}, "milner-dev-secrets does not mark output machineSecrets secret"},
+	}, "milner-secret-outputs: milner-dev-secrets (talos:machine/secrets:Secrets) does not mark output machineSecrets secret"},
 	{"releases have a fixed name and are atomic", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "vault-release", func(r *offline.Registration) { delete(r.Inputs, "name") })
 	}, "vault-release has no fixed release name"},
 	{"releases have a fixed name and are atomic", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "vault-release", func(r *offline.Registration) { r.Inputs["atomic"] = resource.NewProperty(false) })
 	}, "vault-release is not atomic"},
-	{"chart versions are pinned", func(t *testing.T, ev *Evidence) {
+	{"every resource passes Milner's policy pack (internal/policypack): protection, secret outputs, pinned charts, apply mode, no reset", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "vault-release", func(r *offline.Registration) { r.Inputs["version"] = resource.NewProperty("^0.29") })
-	}, `vault-release: chart version "^0.29" is not pinned`},
+	}, `milner-pinned-charts: vault-release: chart version "^0.29" is not pinned`},
 	{"what plain `pulumi` must not delete or replace carries its lifecycle hook", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "metallb-release", func(r *offline.Registration) { r.Options.BeforeDelete = nil })
 	}, "metallb-release (kubernetes:helm.sh/v3:Release) has before-delete hooks [], want [milner-keep-release]"},
@@ -194,6 +199,9 @@ var failureCases = []failureCase{
 	{"what plain `pulumi` must not delete or replace carries its lifecycle hook", func(t *testing.T, ev *Evidence) {
 		edit(t, ev.Declared.Regs, "milner-dev-cp-1", func(r *offline.Registration) { r.Options.BeforeDelete = []string{"milner-keep-persistent"} })
 	}, "milner-dev-cp-1 (libvirt:index/domain:Domain) has before-delete hooks [milner-keep-persistent], want []"},
+	{"every resource passes Milner's policy pack (internal/policypack): protection, secret outputs, pinned charts, apply mode, no reset", func(t *testing.T, ev *Evidence) {
+		edit(t, ev.Declared.Regs, "cp-2-apply", func(r *offline.Registration) { r.Options.AdditionalSecretOutputs = nil })
+	}, "milner-secret-outputs: cp-2-apply (talos:machine/configurationApply:ConfigurationApply) does not mark output machineConfigurationInput secret"},
 }
 
 func TestEveryRuleCanFail(t *testing.T) {
@@ -276,9 +284,12 @@ func TestNextPatch(t *testing.T) {
 	}
 }
 
+// bootMediaTypes are retained on delete instead of protected.
+var bootMediaTypes = []string{gate.TypeProxmoxImage, gate.TypeProxmoxFile}
+
 // TestBootMediaMayBeRetainedInsteadOfProtected: the Proxmox image of a Talos
-// version is retained on delete (a bump drops it from the program), which
-// the protect rule accepts for boot media and for nothing else.
+// version is retained on delete (a bump drops it from the program): without
+// it the bump deletes the image.
 func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
 	s, err := stackfile.Read(filepath.Join(root, "Pulumi.prod.yaml"), nil)
 	if err != nil {
@@ -287,9 +298,6 @@ func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
 	ev, err := Collect(s)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if p := persistentProtected(ev); len(p) > 0 {
-		t.Fatalf("prod: %q", p)
 	}
 	var image string
 	for _, r := range ev.Declared.Regs {
@@ -302,9 +310,6 @@ func TestBootMediaMayBeRetainedInsteadOfProtected(t *testing.T) {
 		t.Fatal("prod declares no boot image")
 	}
 	edit(t, ev.Declared.Regs, image, func(r *offline.Registration) { r.Options.RetainOnDelete, r.Options.Protect = false, false })
-	if p := persistentProtected(ev); len(p) != 1 || !strings.Contains(p[0], image+" (proxmoxve:Download/file:File) is not protected") {
-		t.Errorf("image neither retained nor protected: problems %q", p)
-	}
 	if p := versionBumpSafe(ev); len(p) != 1 || !strings.Contains(p[0], image+" leaves the program") {
 		t.Errorf("image dropped by the bump without retainOnDelete: problems %q", p)
 	}
@@ -350,21 +355,4 @@ func addPatch(t *testing.T, ev *Evidence, node, patch string) {
 		return
 	}
 	t.Fatalf("no node config for %s", node)
-}
-
-// A local chart (chart.path: a path, no repository, no version) is pinned
-// by the repository that holds it; a repository chart without a version is not.
-func TestLocalChartsArePinnedByTheRepository(t *testing.T) {
-	release := func(inputs resource.PropertyMap) *Evidence {
-		return &Evidence{Declared: Run{Regs: []offline.Registration{{Type: gate.TypeHelmRelease, Name: "web-release", Custom: true, Inputs: inputs}}}}
-	}
-	local := release(resource.PropertyMap{"chart": resource.NewProperty("charts/web")})
-	if p := chartsPinned(local); len(p) != 0 {
-		t.Errorf("a local chart: %q", p)
-	}
-	unpinned := release(resource.PropertyMap{"chart": resource.NewProperty("web"),
-		"repositoryOpts": resource.NewProperty(resource.PropertyMap{"repo": resource.NewProperty("https://charts.example.org")})})
-	if p := chartsPinned(unpinned); len(p) != 1 {
-		t.Errorf("a repository chart without a version: problems %q", p)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -37,7 +38,26 @@ type Result struct {
 	Summary map[string]int
 	// Events are every engine event, for assertions Steps does not cover.
 	Events []events.EngineEvent
+	// Violations are the policy pack's mandatory violations
+	// (internal/policypack), in the order the engine reported them.
+	Violations []Violation
 }
+
+// Violation is one mandatory violation of a policy of the stack's policy
+// pack: the engine fails the operation on it.
+type Violation struct {
+	// Policy is the policy's name: the rule a refusal names.
+	Policy string `json:"policy"`
+	// URN is the resource that violates it.
+	URN string `json:"urn"`
+	// Message is the policy's description and the violation, as the
+	// engine prints them.
+	Message string `json:"message"`
+}
+
+// ErrPolicyViolations is wrapped by an operation's error when the policy
+// pack reported a mandatory violation (the Result's Violations).
+var ErrPolicyViolations = errors.New("policy violations")
 
 // Changes returns the steps that change something: every step but "same"
 // and the reads a refresh does of unchanged resources.
@@ -213,6 +233,12 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 		SecretsProvider:    lazyProvider{pass: s.pass},
 		Scopes:             scopes{graceful: ctx, in: s.stop},
 	}
+	if kind == apitype.PreviewUpdate || kind == apitype.UpdateUpdate {
+		// Milner's policy pack, loaded in process: the rules plain
+		// `pulumi preview --policy-pack policy` runs (internal/policypack).
+		op.Opts.Engine.LocalPolicyPacks = s.policyPacks()
+		op.Opts.Engine.HostFactory = policyHostFactory(s.backend, filepath.Join(s.dir, PolicyDir))
+	}
 	set(&op.Opts.Engine)
 	var plan *deploy.Plan
 	switch ectx := engineContext(ctx); kind {
@@ -230,6 +256,9 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 		return nil, nil, fmt.Errorf("stack %q: %s: %w", s.name, name, rerr)
 	}
 	if err != nil {
+		if len(r.Violations) > 0 {
+			err = fmt.Errorf("%w: %w", ErrPolicyViolations, err)
+		}
 		if diags := r.errors(); len(diags) > 0 {
 			err = fmt.Errorf("%w: %s", err, strings.Join(diags, "; "))
 		}
@@ -254,6 +283,9 @@ func readEvents(path string) (*Result, error) {
 	}
 	r := &Result{Events: evs, Steps: gate.StepsFromEvents(evs), Summary: map[string]int{}}
 	for _, ev := range evs {
+		if p := ev.PolicyEvent; p != nil && p.EnforcementLevel == string(apitype.Mandatory) && len(p.Exceptions) == 0 {
+			r.Violations = append(r.Violations, Violation{Policy: p.PolicyName, URN: p.ResourceURN, Message: strings.TrimSpace(colors.Never.Colorize(p.Message))})
+		}
 		if ev.SummaryEvent != nil {
 			for op, n := range ev.SummaryEvent.ResourceChanges {
 				r.Summary[string(op)] = n

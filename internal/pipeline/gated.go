@@ -210,9 +210,11 @@ func (o *Op) planPreview() error {
 		return err
 	}
 	res, plan, err := o.St.Preview(o.Ctx, opts)
-	if err != nil {
+	if err != nil && (res == nil || !errors.Is(err, engine.ErrPolicyViolations)) {
 		return err
 	}
+	// A preview the policy pack failed is reported whole, its violations
+	// refused by the policy-pack rule; it has no plan to apply.
 	o.plan = &planned{res: res, plan: plan, report: gate.NewReport(res.Steps, o.cfg.Cluster.Name), targets: opts.Replace}
 	return nil
 }

@@ -139,7 +139,7 @@ func Confirm(ctx context.Context, in *os.File, out io.Writer, question, stack st
 		return Refused("no stack name to type as the confirmation; pass --yes to go on without the prompt; nothing was changed")
 	}
 	if fi, err := in.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return Refused("standard input is not a terminal, so nothing can be confirmed; pass --yes to go on without the prompt")
+		return &Refusal{Err: ErrNoTerminal, Msg: "standard input is not a terminal, so nothing can be confirmed; pass --yes to go on without the prompt"}
 	}
 	_, _ = fmt.Fprintf(out, "%s Type the stack name (%s) to go on: ", question, stack)
 	typed := make(chan string, 1)
@@ -151,10 +151,10 @@ func Confirm(ctx context.Context, in *os.File, out io.Writer, question, stack st
 	}()
 	select {
 	case <-ctx.Done():
-		return fmt.Errorf("not confirmed: %w; nothing was changed", ctx.Err())
+		return fmt.Errorf("%w: %w; nothing was changed", ErrNotConfirmed, ctx.Err())
 	case line := <-typed:
 		if line != stack {
-			return Refused("not confirmed (typed %q, want the stack name %q); nothing was changed", line, stack)
+			return &Refusal{Err: ErrNotConfirmed, Msg: fmt.Sprintf("not confirmed (typed %q, want the stack name %q); nothing was changed", line, stack)}
 		}
 	}
 	return nil

@@ -34,6 +34,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/cmdutil"
+
 	"github.com/milner/milner/internal/gate"
 )
 
@@ -117,13 +119,19 @@ type Verb struct {
 }
 
 // Refusal is an error that a rule refused the operation before anything
-// was changed (milner's exit code 3).
+// was changed (ExitRefused).
 type Refusal struct {
 	// Rule is the name of the rule that refused ("" outside a table).
 	Rule string
 	// Msg says what was refused and what to do instead.
 	Msg string
+	// Err is the refusal's kind when it is not a rule's (ErrNotConfirmed,
+	// ErrNoTerminal): ExitCode maps it.
+	Err error
 }
+
+// Unwrap is the refusal's kind.
+func (r *Refusal) Unwrap() error { return r.Err }
 
 func (r *Refusal) Error() string {
 	if r.Rule == "" {
@@ -135,8 +143,72 @@ func (r *Refusal) Error() string {
 // Refused returns a refusal with a formatted message.
 func Refused(format string, a ...any) error { return &Refusal{Msg: fmt.Sprintf(format, a...)} }
 
-// ErrPending is returned by --expect-no-changes when the stack has changes.
+// ErrPending is returned by --expect-no-changes when the stack has changes
+// (and by docs --check on drift).
 var ErrPending = errors.New("changes pending")
+
+// ErrNotConfirmed is a confirmation the user declined: the command was
+// cancelled (ExitCancelled).
+var ErrNotConfirmed = errors.New("not confirmed")
+
+// ErrNoTerminal is a confirmation asked without a terminal and without
+// --yes: an invocation the command cannot run (ExitUsage), as Pulumi's
+// NoConfirmationInNonInteractiveError.
+var ErrNoTerminal = errors.New("no terminal to confirm on")
+
+// The exit codes, the same for every verb: Pulumi's taxonomy, its own
+// constants (sdk/v3 v3.276.0 go/common/util/cmdutil exit.go, which pkg/v3
+// cmd/pulumi/cmd/exit_codes.go maps errors onto), so a script reads milner
+// as it reads pulumi. Milner uses no authentication (3), resource (4),
+// timeout (9) or internal (255) code: an error it cannot classify is 1, as
+// Pulumi's own TODO leaves resource and policy errors of the engine.
+const (
+	ExitOK = cmdutil.ExitSuccess
+	// ExitError is any other error.
+	ExitError = cmdutil.ExitCodeError
+	// ExitUsage is Pulumi's ExitConfigurationError: a flag, argument or
+	// verb milner does not take, a required flag missing, a confirmation
+	// without a terminal or --yes.
+	ExitUsage = cmdutil.ExitConfigurationError
+	// ExitRefused is Pulumi's ExitPolicyViolation: a rule (milner's
+	// pipeline, the policy pack, the lifecycle hooks' gate) refused, and
+	// nothing was changed.
+	ExitRefused = cmdutil.ExitPolicyViolation
+	// ExitNoStack is Pulumi's ExitStackNotFound: no --stack and none selected.
+	ExitNoStack = cmdutil.ExitStackNotFound
+	// ExitPending is Pulumi's ExitNoChanges: --expect-no-changes found
+	// changes, docs --check found drift.
+	ExitPending = cmdutil.ExitNoChanges
+	// ExitCancelled is Pulumi's ExitCancelled: an interrupt (SIGINT,
+	// SIGTERM, SIGHUP; the first cancels gracefully) or a declined
+	// confirmation.
+	ExitCancelled = cmdutil.ExitCancelled
+)
+
+// ErrNoStack is returned when no stack is given and none is selected.
+var ErrNoStack = errors.New("no stack")
+
+// ExitCode is the exit code of a failed command, by the error's type and
+// kind, never its text; usage errors the command line found are the
+// caller's (it knows their type).
+func ExitCode(err error) int {
+	var r *Refusal
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, ErrNotConfirmed):
+		return ExitCancelled
+	case errors.Is(err, ErrNoTerminal):
+		return ExitUsage
+	case errors.Is(err, ErrNoStack):
+		return ExitNoStack
+	case errors.As(err, &r):
+		return ExitRefused
+	case errors.Is(err, ErrPending):
+		return ExitPending
+	}
+	return ExitError
+}
 
 // named names the rule of a refusal that names none.
 func named(err error, rule string) error {

@@ -10,7 +10,7 @@ import (
 )
 
 // Two nodes replaced in one run are replaced at once by the engine: once a
-// cluster runs, that is refused (exit 3) before anything is previewed.
+// cluster runs, that is refused (exit 5) before anything is previewed.
 func TestReplaceTakesOneNodePerRunOnARunningCluster(t *testing.T) {
 	domains := []engine.Resource{{Type: gate.TypeLibvirtDomain}}
 	running := append(domains, engine.Resource{Type: gate.TypeConfigApply})

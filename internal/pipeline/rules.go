@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/mod/semver"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+
 	"github.com/milner/milner/components/vocab"
 	"github.com/milner/milner/internal/chartindex"
 	"github.com/milner/milner/internal/gate"
@@ -425,6 +427,23 @@ func diskGiB(inputs map[string]any) []int {
 		out = append(out, int(size))
 	}
 	return out
+}
+
+// policyPack refuses what the stack's policy pack found (internal/policypack,
+// the rules plain `pulumi preview --policy-pack policy` runs), one refusal
+// per violation, naming its policy.
+func policyPack(o *Op) ([]gate.Refusal, error) {
+	var out []gate.Refusal
+	for _, v := range o.plan.res.Violations {
+		msg := v.Message
+		if _, rest, ok := strings.Cut(msg, "\n"); ok {
+			msg = rest // the policy's description, then the violation
+		}
+		out = append(out, gate.Refusal{Resource: resource.URN(v.URN).Name(),
+			Reason:  fmt.Sprintf("policy %s: %s", v.Policy, msg),
+			Instead: "fix the program or the stack config (internal/policypack says why the policy holds)"})
+	}
+	return out, nil
 }
 
 // chartsPublished refuses, before anything is planned, a chart version its

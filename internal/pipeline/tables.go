@@ -25,6 +25,7 @@ var previewRules = []Rule{
 	{"one-new-node", Report, oneNewNode},
 	{"boot-image", Stop, bootImage},
 	{"versions-interlock", Report, versionsInterlock},
+	{"policy-pack", Report, policyPack},
 }
 
 // upRules are up's (with --replace and --os-disk): the preview's, after

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/internal/engine"
 )
 
 // ruleName is a rule's name where the package's code writes it outside a
@@ -70,4 +72,18 @@ func TestWithinRulesNameTheirRefusal(t *testing.T) {
 	Explain(&out)
 	assert.Regexp(t, `adopt-apps-same-chart\s+inside the verb's stage\s+internal/pipeline/adopt.go:adoptAppsSameChart`, out.String())
 	assert.Regexp(t, `upgrade-health-gate\s+inside the verb's stage\s+internal/pipeline/upgrade.go:upgradeHealthGate`, out.String())
+}
+
+// TestPolicyPackViolationsAreRefusals: each violation the engine's run of
+// the policy pack reported is a refusal naming its policy and resource.
+func TestPolicyPackViolationsAreRefusals(t *testing.T) {
+	o := &Op{plan: &planned{res: &engine.Result{Violations: []engine.Violation{{
+		Policy: "milner-protected", URN: "urn:pulumi:dev::milner::talos:machine/secrets:Secrets::stray",
+		Message: "persistent substrate and the cluster's secrets bundle are protected\nstray (talos:machine/secrets:Secrets) is not protected",
+	}}}}}
+	got, err := policyPack(o)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "stray", got[0].Resource)
+	assert.Equal(t, "policy milner-protected: stray (talos:machine/secrets:Secrets) is not protected", got[0].Reason)
 }

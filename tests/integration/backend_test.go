@@ -44,7 +44,7 @@ func postgresURL(t *testing.T, table string) string {
 // TestConcurrentUps: on a file backend and on PostgreSQL, a stack brought up
 // from empty previews no change; then two `milner up --yes --replace w-1`
 // started together for one memory change end with exactly one applying and
-// the other refused at once (exit 3, naming the other milner), and the
+// the other refused at once (exit 5, naming the other milner), and the
 // stack previews no change after: nothing lost or half-written.
 func TestConcurrentUps(t *testing.T) {
 	for _, tc := range []struct {
@@ -100,7 +100,7 @@ func TestConcurrentUps(t *testing.T) {
 }
 
 // exitRefused is milner's exit code for a refusal by a rule.
-const exitRefused = 3
+const exitRefused = 5
 
 // TestStateRestore: on a file backend and on PostgreSQL, every update leaves
 // a restorable copy of its checkpoint in the backend (`milner state

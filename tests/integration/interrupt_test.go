@@ -26,7 +26,7 @@ import (
 //   - replace: `up --replace w-1` of a memory change, once w-1's old
 //     domain has been deleted (delete-before-replace).
 //
-// After each: milner exits 130 and says it cancelled gracefully; the state
+// After each: milner exits 8 (Pulumi's cancelled) and says it cancelled gracefully; the state
 // records no pending operation and exactly what libvirt holds (pool,
 // network, every volume and every domain by UUID: no orphan, no duplicate;
 // a domain the interrupted replace deleted is recorded as pending
@@ -103,7 +103,7 @@ func TestMilnerInterrupt(t *testing.T) {
 }
 
 // exitInterrupted is milner's exit code after an interrupt.
-const exitInterrupted = 130
+const exitInterrupted = 8
 
 // interruptWhen starts milner with args, sends SIGINT to its process
 // group once reached reports true, and returns how it ended.

@@ -55,8 +55,8 @@ func TestMilnerOSDiskReplace(t *testing.T) {
 	s.writeStackFile()
 	r := s.milner("up", "--yes", "--replace", "cp-1", "--os-disk")
 	refused(t, "up --replace cp-1 --os-disk with w-1's replace unnamed", r, "--replace does not name it", "nothing was applied")
-	if r.code != 3 {
-		t.Errorf("refused run: exit %d, want 3", r.code)
+	if r.code != exitRefused {
+		t.Errorf("refused run: exit %d, want %d", r.code, exitRefused)
 	}
 	osProtected("after the refused run")
 	if fi, err := os.Stat(osVol); err != nil || !fi.ModTime().Equal(old) {

@@ -3,17 +3,23 @@
 package kubeapi
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/milner/milner/components/lifecycle"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
+
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/stacks"
+	"github.com/milner/milner/tests/harness"
 )
 
 // TestPlainPulumiKeepsMilnersRules runs the pinned `pulumi` CLI, plain,
@@ -30,10 +36,14 @@ import (
 //
 //   - a plain `pulumi preview` of an app's removal fails, naming the hook's
 //     rule (lifecycle.KeepRelease) and the release; the release is untouched;
-//   - a plain `pulumi up --yes` of a harmless change (a chart value) passes.
+//   - a plain `pulumi up --yes` of a harmless change (a chart value) passes;
+//   - with the policy pack (--policy-pack, policy/ built) the program
+//     passes, and a program declaring a stray unprotected secrets bundle is
+//     refused naming milner-protected and milner-secret-outputs, by the
+//     CLI and by milner's engine alike.
 func TestPlainPulumiKeepsMilnersRules(t *testing.T) {
 	api := startAPIServer(t)
-	s := newAppsScenario(t, api, testApp("keep"), testApp("other"))
+	s := newAppsScenario(t, api, testApp("keep"), testApp("other"), woodpeckerApp())
 	s.up("install") // milner records the hooks with the state
 
 	addr, stop, err := engine.ServeProgram(stacks.Program)
@@ -41,9 +51,20 @@ func TestPlainPulumiKeepsMilnersRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
+	// The policy pack, policy/, built as the binary analyzer the CLI
+	// launches when --policy-pack names an executable (pkg/v3 v3.276.0
+	// resource/plugin analyzer_plugin.go NewPolicyAnalyzer): the directory
+	// form would build it through pulumi-language-go, absent here.
+	pack := filepath.Join(t.TempDir(), "milner-policy")
+	build := exec.Command("go", "build", "-o", pack, "./policy")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./policy: %v\n%s", err, out)
+	}
+	client := addr
 	plain := func(args ...string) (int, string) {
 		t.Helper()
-		full := append(append([]string{"--non-interactive"}, args...), "--stack", stackName, "--client", addr, "--color", "never")
+		full := append(append([]string{"--non-interactive"}, args...), "--stack", stackName, "--client", client, "--color", "never")
 		cmd := exec.Command(filepath.Join(toolsBin, "pulumi"), full...)
 		cmd.Dir = s.dir
 		cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL="+s.backend, "PULUMI_CONFIG_PASSPHRASE="+passphrase,
@@ -95,5 +116,48 @@ func TestPlainPulumiKeepsMilnersRules(t *testing.T) {
 	}
 	if got := s.release("other", "other"); got.revision != 2 {
 		t.Errorf("release other after the plain up: revision %d, want 2", got.revision)
+	}
+
+	// The policy pack: the program passes it, plainly and under milner.
+	if code, _ := plain("preview", "--policy-pack", pack); code != 0 {
+		t.Errorf("a plain pulumi preview --policy-pack of the program: exit %d, want 0", code)
+	}
+	// A program that declares a second, unprotected secrets bundle
+	// violates milner-protected and milner-secret-outputs: the CLI's run of
+	// policy/ and milner's engine, which loads the same pack in process,
+	// both say so.
+	leaky := func(ctx *pulumi.Context) error {
+		if err := stacks.Program(ctx); err != nil {
+			return err
+		}
+		_, err := machine.NewSecrets(ctx, "stray-secrets", &machine.SecretsArgs{})
+		return err
+	}
+	leakyAddr, stopLeaky, err := engine.ServeProgram(leaky)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopLeaky()
+	client = leakyAddr
+	code, out = plain("preview", "--policy-pack", pack)
+	for _, want := range []string{"milner-protected", "stray-secrets (talos:machine/secrets:Secrets) is not protected", "milner-secret-outputs"} {
+		if code == 0 || !strings.Contains(out, want) {
+			t.Errorf("a plain pulumi preview --policy-pack of a stray bundle: exit %d, want a violation saying %q", code, want)
+		}
+	}
+	st, err := engine.Open(context.Background(), engine.Options{Stack: stackName, Dir: s.dir, Tools: toolsBin, Backend: s.backend,
+		Passphrase: passphrase, Program: leaky, Progress: harness.LogWriter(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := st.Preview(context.Background(), engine.PlanOptions{})
+	var policies []string
+	if r != nil {
+		for _, v := range r.Violations {
+			policies = append(policies, v.Policy)
+		}
+	}
+	if !errors.Is(err, engine.ErrPolicyViolations) || !slices.Contains(policies, "milner-protected") || !slices.Contains(policies, "milner-secret-outputs") {
+		t.Errorf("milner's engine on a stray bundle: %v, violations of %v; want milner-protected and milner-secret-outputs", err, policies)
 	}
 }
