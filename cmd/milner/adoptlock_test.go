@@ -20,7 +20,7 @@ import (
 // TestAdoptTakesTheLock: adopt writes the stack file, previews what it
 // wrote and puts the file back on a refusal, so it runs under Milner's
 // lock, as every verb that writes: while another milner holds the stack's
-// lock, adopt is refused at once (exit 3) with the lock's message, before
+// lock, adopt is refused at once (exitRefused) with the lock's message, before
 // it reads the substrate (here a libvirt URI on a loopback port nothing
 // listens on), and the stack file is as it was.
 func TestAdoptTakesTheLock(t *testing.T) {
