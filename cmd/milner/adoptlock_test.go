@@ -15,12 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/pipeline"
 )
 
 // TestAdoptTakesTheLock: adopt writes the stack file, previews what it
 // wrote and puts the file back on a refusal, so it runs under Milner's
 // lock, as every verb that writes: while another milner holds the stack's
-// lock, adopt is refused at once (exitRefused) with the lock's message, before
+// lock, adopt is refused at once (pipeline.ExitRefused) with the lock's message, before
 // it reads the substrate (here a libvirt URI on a loopback port nothing
 // listens on), and the stack file is as it was.
 func TestAdoptTakesTheLock(t *testing.T) {
@@ -57,7 +58,7 @@ func TestAdoptTakesTheLock(t *testing.T) {
 	t.Log(out.String())
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
-	assert.Equal(t, exitRefused, exit.ExitCode())
+	assert.Equal(t, pipeline.ExitRefused, exit.ExitCode())
 	assert.Contains(t, out.String(), "another milner is changing this stack; nothing was changed")
 	assert.NotContains(t, out.String(), "127.0.0.1:9", "refused before the substrate is read")
 	after, err := os.ReadFile(filepath.Join(dir, "Pulumi.dev.yaml"))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/milner/milner/internal/pipeline"
 	"github.com/milner/milner/tests/ptytest"
 )
 
@@ -65,7 +66,7 @@ func TestSIGHUPInterrupts(t *testing.T) {
 
 // TestSecondSignalOutsideAnEngineOperationExits: the second signal
 // terminates an engine operation in flight; outside one nothing listens to
-// terminate, so the command stops at once with exitInterrupted.
+// terminate, so the command stops at once with pipeline.ExitCancelled.
 func TestSecondSignalOutsideAnEngineOperationExits(t *testing.T) {
 	twice := func(t *testing.T, held bool) (exited chan int, in *interrupt) {
 		var stderr bytes.Buffer
@@ -89,7 +90,7 @@ func TestSecondSignalOutsideAnEngineOperationExits(t *testing.T) {
 		exited, _ := twice(t, false)
 		select {
 		case code := <-exited:
-			assert.Equal(t, exitInterrupted, code)
+			assert.Equal(t, pipeline.ExitCancelled, code)
 		case <-time.After(10 * time.Second):
 			t.Fatal("the second signal outside an engine operation did not stop the command")
 		}

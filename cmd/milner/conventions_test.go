@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/docs"
+	"github.com/milner/milner/internal/pipeline"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -76,12 +77,12 @@ func TestCLIConventions(t *testing.T) {
 			if s := cmd.Flags().Lookup("stack"); s != nil && path != "milner check" && path != "milner docs" {
 				assert.Equal(t, explicitStack[path], isRequired(s), "--stack is required exactly on the verbs that destroy or overwrite")
 				if explicitStack[path] {
-					assert.Equal(t, exitUsage, run(args), "without --stack")
+					assert.Equal(t, pipeline.ExitUsage, run(args), "without --stack")
 				}
 			}
-			assert.Equal(t, exitUsage, run(append(slices.Clone(args), "--no-such-flag")), "an unknown flag")
-			assert.Equal(t, exitUsage, run(append(slices.Clone(args), "a", "b", "c")), "arguments the verb does not take")
-			assert.Equal(t, exitOK, run(append(slices.Clone(args), "--help")), "--help")
+			assert.Equal(t, pipeline.ExitUsage, run(append(slices.Clone(args), "--no-such-flag")), "an unknown flag")
+			assert.Equal(t, pipeline.ExitUsage, run(append(slices.Clone(args), "a", "b", "c")), "arguments the verb does not take")
+			assert.Equal(t, pipeline.ExitOK, run(append(slices.Clone(args), "--help")), "--help")
 			if cmd.Runnable() && !strings.HasPrefix(path, "milner completion") {
 				assert.NotEmpty(t, cmd.Example, "every verb's --help has examples")
 			}
@@ -95,20 +96,20 @@ func TestUsageByType(t *testing.T) {
 		args []string
 		want int
 	}{
-		{[]string{"nope"}, exitUsage},                             // an unknown verb
-		{[]string{"secrets", "nope"}, exitUsage},                  // an unknown sub-verb
-		{[]string{"secrets"}, exitOK},                             // a verb with sub-verbs prints its help
-		{[]string{"teardown", "--stack", "x", "cp-1"}, exitUsage}, // a target teardown does not take
-		{[]string{"vault", "status"}, exitUsage},                  // required persistent flags
-		{[]string{"preview", "--stack", "x", "--replace"}, exitUsage},
-		{[]string{"output", "a", "b"}, exitUsage},
+		{[]string{"nope"}, pipeline.ExitUsage},                             // an unknown verb
+		{[]string{"secrets", "nope"}, pipeline.ExitUsage},                  // an unknown sub-verb
+		{[]string{"secrets"}, pipeline.ExitOK},                             // a verb with sub-verbs prints its help
+		{[]string{"teardown", "--stack", "x", "cp-1"}, pipeline.ExitUsage}, // a target teardown does not take
+		{[]string{"vault", "status"}, pipeline.ExitUsage},                  // required persistent flags
+		{[]string{"preview", "--stack", "x", "--replace"}, pipeline.ExitUsage},
+		{[]string{"output", "a", "b"}, pipeline.ExitUsage},
 		// adopt takes one of --node with --id, --all, --bootstrap; check --stack or --all
-		{[]string{"adopt", "--stack", "x"}, exitUsage},
-		{[]string{"adopt", "--stack", "x", "--id", "1"}, exitUsage},
-		{[]string{"adopt", "--stack", "x", "--holder"}, exitUsage},
-		{[]string{"adopt", "--stack", "x", "--all", "--node", "cp-1", "--id", "1"}, exitUsage},
-		{[]string{"adopt", "--stack", "x", "--bootstrap", "--all"}, exitUsage},
-		{[]string{"check", "--stack", "x", "--all"}, exitUsage},
+		{[]string{"adopt", "--stack", "x"}, pipeline.ExitUsage},
+		{[]string{"adopt", "--stack", "x", "--id", "1"}, pipeline.ExitUsage},
+		{[]string{"adopt", "--stack", "x", "--holder"}, pipeline.ExitUsage},
+		{[]string{"adopt", "--stack", "x", "--all", "--node", "cp-1", "--id", "1"}, pipeline.ExitUsage},
+		{[]string{"adopt", "--stack", "x", "--bootstrap", "--all"}, pipeline.ExitUsage},
+		{[]string{"check", "--stack", "x", "--all"}, pipeline.ExitUsage},
 	} {
 		assert.Equal(t, tc.want, run(tc.args), "%v", tc.args)
 	}
@@ -125,11 +126,11 @@ func TestCurrentStackOrUsage(t *testing.T) {
 	t.Setenv("PULUMI_STACK", "")
 	require.NoError(t, os.Unsetenv("PULUMI_STACK"))
 	for _, verb := range [][]string{{"status"}, {"preview"}, {"up"}, {"output"}, {"refresh"}, {"kubeconfig"}, {"adopt", "--all"}, {"state", "backups"}, {"secrets", "export", "--out", "x", "--recipient", "y"}} {
-		assert.Equal(t, exitNoStack, run(append(verb, "-C", "../..")), "%v with no current stack", verb)
+		assert.Equal(t, pipeline.ExitNoStack, run(append(verb, "-C", "../..")), "%v with no current stack", verb)
 	}
 }
 
-// TestDocsDriftExitsPending: drift is exitPending (7), like preview drift.
+// TestDocsDriftExitsPending: drift is pipeline.ExitPending (7), like preview drift.
 func TestDocsDriftExitsPending(t *testing.T) {
 	dir := t.TempDir()
 	// The stacks and the supported-versions table docs/compatibility.md links to.
@@ -139,9 +140,9 @@ func TestDocsDriftExitsPending(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
 	}
-	assert.Equal(t, exitPending, run([]string{"docs", "--check", "-C", dir}), "docs/cli.md, docs/stacks.md and docs/compatibility.md are missing: drift")
-	assert.Equal(t, exitOK, run([]string{"docs", "-C", dir}))
-	assert.Equal(t, exitOK, run([]string{"docs", "--check", "-C", dir}))
+	assert.Equal(t, pipeline.ExitPending, run([]string{"docs", "--check", "-C", dir}), "docs/cli.md, docs/stacks.md and docs/compatibility.md are missing: drift")
+	assert.Equal(t, pipeline.ExitOK, run([]string{"docs", "-C", dir}))
+	assert.Equal(t, pipeline.ExitOK, run([]string{"docs", "--check", "-C", dir}))
 }
 
 // TestExitCodesDocumentedOnce: the root help states the exit codes, and the
@@ -169,7 +170,7 @@ func TestStatusJSONKeepsVersions(t *testing.T) {
 	t.Setenv("PULUMI_HOME", filepath.Join(home, ".pulumi"))
 	t.Setenv("PULUMI_BACKEND_URL", "file://"+filepath.Join(home, "state"))
 	out := stdout(t, func() {
-		require.Equal(t, exitOK, run([]string{"status", "--json", "--versions", "--stack", "local", "-C", "../.."}))
+		require.Equal(t, pipeline.ExitOK, run([]string{"status", "--json", "--versions", "--stack", "local", "-C", "../.."}))
 	})
 	var got map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)

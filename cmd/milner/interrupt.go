@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/pipeline"
 )
 
 // interruptSignals are the signals that interrupt a command: SIGINT and
@@ -25,11 +26,11 @@ var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP
 //     to cancel gracefully (engine.Stack runs it so that the steps in flight
 //     finish, the state is saved and the backend's lock row is deleted),
 //     work between operations (guards, prompts) stops, Milner's lock is
-//     released by the deferred unlock, and milner exits exitInterrupted;
+//     released by the deferred unlock, and milner exits pipeline.ExitCancelled;
 //   - the second closes terminate: an engine operation in flight
 //     terminates; outside one (a guard, a download, a prompt that did not
 //     stop at the first), nothing would listen, so milner exits at once
-//     (exitInterrupted). Its own lock goes with the process (flock, the
+//     (pipeline.ExitCancelled). Its own lock goes with the process (flock, the
 //     advisory lock's session).
 type interrupt struct {
 	ctx       context.Context
@@ -78,7 +79,7 @@ func watchInterrupts(parent context.Context, stderr io.Writer, exit func(code in
 					close(in.terminate)
 					if in.ops.Load() == 0 {
 						_, _ = fmt.Fprintf(stderr, "milner: %v again: stopping now (no engine operation is running)\n", sig)
-						in.exit(exitInterrupted)
+						in.exit(pipeline.ExitCancelled)
 						continue
 					}
 					_, _ = fmt.Fprintf(stderr, "milner: %v again: terminating\n", sig)

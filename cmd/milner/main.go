@@ -36,22 +36,8 @@ every lock is released; a second one terminates). Pulumi's 3
 (authentication), 4 (resource), 9 (timeout) and 10 (await) are not used:
 a failed step is 1, as in Pulumi.`
 
-// The exit codes (pipeline's, Pulumi's taxonomy).
-const (
-	exitOK        = pipeline.ExitOK
-	exitError     = pipeline.ExitError
-	exitUsage     = pipeline.ExitUsage
-	exitRefused   = pipeline.ExitRefused
-	exitNoStack   = pipeline.ExitNoStack
-	exitPending   = pipeline.ExitPending
-	exitCancelled = pipeline.ExitCancelled
-	// exitInterrupted: the first SIGINT or SIGTERM cancelled the command
-	// gracefully (interrupt.go).
-	exitInterrupted = pipeline.ExitCancelled
-)
-
 // refusal is an error that a rule refused the operation before anything
-// was changed (exitRefused); it names its rule (internal/pipeline).
+// was changed (pipeline.ExitRefused); it names its rule (internal/pipeline).
 type refusal = pipeline.Refusal
 
 // refused returns a refusal with a formatted message.
@@ -72,7 +58,7 @@ func main() {
 	flush, err := redact.Stdio()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "milner: %v\n", err)
-		os.Exit(exitError)
+		os.Exit(pipeline.ExitError)
 	}
 	exit = func(code int) { flush(); os.Exit(code) }
 	exit(run(os.Args[1:]))
@@ -90,11 +76,11 @@ func run(args []string) int {
 	defer in.stop()
 	err := root.ExecuteContext(context.WithValue(in.ctx, interruptKey{}, in))
 	if err == nil {
-		return exitOK
+		return pipeline.ExitOK
 	}
 	fmt.Fprintf(os.Stderr, "milner: %s\n", err) // masked on its way out (redact.Stdio)
 	if in.interrupted() {
-		return exitInterrupted
+		return pipeline.ExitCancelled
 	}
 	return exitCode(err)
 }
@@ -104,7 +90,7 @@ func run(args []string) int {
 func exitCode(err error) int {
 	var u usageError
 	if errors.As(err, &u) {
-		return exitUsage
+		return pipeline.ExitUsage
 	}
 	return pipeline.ExitCode(err)
 }

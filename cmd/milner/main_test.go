@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/internal/pipeline"
 )
 
 // TestExitCodes: usage mistakes exit 2, help and version 0, refusals 3.
@@ -15,17 +17,17 @@ func TestExitCodes(t *testing.T) {
 		args []string
 		want int
 	}{
-		{[]string{"--help"}, exitOK},
-		{[]string{"help"}, exitOK},
-		{[]string{"up", "-h"}, exitOK},
-		{[]string{"version"}, exitOK},
-		{[]string{"completion", "bash"}, exitOK},
-		{[]string{"nope"}, exitUsage},
-		{[]string{"teardown"}, exitUsage}, // --stack is required
-		{[]string{"preview", "--stack", "x", "--bogus"}, exitUsage},
-		{[]string{"check"}, exitUsage},
-		{[]string{"teardown", "--stack", "x", "cp-1"}, exitUsage}, // no partial teardown: a target is a usage error
-		{[]string{"up", "--stack", "../prod"}, exitError},         // not a stack name
+		{[]string{"--help"}, pipeline.ExitOK},
+		{[]string{"help"}, pipeline.ExitOK},
+		{[]string{"up", "-h"}, pipeline.ExitOK},
+		{[]string{"version"}, pipeline.ExitOK},
+		{[]string{"completion", "bash"}, pipeline.ExitOK},
+		{[]string{"nope"}, pipeline.ExitUsage},
+		{[]string{"teardown"}, pipeline.ExitUsage}, // --stack is required
+		{[]string{"preview", "--stack", "x", "--bogus"}, pipeline.ExitUsage},
+		{[]string{"check"}, pipeline.ExitUsage},
+		{[]string{"teardown", "--stack", "x", "cp-1"}, pipeline.ExitUsage}, // no partial teardown: a target is a usage error
+		{[]string{"up", "--stack", "../prod"}, pipeline.ExitError},         // not a stack name
 	} {
 		assert.Equal(t, tc.want, run(tc.args), "%v", tc.args)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/offline"
+	"github.com/milner/milner/internal/pipeline"
 	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
@@ -138,7 +139,7 @@ func TestQuickStart(t *testing.T) {
 		words := shellWords(t, line, home)
 		switch {
 		case len(words) > 2 && words[0] == "milner" && words[1] == "secrets" && words[2] == "generate":
-			require.Equal(t, exitOK, run(words[1:]), "%q", line)
+			require.Equal(t, pipeline.ExitOK, run(words[1:]), "%q", line)
 			generated = true
 		case len(words) > 3 && words[0] == "pulumi" && words[1] == "config" && words[2] == "set-all":
 			for i := 3; i < len(words); i++ {
@@ -253,13 +254,13 @@ func plainValue(v resource.PropertyValue) any {
 // secret that exists; either refusal writes nothing.
 func TestSecretsGenerateRefuses(t *testing.T) {
 	inRepo := filepath.Join("..", "..", "docs", "generated-secrets")
-	assert.Equal(t, exitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", inRepo}))
+	assert.Equal(t, pipeline.ExitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", inRepo}))
 	_, err := os.Stat(inRepo)
 	assert.True(t, os.IsNotExist(err), "nothing created inside the repository")
 
 	out := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(out, "vault.key"), []byte("mine"), 0o600))
-	assert.Equal(t, exitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", out}))
+	assert.Equal(t, pipeline.ExitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", out}))
 	files, err := os.ReadDir(out)
 	require.NoError(t, err)
 	assert.Len(t, files, 1, "nothing written beside the existing file")
@@ -271,5 +272,5 @@ func TestSecretsGenerateRefuses(t *testing.T) {
 	abs, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	require.NoError(t, os.Symlink(abs, link))
-	assert.Equal(t, exitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", filepath.Join(link, "s")}), "a link into the repository is the repository")
+	assert.Equal(t, pipeline.ExitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", filepath.Join(link, "s")}), "a link into the repository is the repository")
 }
