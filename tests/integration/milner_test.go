@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -237,7 +238,9 @@ func TestMilnerAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `adoptId: "`+uuid+`"`) {
+	// Pulumi's ProjectStack writes the id plain (a UUID is a YAML string
+	// unquoted); the engine reads it back below.
+	if !regexp.MustCompile(`(?m)^\s+adoptId: "?` + regexp.QuoteMeta(uuid) + `"?$`).Match(b) {
 		t.Fatalf("stack file has no adoptId %s:\n%s", uuid, b)
 	}
 
