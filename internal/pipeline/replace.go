@@ -59,7 +59,11 @@ func (o *Op) talosCluster() (*upgrade.Cluster, error) {
 		return nil, nil
 	}
 	if err == nil {
-		o.obs.cluster, err = upgrade.Connect(o.Ctx, tc, upgrade.FromConfig(o.cfg))
+		d := upgrade.FromConfig(o.cfg)
+		if o.obs.removed != nil {
+			d.Nodes = append(d.Nodes, *o.obs.removed) // --remove's node, no longer declared
+		}
+		o.obs.cluster, err = upgrade.Connect(o.Ctx, tc, d)
 	}
 	o.obs.clusterErr = err
 	return o.obs.cluster, err
@@ -161,6 +165,9 @@ func (o *Op) shutdownReplaced() error {
 // waited for: the run ends only once they are Ready again, so a next
 // replace never starts on a sealed Vault.
 func afterReplace(o *Op) error {
+	if o.removing() {
+		return afterRemove(o)
+	}
 	if len(o.in.Replace) == 0 {
 		return nil
 	}
@@ -186,6 +193,7 @@ func afterReplace(o *Op) error {
 // clients. After a successful replace the program's Protect already holds
 // for the new volume.
 func (o *Op) closeObservations() {
+	o.keepRetained()
 	if u := o.obs.osVolume; u != "" {
 		if err := o.St.Protect(context.WithoutCancel(context.Background()), []resource.URN{u}); err != nil {
 			fmt.Fprintf(os.Stderr, "milner up: could not protect %s again: %v; run `pulumi state protect '%s'`\n", u.Name(), err, u)

@@ -356,6 +356,7 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 		at              time.Time
 	}
 	var starting []pending
+	var finalized time.Time
 	markReady := func(p pending) error {
 		now := time.Now().UTC().Format(time.RFC3339)
 		return a.send(http.MethodPatch, p.path+"/status", "application/merge-patch+json", map[string]any{
@@ -379,6 +380,10 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 			}
 		}
 		starting = still
+		if time.Since(finalized) > 500*time.Millisecond {
+			finalized = time.Now()
+			a.finalize(c)
+		}
 		for _, n := range c.Nodes() {
 			st := n.Status()
 			if !st.On || !st.Booted {
@@ -448,6 +453,44 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 				}
 			}
 		}
+	}
+}
+
+// finalize is the kubelet's end of a pod's graceful deletion: a pod
+// bound to a node that runs, deleted (an eviction sets its
+// deletionTimestamp), is removed for good once its containers stopped,
+// with a zero grace period and its UID as precondition (kubelet v1.36
+// pkg/kubelet/status/status_manager.go syncPod: Delete with
+// NewDeleteOptions(0) and Preconditions UID). Without it a drain waits
+// for evicted pods forever.
+func (a *API) finalize(c *talosapi.Cluster) {
+	b, code, err := a.Do(http.MethodGet, "/api/v1/pods", "", nil)
+	if err != nil || code != http.StatusOK {
+		return
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name, Namespace, UID string
+				DeletionTimestamp    *string
+			}
+			Spec struct {
+				NodeName string
+			}
+		}
+	}
+	if json.Unmarshal(b, &list) != nil {
+		return
+	}
+	for _, p := range list.Items {
+		if p.Metadata.DeletionTimestamp == nil || p.Spec.NodeName == "" {
+			continue
+		}
+		if n := c.Node(p.Spec.NodeName); n == nil || !n.Status().On || !n.Status().Booted {
+			continue // no kubelet runs there to finish it
+		}
+		_, _, _ = a.Do(http.MethodDelete, "/api/v1/namespaces/"+p.Metadata.Namespace+"/pods/"+p.Metadata.Name, "",
+			map[string]any{"gracePeriodSeconds": 0, "preconditions": map[string]any{"uid": p.Metadata.UID}})
 	}
 }
 
@@ -545,7 +588,7 @@ func (a *API) Seed(nodes []Node) error {
 	errs = append(errs, a.send(http.MethodPost, "/apis/apps/v1/namespaces/kube-system/deployments", "", map[string]any{
 		"metadata": map[string]any{"name": "coredns", "labels": map[string]any{"k8s-app": "kube-dns"}},
 		"spec":     map[string]any{"replicas": 1, "selector": selector("kube-dns"), "template": template("kube-dns")},
-	}), a.readyPod("coredns-"+nodes[0].Name, "kube-dns", nodes[0].Name, nil))
+	}), a.ReadyPod("kube-system", "coredns-"+nodes[0].Name, "kube-dns", nodes[0].Name, nil))
 	return errors.Join(errs...)
 }
 
@@ -596,26 +639,31 @@ func (a *API) register(n Node) error {
 	}))
 	if n.ControlPlane {
 		for _, app := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-			errs = append(errs, a.readyPod(app+"-"+n.Name, app, n.Name, map[string]any{"annotations": map[string]any{"kubernetes.io/config.source": "file"}}))
+			// A mirror pod carries the kubelet's config.mirror annotation
+			// (kubernetes pkg/kubelet/types ConfigMirrorAnnotationKey),
+			// which a drain skips (kubectl pkg/drain filters.go
+			// mirrorPodFilter).
+			errs = append(errs, a.ReadyPod("kube-system", app+"-"+n.Name, app, n.Name, map[string]any{"annotations": map[string]any{
+				"kubernetes.io/config.source": "file", "kubernetes.io/config.mirror": app + "-" + n.Name}}))
 		}
 	}
-	errs = append(errs, a.readyPod("kube-proxy-"+n.Name, "kube-proxy", n.Name, nil))
+	errs = append(errs, a.ReadyPod("kube-system", "kube-proxy-"+n.Name, "kube-proxy", n.Name, nil))
 	return errors.Join(errs...)
 }
 
-// readyPod writes a kube-system pod of app on node, Running and Ready,
-// with extra metadata.
-func (a *API) readyPod(name, app, node string, extra map[string]any) error {
+// ReadyPod writes a pod of app (its k8s-app label) in namespace ns on
+// node, Running and Ready, with extra metadata.
+func (a *API) ReadyPod(ns, name, app, node string, extra map[string]any) error {
 	now := time.Now().UTC().Format(time.RFC3339)
 	meta := map[string]any{"name": name, "labels": map[string]any{"k8s-app": app}}
 	for k, v := range extra {
 		meta[k] = v
 	}
-	return errors.Join(a.send(http.MethodPost, "/api/v1/namespaces/kube-system/pods", "", map[string]any{
+	return errors.Join(a.send(http.MethodPost, "/api/v1/namespaces/"+ns+"/pods", "", map[string]any{
 		"metadata": meta,
 		"spec": map[string]any{"nodeName": node, "automountServiceAccountToken": false,
 			"containers": []any{map[string]any{"name": app, "image": "registry.k8s.io/" + app + ":v1.32.3"}}},
-	}), a.send(http.MethodPatch, "/api/v1/namespaces/kube-system/pods/"+name+"/status", "application/merge-patch+json", map[string]any{
+	}), a.send(http.MethodPatch, "/api/v1/namespaces/"+ns+"/pods/"+name+"/status", "application/merge-patch+json", map[string]any{
 		"status": map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}},
 			"containerStatuses": []any{map[string]any{"name": app, "ready": true, "restartCount": 0, "image": "registry.k8s.io/" + app + ":v1.32.3", "imageID": "",
 				"state": map[string]any{"running": map[string]any{"startedAt": now}}}}},
