@@ -29,7 +29,12 @@ cordons and drains it) and its VM given a bounded time to stop; a node
 that does not answer is reported and replaced anyway. On a running
 cluster --replace takes one node per run: first every app Pod on the
 other nodes must be Ready (a sealed Vault peer refuses the replace), and
-the run ends only once the apps are Ready again (up to 10 minutes).`,
+the run ends only once the apps are Ready again (up to 10 minutes).
+--remove <node> takes a node already gone from milner:nodes out of the
+cluster: drained (PodDisruptionBudgets hold; a refused eviction stops the
+run, naming the pod), its etcd member removed if quorum allows, shut down
+(never reset), its VM deleted; its volumes leave the state and stay on the
+host, listed with the command that deletes them.`,
 		Example: `  milner up --stack dev
   milner up --stack dev --replace cp-2   # recovery: recreate cp-2's VM only; its disks stay
   milner up --stack dev --replace cp-2 --os-disk   # cp-2's OS disk is lost: fresh OS volume, data volume kept

@@ -93,6 +93,7 @@ func Adopt() Verb {
 func Teardown() Verb {
 	return Verb{Name: "teardown", Rules: []Rule{
 		{"teardown-cluster-name", Report, teardownClusterName},
+		{"teardown-kept-volumes", Report, teardownKeptVolumes},
 	}, plan: teardownPlan, report: teardownReport, verdict: teardownVerdict,
 		question: "This cannot be undone.", apply: teardownApply, after: teardownAfter, whenEmpty: true}
 }

@@ -620,6 +620,12 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		s.apply()
 		refused(t, "preview re-adding w-2", s.milner("preview"), s.cluster+"-w-2-os", s.cluster+"-w-2-data", "exists on the host but not in the state")
 		s.drop("w-2")
+		// The teardown refuses while the pool holds them (libvirt deletes
+		// a pool only empty), before deleting anything.
+		refused(t, "teardown with kept volumes", s.milner("teardown", "--yes"), "[rule teardown-kept-volumes]", "vol-delete "+s.vol("w-2", "os"), "vol-delete "+s.vol("cp-4", "data"))
+		if len(s.domains()) != 4 {
+			t.Errorf("the refused teardown deleted domains: %v", s.domains())
+		}
 		// The commands the removals printed delete what they kept.
 		for _, n := range []string{"w-2", "cp-4"} {
 			for _, kind := range []string{"os", "data"} {
