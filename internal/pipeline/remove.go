@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -79,29 +80,54 @@ func removeNode(o *Op) ([]gate.Refusal, error) {
 	if vm == nil {
 		return nil, Refused("--remove %s: the state of stack %q has no VM of node %s; nothing was changed", name, o.St.Name(), name)
 	}
-	n, ok, err := o.removedNode()
-	if err != nil || !ok {
-		return nil, err
-	}
-	o.obs.removed = &n
 	c, err := o.talosCluster()
 	if err != nil {
 		return nil, Refused("--remove %s: the Talos API is needed to take the node out of the cluster: %v; nothing was changed", name, err)
 	}
-	if c == nil {
-		return nil, nil
+	if c == nil || o.obs.removed == nil {
+		return nil, nil // no Talos config in state: nothing to drain or leave
 	}
-	o.obs.nodeRemoval, err = c.RemovalFor(o.Ctx, n)
+	o.obs.nodeRemoval, err = c.RemovalFor(o.Ctx, *o.obs.removed)
 	if errors.Is(err, upgrade.ErrUnsafeMemberRemoval) {
 		return nil, Refused("--remove %s: %v; nothing was changed", name, err)
 	}
 	return nil, err
 }
 
-// removeNamed refuses a plan that deletes the VM of a node --remove does
-// not name (gate.CheckRemoved).
+// removeNamed refuses, before anything is previewed, a state that holds
+// the VM of a node milner:nodes no longer declares, unless --remove names
+// it. A node leaves the cluster only drained, out of etcd and shut down;
+// a node that merely vanished from the config would lose its VM without
+// any of that, and the engine's own preview fails on its protected
+// volumes ("cannot be deleted because it is protected") without saying
+// how a node is removed.
 func removeNamed(o *Op) ([]gate.Refusal, error) {
-	return gate.CheckRemoved(o.plan.report, o.in.Remove, o.St.Name()), nil
+	res, err := o.Resources()
+	if err != nil {
+		return nil, err
+	}
+	gone := undeclared(o.cfg, res, o.in.Remove)
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	return nil, Refused("the state of stack %q holds the VM of %s, which milner:nodes no longer declares; to take a node out of the cluster (drained, out of etcd, shut down, its volumes kept): `milner up --stack %s --remove %s`, one node per run; otherwise restore it in milner:nodes; nothing was changed",
+		o.St.Name(), strings.Join(gone, ", "), o.St.Name(), gone[0])
+}
+
+// undeclared are the nodes whose VM the state holds and the config does
+// not declare, but for removed, in state order.
+func undeclared(cfg *config.Config, res []engine.Resource, removed string) []string {
+	var out []string
+	for _, r := range res {
+		if !gate.IsNodeVM(r.Type) || gate.LayerOf(r.Type, r.Name()) != gate.Disposable {
+			continue // a Proxmox disk holder shares the node VMs' type
+		}
+		node, ok := strings.CutPrefix(r.Name(), cfg.Cluster.Name+"-")
+		if ok && node != removed && !slices.ContainsFunc(cfg.Nodes, func(n config.NodeConfig) bool { return n.Name == node }) {
+			out = append(out, node)
+		}
+	}
+	return out
 }
 
 // retainRemoved marks the removed node's persistent substrate in state

@@ -55,14 +55,20 @@ func (o *Op) talosCluster() (*upgrade.Cluster, error) {
 	o.obs.clusterDone = true
 	tc, err := o.appliedTalosconfig(o.in.Talosconfig)
 	if errors.Is(err, errNoTalosConfig) {
-		fmt.Fprintf(os.Stderr, "milner up: %v: nothing to shut down before the replace\n", err)
+		fmt.Fprintf(os.Stderr, "milner up: %v: nothing to take out or shut down\n", err)
 		return nil, nil
 	}
-	if err == nil {
-		d := upgrade.FromConfig(o.cfg)
-		if o.obs.removed != nil {
-			d.Nodes = append(d.Nodes, *o.obs.removed) // --remove's node, no longer declared
+	d := upgrade.FromConfig(o.cfg)
+	if err == nil && o.removing() {
+		// --remove's node, no longer declared, as the state recorded it.
+		var n upgrade.Node
+		var ok bool
+		if n, ok, err = o.removedNode(); ok {
+			o.obs.removed = &n
+			d.Nodes = append(d.Nodes, n)
 		}
+	}
+	if err == nil {
 		o.obs.cluster, err = upgrade.Connect(o.Ctx, tc, d)
 	}
 	o.obs.clusterErr = err

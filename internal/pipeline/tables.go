@@ -9,6 +9,7 @@ import "slices"
 // asking, but for up's own flags (--replace's Talos side, --os-disk, the
 // contract).
 var previewRules = []Rule{
+	{"remove-named", Before, removeNamed},
 	{"remove-node", Before, removeNode},
 	{"proxmox-privileges", Before, proxmoxPrivileges},
 	{"proxmox-known-hosts", Before, proxmoxKnownHosts},
@@ -24,7 +25,6 @@ var previewRules = []Rule{
 	{"one-secrets-bundle", Report, oneSecretsBundle},
 	{"one-bootstrap", Report, oneBootstrap},
 	{"one-new-node", Report, oneNewNode},
-	{"remove-named", Report, removeNamed},
 	{"boot-image", Stop, bootImage},
 	{"versions-interlock", Report, versionsInterlock},
 	{"policy-pack", Report, policyPack},

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
 )
@@ -86,10 +87,53 @@ func Drain(ctx context.Context, cs kubernetes.Interface, node string, timeout ti
 		if why := refusals.String(); why != "" {
 			err = fmt.Errorf("%w; the evictions refused: %s", err, why)
 		}
+		if kept := keptBy(context.WithoutCancel(ctx), cs, node); kept != "" {
+			err = fmt.Errorf("%w; %s", err, kept)
+		}
 		return fmt.Errorf("drain Kubernetes node %q: %w", node, err)
 	}
 	_, _ = fmt.Fprintf(out, "%s: drained\n", node)
 	return nil
+}
+
+// keptBy names the pods still on node after a failed drain and each
+// PodDisruptionBudget that selects one, with the disruptions it allows.
+// client-go retries a 429 that carries Retry-After on its own (rest
+// request.go, up to 10 times) before the drain helper sees it, so a short
+// drain can end before any refusal reached ErrOut: the budgets are then
+// asked directly.
+func keptBy(ctx context.Context, cs kubernetes.Interface, node string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror || p.DeletionTimestamp != nil || ownedByDaemonSet(p) {
+			continue
+		}
+		what := fmt.Sprintf("pod %s/%s is still on the node", p.Namespace, p.Name)
+		budgets, err := cs.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, b := range budgets.Items {
+				sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+				if err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels)) {
+					what += fmt.Sprintf(", kept by PodDisruptionBudget %s/%s (disruptions allowed: %d)", b.Namespace, b.Name, b.Status.DisruptionsAllowed)
+				}
+			}
+		}
+		out = append(out, what)
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
+// ownedByDaemonSet reports a pod a DaemonSet controls (the drain leaves it).
+func ownedByDaemonSet(p corev1.Pod) bool {
+	c := metav1.GetControllerOf(&p)
+	return c != nil && c.Kind == "DaemonSet"
 }
 
 // evictionRefusals is the drain helper's ErrOut: the last refusal of each

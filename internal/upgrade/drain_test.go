@@ -22,7 +22,9 @@ import (
 func TestDrainNamesTheBlockedPod(t *testing.T) {
 	cs := fake.NewClientset(
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w-2"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "keeper", Namespace: "apps"}, Spec: corev1.PodSpec{NodeName: "w-2"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "keeper", Namespace: "apps", Labels: map[string]string{"app": "keeper"}}, Spec: corev1.PodSpec{NodeName: "w-2"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "keep-one", Namespace: "apps"},
+			Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "keeper"}}}},
 	)
 	// The eviction API, as kube-apiserver's with a budget that allows no
 	// disruption (pkg/registry/core/pod/storage/eviction.go: 429).
@@ -42,7 +44,7 @@ func TestDrainNamesTheBlockedPod(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the drain passed a budget that allows no disruption:\n%s", out.String())
 	}
-	for _, want := range []string{"pod apps/keeper", "disruption budget"} {
+	for _, want := range []string{"pod apps/keeper", "disruption budget", "PodDisruptionBudget apps/keep-one"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
