@@ -232,7 +232,9 @@ func afterRemove(o *Op) error {
 func (o *Op) deleteCommand(r engine.Resource) string {
 	if r.Type == gate.TypeProxmoxVM {
 		host, _ := r.Inputs["nodeName"].(string)
-		return fmt.Sprintf("pvesh delete /nodes/%s/qemu/%s --destroy-unreferenced-disks 1 --purge 1", host, r.ID)
+		// A holder carries PVE's protection flag (teardown.go), which a
+		// delete refuses.
+		return fmt.Sprintf("pvesh set /nodes/%[1]s/qemu/%[2]s --protection 0 && pvesh delete /nodes/%[1]s/qemu/%[2]s --destroy-unreferenced-disks 1 --purge 1", host, r.ID)
 	}
 	return fmt.Sprintf("virsh -c %s vol-delete %s", o.cfg.Substrate.Libvirt.URI, r.ID)
 }
