@@ -52,7 +52,7 @@ func Drain(ctx context.Context, cs kubernetes.Interface, node string, timeout ti
 		_, _ = fmt.Fprintf(out, "%s: no such Kubernetes node: nothing to drain\n", node)
 		return nil
 	case err != nil:
-		return fmt.Errorf("Kubernetes node %q: %w", node, err)
+		return fmt.Errorf("get the Kubernetes node %q: %w", node, err)
 	}
 	refusals := &evictionRefusals{last: map[string]string{}}
 	h := &drain.Helper{

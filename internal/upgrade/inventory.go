@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/milner/milner/components/vocab"
+	"github.com/milner/milner/internal/applymode"
 	"io"
 	"slices"
 	"strings"
@@ -45,6 +46,11 @@ func (c *Cluster) row(ctx context.Context, n Node) Row {
 	var err error
 	if r.Talos, err = c.talosVersion(ctx, n); err != nil {
 		r.Err = fmt.Sprintf("talos version: %v", err)
+		// A node not configured yet (one being added) refuses the
+		// cluster's client certificate: it is in maintenance mode.
+		if applymode.InMaintenance(ctx, n.Endpoint) {
+			r.Err = "maintenance mode: not configured yet (milner up applies its first config)"
+		}
 		return r
 	}
 	cosi := c.clients[n.Name].COSI

@@ -73,13 +73,13 @@ const (
 //     the pod, nothing else touched; without the budget it is drained,
 //     shut down (never Reset), its VM deleted, its volumes kept on the
 //     host and out of state, its Kubernetes node gone, a no-op after;
-// 10. a control plane removed (cp-4): drain, its etcd member removed
+//  10. a control plane removed (cp-4): drain, its etcd member removed
 //     through another control plane, Shutdown, its VM deleted, in that
 //     order, the other members kept, a no-op after;
-// 11. a removal refused when it would lose quorum (cp-3's etcd down);
-// 12. w-2 re-added while its kept volumes exist: refused, naming them;
+//  11. a removal refused when it would lose quorum (cp-3's etcd down);
+//  12. w-2 re-added while its kept volumes exist: refused, naming them;
 //     the printed commands delete them;
-// 13. `milner teardown`.
+//  13. `milner teardown`.
 //
 // No node is ever sent Reset or Reboot.
 func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
@@ -468,6 +468,9 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		s.grow(w2)
 		p := s.mustMilner("preview")
 		s.onlyAdds(p, "w-2", nil)
+		if !regexp.MustCompile(`(?m)^w-2 .*maintenance mode: not configured yet`).MatchString(p.stdout) {
+			t.Errorf("the versions table does not show w-2 in maintenance mode:\n%s", p.stdout)
+		}
 		s.mustMilner("up", "--yes")
 		j := s.c.Journal()[mark:]
 		a := j.Applies()
