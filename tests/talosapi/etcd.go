@@ -19,6 +19,8 @@ import (
 type etcdCluster struct {
 	bootstrapped bool
 	members      []*member
+	// snapshots is what EtcdSnapshot streams (SetEtcdSnapshotSource).
+	snapshots SnapshotSource
 }
 
 // member is one etcd member. Its node may have lost it (a wiped OS disk,

@@ -17,6 +17,7 @@ var machinedRules = map[string]role.Set{
 	"/machine.MachineService/EtcdLeaveCluster":     role.MakeSet(role.Admin),
 	"/machine.MachineService/EtcdMemberList":       role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/EtcdRemoveMemberByID": role.MakeSet(role.Admin),
+	"/machine.MachineService/EtcdSnapshot":         role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
 	"/machine.MachineService/EtcdStatus":           role.MakeSet(role.Admin, role.Operator),
 	"/machine.MachineService/ImagePull":            role.MakeSet(role.Admin, role.Operator),
 	"/machine.MachineService/Kubeconfig":           role.MakeSet(role.Admin),
