@@ -164,7 +164,7 @@ nothing is confirmed.
 	root.AddCommand(
 		previewCmd(), upCmd(), refreshCmd(), outputCmd(), statusCmd(),
 		clientCmd(clientfiles.Kube), clientCmd(clientfiles.Talos),
-		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), stateCmd(), checkCmd(), docsCmd(), versionCmd(),
+		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), etcdCmd(), stateCmd(), checkCmd(), docsCmd(), versionCmd(),
 	)
 	root.InitDefaultCompletionCmd()
 	typedUsage(root)
