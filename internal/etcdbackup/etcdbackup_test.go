@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"net/netip"
 	"os"
@@ -144,7 +145,7 @@ func TestTakeFromAHealthyControlPlane(t *testing.T) {
 	var db []byte
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err)
