@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,8 @@ import (
 type gatedFlags struct {
 	stackFlags
 	replace         []string
+	remove          string
+	drainTimeout    time.Duration // up only: --drain-timeout
 	refresh         bool
 	expectNoChanges bool
 	talosconfig     string
@@ -31,6 +34,7 @@ func (f *gatedFlags) add(cmd *cobra.Command) {
 	f.addJSON(cmd)
 	cmd.Flags().StringArrayVar(&f.replace, "replace", nil, "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
 	_ = cmd.RegisterFlagCompletionFunc("replace", completeNodes)
+	cmd.Flags().StringVar(&f.remove, "remove", "", "take this node, already gone from milner:nodes, out of the cluster: drain it, remove its etcd member, shut it down, delete its VM; its volumes stay on the host (docs/runbooks/remove-node.md)")
 	cmd.Flags().BoolVar(&f.expectNoChanges, "expect-no-changes", false, fmt.Sprintf("exit %d if the stack has any change (a CI drift check); up then applies nothing", pipeline.ExitPending))
 	cmd.Flags().StringArrayVar(&f.acceptRecreated, "accept-recreated", nil, "record this volume's file (its logical name, repeatable), found recreated at its path, as the volume instead of refusing it")
 	cmd.Flags().StringVar(&f.talosconfig, "talosconfig", "", "talosconfig the nodes are asked their versions with (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
@@ -38,7 +42,7 @@ func (f *gatedFlags) add(cmd *cobra.Command) {
 
 // input is what the flags ask of the pipeline.
 func (f *gatedFlags) input() pipeline.Input {
-	return pipeline.Input{Replace: f.replace, Refresh: f.refresh, ExpectNoChanges: f.expectNoChanges, OSDisk: f.osDisk,
+	return pipeline.Input{Replace: f.replace, Remove: f.remove, DrainTimeout: f.drainTimeout, Refresh: f.refresh, ExpectNoChanges: f.expectNoChanges, OSDisk: f.osDisk,
 		AllowContract: f.allowContract, AcceptRecreated: f.acceptRecreated, Talosconfig: f.talosconfig, JSON: f.json, RunOpts: f.runOpts}
 }
 
@@ -68,6 +72,7 @@ Every refusal names its rule ([rule <name>]); --explain lists each gated
 verb's rules with the file and function that hold them.`,
 		Example: `  milner preview --stack dev
   milner preview --stack dev --replace cp-2        # what replacing cp-2's VM would do
+  milner preview --stack dev --remove w-2          # what removing w-2 (gone from milner:nodes) would do
   milner preview --stack prod --expect-no-changes  # CI drift check: exit 7 on any change
   milner preview --stack dev --json | jq .report
   milner preview --explain                         # where each refusal comes from`,

@@ -96,6 +96,14 @@ const (
 	DataSuffix = "-data"
 )
 
+// NodePersistent lists the logical names a node's own persistent
+// substrate may have: its libvirt OS and data volumes, its Proxmox disk
+// holder (a stack has the one or the others).
+func NodePersistent(cluster, node string) []string {
+	base := cluster + "-" + node
+	return []string{base + OSSuffix, base + DataSuffix, base + HolderSuffix}
+}
+
 // LibvirtAdoptable lists, in creation order, the logical names of the
 // objects besides domains that milner:substrate.libvirt.adopt (the substrate's LibvirtArgs.Adopt)
 // may name: the pool, the network, the boot media, then each node's OS and data volumes.

@@ -508,6 +508,51 @@ func (s *Stack) Protect(ctx context.Context, urns []resource.URN) error {
 	return s.setProtect(ctx, urns, true)
 }
 
+// Retain clears the protect flag of the resources with the given URNs and
+// marks them retained on delete, in one state edit: a removed node's
+// volumes (`milner up --remove <node>`), which its delete then drops from
+// state and leaves on the host (pulumi pkg/v3 v3.276.0 resource/deploy/
+// step.go DeleteStep.Apply: no provider Delete for a RetainOnDelete
+// resource). Keep undoes it for what the run did not delete.
+func (s *Stack) Retain(ctx context.Context, urns []resource.URN) error {
+	return s.setFlags(ctx, urns, false, true)
+}
+
+// Keep puts back the protect flag, and clears retain-on-delete, of the
+// resources with the given URNs still in state (Retain's undo).
+func (s *Stack) Keep(ctx context.Context, urns []resource.URN) error {
+	return s.setFlags(ctx, urns, true, false)
+}
+
+// setFlags sets the protect and retainOnDelete flags of urns (none:
+// nothing) in one state edit, as setProtect does.
+func (s *Stack) setFlags(ctx context.Context, urns []resource.URN, protect, retain bool) error {
+	if len(urns) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil && !protect {
+		return fmt.Errorf("stack %q: unprotect not started: %w", s.name, err)
+	}
+	ctx = engineContext(ctx)
+	st, err := s.existing(ctx)
+	if err != nil || st == nil {
+		return err
+	}
+	return s.editState(ctx, st, func(dep *apitype.UntypedDeployment) error {
+		state, err := s.decode(dep)
+		if err != nil {
+			return err
+		}
+		for i := range state.Resources {
+			if slices.Contains(urns, state.Resources[i].URN) {
+				state.Resources[i].Protect, state.Resources[i].RetainOnDelete = protect, retain
+			}
+		}
+		dep.Deployment, err = json.Marshal(state)
+		return err
+	})
+}
+
 // setProtect sets the protect flag of urns (nil: every resource) and saves
 // the checkpoint through the backend, as `pulumi state` does.
 // Clearing flags is not started after an interrupt; once started, and

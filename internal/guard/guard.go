@@ -212,6 +212,9 @@ func orphan(stack string, d Declared, o Object) (Finding, string) {
 	if d.Type == gate.TypeLibvirtDomain && o.Owner == "" {
 		f.Problem += "; it carries no Milner owner tag (made before tags, or not by Milner): check `virsh dumpxml " + d.Name + "` is this cluster's machine before adopting it"
 	}
+	if d.Type == gate.TypeLibvirtVolume {
+		f.Problem += "; a volume `milner up --remove` kept is one: docs/runbooks/remove-node.md says when to adopt it and when to delete it"
+	}
 	if d.Type != gate.TypeLibvirtDomain || d.Node == "" {
 		// Pools, networks and volumes are adopted by their logical name
 		// (milner:substrate.libvirt.adopt), all at once.

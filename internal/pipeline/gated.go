@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 
@@ -24,6 +25,12 @@ import (
 type Input struct {
 	// Replace are the nodes named with --replace.
 	Replace []string
+	// Remove is the node named with --remove: taken out of the cluster and
+	// its VM deleted, its volumes retained on the host (remove.go).
+	Remove string
+	// DrainTimeout is --drain-timeout: how long a removed node's drain
+	// may take (zero: 5 minutes, talosctl's).
+	DrainTimeout time.Duration
 	// Refresh is --refresh: every resource read back first.
 	Refresh bool
 	// ExpectNoChanges is --expect-no-changes.
@@ -195,10 +202,15 @@ func (o *Op) planPreview() error {
 		return err
 	}
 	opts.Replace = append(opts.Replace, targets...)
+	retained, err := o.retainRemoved()
+	if err != nil {
+		return err
+	}
 	if o.in.RunOpts != nil {
 		// The replaces the gate lets through (the --os-disk node's OS
-		// volume) pass the lifecycle hooks too.
-		o.in.RunOpts.Lifecycle.Allowed = opts.Replace
+		// volume) and the removed node's volumes, dropped from state and
+		// kept on the host, pass the lifecycle hooks too.
+		o.in.RunOpts.Lifecycle.Allowed = slices.Concat(opts.Replace, retained)
 	}
 	if err := o.unprotectOSVolume(); err != nil {
 		return err
@@ -232,11 +244,14 @@ func applyPlan(o *Op, g *Outcome) error {
 	if err := o.shutdownReplaced(); err != nil {
 		return err
 	}
+	if err := o.takeOut(); err != nil {
+		return err
+	}
 	result, err := o.St.UpPlan(o.Ctx, o.plan.plan)
 	if err != nil {
 		return err
 	}
-	g.Applied = true
+	g.Applied, o.obs.removedApplied = true, true
 	if g.Staged = gate.Staged(gate.AppliedModes(result.Events)); len(g.Staged) > 0 {
 		_, _ = fmt.Fprintf(o.Out, "milner up: Talos config staged, pending a reboot of: %s (reboot them one at a time)\n", strings.Join(g.Staged, ", "))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/milner/milner/components/substrate"
 	"github.com/milner/milner/internal/applymode"
 	"github.com/milner/milner/internal/clientfiles"
+	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/fileid"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/guard"
@@ -40,8 +41,13 @@ type observations struct {
 	clusterDone bool
 	removal     *upgrade.MemberRemoval
 	osVolume    resource.URN // unprotected for the run; "" without --os-disk
-	apps        *upgrade.Apps
-	appsDone    bool
+	// The removal of `up --remove` (remove.go).
+	removed        *upgrade.Node        // the node, as the state recorded it
+	nodeRemoval    *upgrade.NodeRemoval // nil on a stack without Talos config
+	retained       []engine.Resource    // retained for the run, protected again unless applied
+	removedApplied bool
+	apps           *upgrade.Apps
+	appsDone       bool
 }
 
 // Bounds of asking the nodes; they are asked at once, so a dead node costs

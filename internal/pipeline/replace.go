@@ -55,11 +55,21 @@ func (o *Op) talosCluster() (*upgrade.Cluster, error) {
 	o.obs.clusterDone = true
 	tc, err := o.appliedTalosconfig(o.in.Talosconfig)
 	if errors.Is(err, errNoTalosConfig) {
-		fmt.Fprintf(os.Stderr, "milner up: %v: nothing to shut down before the replace\n", err)
+		fmt.Fprintf(os.Stderr, "milner up: %v: nothing to take out or shut down\n", err)
 		return nil, nil
 	}
+	d := upgrade.FromConfig(o.cfg)
+	if err == nil && o.removing() {
+		// --remove's node, no longer declared, as the state recorded it.
+		var n upgrade.Node
+		var ok bool
+		if n, ok, err = o.removedNode(); ok {
+			o.obs.removed = &n
+			d.Nodes = append(d.Nodes, n)
+		}
+	}
 	if err == nil {
-		o.obs.cluster, err = upgrade.Connect(o.Ctx, tc, upgrade.FromConfig(o.cfg))
+		o.obs.cluster, err = upgrade.Connect(o.Ctx, tc, d)
 	}
 	o.obs.clusterErr = err
 	return o.obs.cluster, err
@@ -161,6 +171,9 @@ func (o *Op) shutdownReplaced() error {
 // waited for: the run ends only once they are Ready again, so a next
 // replace never starts on a sealed Vault.
 func afterReplace(o *Op) error {
+	if o.removing() {
+		return afterRemove(o)
+	}
 	if len(o.in.Replace) == 0 {
 		return nil
 	}
@@ -186,6 +199,7 @@ func afterReplace(o *Op) error {
 // clients. After a successful replace the program's Protect already holds
 // for the new volume.
 func (o *Op) closeObservations() {
+	o.keepRetained()
 	if u := o.obs.osVolume; u != "" {
 		if err := o.St.Protect(context.WithoutCancel(context.Background()), []resource.URN{u}); err != nil {
 			fmt.Fprintf(os.Stderr, "milner up: could not protect %s again: %v; run `pulumi state protect '%s'`\n", u.Name(), err, u)

@@ -68,8 +68,11 @@ func replaceTalosAPI(o *Op) ([]gate.Refusal, error) {
 // quorum (or removes the last control plane), and keeps the removal for
 // the apply.
 func osDiskQuorum(o *Op) ([]gate.Refusal, error) {
+	if !o.osDisk() {
+		return nil, nil
+	}
 	c, err := o.talosCluster()
-	if !o.osDisk() || err != nil || c == nil {
+	if err != nil || c == nil {
 		return nil, nil
 	}
 	o.obs.removal, err = c.MemberRemovalFor(o.Ctx, o.in.Replace[0])

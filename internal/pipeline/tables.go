@@ -9,6 +9,8 @@ import "slices"
 // asking, but for up's own flags (--replace's Talos side, --os-disk, the
 // contract).
 var previewRules = []Rule{
+	{"remove-named", Before, removeNamed},
+	{"remove-node", Before, removeNode},
 	{"proxmox-privileges", Before, proxmoxPrivileges},
 	{"proxmox-known-hosts", Before, proxmoxKnownHosts},
 	{"libvirt-kvm", Before, libvirtKVM},
@@ -91,6 +93,7 @@ func Adopt() Verb {
 func Teardown() Verb {
 	return Verb{Name: "teardown", Rules: []Rule{
 		{"teardown-cluster-name", Report, teardownClusterName},
+		{"teardown-kept-volumes", Report, teardownKeptVolumes},
 	}, plan: teardownPlan, report: teardownReport, verdict: teardownVerdict,
 		question: "This cannot be undone.", apply: teardownApply, after: teardownAfter, whenEmpty: true}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/stacks/config"
 )
 
 // teardownRun is a teardown's plan: every resource but the stack's root,
@@ -71,6 +72,48 @@ func teardownClusterName(o *Op) ([]gate.Refusal, error) {
 		return []gate.Refusal{{Resource: "--confirm", Reason: fmt.Sprintf("--confirm %q is not the cluster name %q; nothing was deleted", c, o.cfg.Cluster.Name)}}, nil
 	}
 	return nil, nil
+}
+
+// teardownKeptVolumes refuses a teardown while the cluster's libvirt pool
+// holds volumes its state does not: those a `milner up --remove` kept on
+// the host, or any other. libvirt deletes a directory pool only once it is
+// empty (terraform-provider-libvirt v0.8.3 resourceLibvirtPoolDelete:
+// StoragePoolDelete, the dir backend's rmdir), so the destroy would fail
+// at the pool after it deleted everything else. The refusal names each
+// with the command that deletes it: their delete is the operator's own.
+func teardownKeptVolumes(o *Op) ([]gate.Refusal, error) {
+	if o.cfg.Substrate.Kind != config.KindLibvirt {
+		return nil, nil
+	}
+	inState := map[string]bool{}
+	pool := ""
+	for _, r := range o.teardown.resources {
+		switch r.Type {
+		case gate.TypeLibvirtVolume:
+			inState[r.ID] = true
+		case gate.TypeLibvirtPool:
+			pool, _ = r.Inputs["name"].(string)
+		}
+	}
+	if pool == "" {
+		return nil, nil
+	}
+	live, _, err := o.listLive(o.Ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the volumes of pool %s: %w", pool, err)
+	}
+	var kept []string
+	for _, l := range live {
+		if l.Type == gate.TypeLibvirtVolume && l.Pool == pool && !inState[l.ID] {
+			kept = append(kept, fmt.Sprintf("%s: virsh -c %s vol-delete %s", l.Name, o.cfg.Substrate.Libvirt.URI, l.ID))
+		}
+	}
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	slices.Sort(kept)
+	return []gate.Refusal{{Resource: pool, Reason: fmt.Sprintf("pool %s holds %d volumes the state of stack %q does not (kept by `milner up --remove`, or put there by hand); libvirt deletes a pool only empty, so the teardown would stop at the pool after deleting everything else. Delete each first if you are sure, or move it out of the pool; nothing was deleted:\n  %s",
+		pool, len(kept), o.St.Name(), strings.Join(kept, "\n  "))}}, nil
 }
 
 // teardownVerdict refuses in the rule's own words.

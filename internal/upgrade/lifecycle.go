@@ -24,7 +24,8 @@ import (
 // (LifecycleService.Upgrade streams progress and ends with an exit code; it
 // does not reboot), cordon and drain the node from the client
 // (cmd/talosctl/pkg/talos/nodedrain: kubectl's drain, PodDisruptionBudgets
-// honoured, 5 minutes), reboot it (MachineService.Reboot), and uncordon it
+// honoured, 5 minutes; Milner's Drain, which also names a refused
+// eviction's cause), reboot it (MachineService.Reboot), and uncordon it
 // once its Node is Ready. The containerd instance is talosctl's default
 // ("system": the CRI driver, the system namespace).
 
@@ -58,8 +59,8 @@ func (c *Cluster) upgradeLifecycle(ctx context.Context, n Node, image string, o 
 	if err != nil {
 		return "drain", err
 	}
-	if err := nodedrain.CordonAndDrain(ctx, cs, nodeName, nodedrain.Options{DrainTimeout: o.DrainTimeout}, report(o.Out, what)); err != nil {
-		return "drain", fmt.Errorf("drain Kubernetes node %q: %w (the new Talos is installed and runs at the next reboot; the node is cordoned: fix the cause and rerun `milner upgrade`)", nodeName, err)
+	if err := Drain(ctx, cs, nodeName, o.DrainTimeout, o.Out); err != nil {
+		return "drain", fmt.Errorf("%w (the new Talos is installed and runs at the next reboot; the node is cordoned: fix the cause and rerun `milner upgrade`)", err)
 	}
 	if err := cl.Reboot(ctx, client.WithRebootMode(machine.RebootRequest_DEFAULT)); err != nil {
 		return "reboot", err

@@ -66,6 +66,9 @@ type API struct {
 	// live are the relayed connections per node, closed when its API
 	// server restarts (a restart drops every client's connection).
 	live map[string]map[net.Conn]bool
+	// scheduled is the kube-proxy DaemonSet's desired count as the played
+	// DaemonSet controller last wrote it (controllers).
+	scheduled int
 }
 
 // Restart is one restart of a control plane's API server by its kubelet.
@@ -98,15 +101,20 @@ type KubeletTiming struct {
 	// Restart is how long a kube-apiserver static pod is down between the
 	// kubelet stopping the old one and the new one answering Ready.
 	Restart time.Duration
+	// OrphanGC is how long a pod bound to a deleted Node lives on before
+	// the pod garbage collector deletes it: its quarantine, 40 s
+	// (k8s.io/kubernetes v1.36.3 pkg/controller/podgc/gc_controller.go
+	// quarantineTime).
+	OrphanGC time.Duration
 }
 
 // RealKubelet is the kubelet's own timing: its default poll, and an API
 // server restart of the order of the readiness probe's first success
 // (Talos' static pod: initialDelaySeconds 0, periodSeconds 10 at most).
-var RealKubelet = KubeletTiming{Poll: 20 * time.Second, Restart: 10 * time.Second}
+var RealKubelet = KubeletTiming{Poll: 20 * time.Second, Restart: 10 * time.Second, OrphanGC: 40 * time.Second}
 
 // CIKubelet is RealKubelet scaled down tenfold, for CI's time.
-var CIKubelet = KubeletTiming{Poll: RealKubelet.Poll / 10, Restart: RealKubelet.Restart / 10}
+var CIKubelet = KubeletTiming{Poll: RealKubelet.Poll / 10, Restart: RealKubelet.Restart / 10, OrphanGC: RealKubelet.OrphanGC / 10}
 
 // NodeAsk is one connection to a control plane's own API server address.
 type NodeAsk struct {
@@ -355,6 +363,8 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 		at              time.Time
 	}
 	var starting []pending
+	var finalized time.Time
+	orphans := map[string]time.Time{}
 	markReady := func(p pending) error {
 		now := time.Now().UTC().Format(time.RFC3339)
 		return a.send(http.MethodPatch, p.path+"/status", "application/merge-patch+json", map[string]any{
@@ -378,6 +388,10 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 			}
 		}
 		starting = still
+		if time.Since(finalized) > 500*time.Millisecond {
+			finalized = time.Now()
+			a.controllers(c, orphans, timing.OrphanGC)
+		}
 		for _, n := range c.Nodes() {
 			st := n.Status()
 			if !st.On || !st.Booted {
@@ -445,6 +459,71 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 				if err == nil {
 					written[key] = want
 				}
+			}
+		}
+	}
+}
+
+// controllers plays, every half second, what deletes pods and counts
+// them in a real cluster:
+//   - the kubelet's end of a pod's graceful deletion: a pod bound to a
+//     node that runs, deleted (an eviction sets its deletionTimestamp), is
+//     removed for good once its containers stopped, with a zero grace
+//     period and its UID as precondition (kubelet v1.36
+//     pkg/kubelet/status/status_manager.go syncPod); without it a drain
+//     waits for evicted pods forever;
+//   - the pod garbage collector: a pod bound to a Node that no longer
+//     exists is deleted once orphaned for gc (podgc gcOrphaned, after its
+//     quarantine);
+//   - the DaemonSet controller: kube-proxy's counts follow the Nodes (a
+//     deleted Node is no longer scheduled; Talos' health check waits for
+//     as many Ready kube-proxy pods as the DaemonSet's desired count).
+func (a *API) controllers(c *talosapi.Cluster, orphans map[string]time.Time, gc time.Duration) {
+	var nodes struct {
+		Items []struct{ Metadata struct{ Name string } }
+	}
+	var pods struct {
+		Items []struct {
+			Metadata struct {
+				Name, Namespace, UID string
+				DeletionTimestamp    *string
+			}
+			Spec struct{ NodeName string }
+		}
+	}
+	for path, into := range map[string]any{"/api/v1/nodes": &nodes, "/api/v1/pods": &pods} {
+		b, code, err := a.Do(http.MethodGet, path, "", nil)
+		if err != nil || code != http.StatusOK || json.Unmarshal(b, into) != nil {
+			return
+		}
+	}
+	known := map[string]bool{}
+	for _, n := range nodes.Items {
+		known[n.Metadata.Name] = true
+	}
+	if n := len(nodes.Items); n != a.scheduled {
+		if a.kubeProxyScheduled(n) == nil {
+			a.scheduled = n
+		}
+	}
+	del := func(ns, name, uid string) {
+		_, _, _ = a.Do(http.MethodDelete, "/api/v1/namespaces/"+ns+"/pods/"+name, "",
+			map[string]any{"gracePeriodSeconds": 0, "preconditions": map[string]any{"uid": uid}})
+	}
+	for _, p := range pods.Items {
+		m, node := p.Metadata, p.Spec.NodeName
+		switch {
+		case node == "":
+		case !known[node]:
+			key := m.Namespace + "/" + m.Name + "/" + m.UID
+			if _, ok := orphans[key]; !ok {
+				orphans[key] = time.Now()
+			} else if time.Since(orphans[key]) >= gc {
+				del(m.Namespace, m.Name, m.UID)
+			}
+		case m.DeletionTimestamp != nil:
+			if n := c.Node(node); n != nil && n.Status().On && n.Status().Booted {
+				del(m.Namespace, m.Name, m.UID)
 			}
 		}
 	}
@@ -527,24 +606,25 @@ type Node struct {
 // (a DaemonSet, one Ready pod per node) and CoreDNS (a Deployment of one
 // Ready pod), the two Talos deploys, so those checks do not skip.
 func (a *API) Seed(nodes []Node) error {
-	errs := []error{a.send(http.MethodPost, "/api/v1/namespaces/kube-system/serviceaccounts", "",
-		map[string]any{"metadata": map[string]any{"name": "default"}})}
-	for _, n := range nodes {
-		errs = append(errs, a.register(n))
-	}
 	selector := func(app string) map[string]any { return map[string]any{"matchLabels": map[string]any{"k8s-app": app}} }
 	template := func(app string) map[string]any {
 		return map[string]any{"metadata": map[string]any{"labels": map[string]any{"k8s-app": app}},
 			"spec": map[string]any{"containers": []any{map[string]any{"name": app, "image": "registry.k8s.io/" + app + ":v1.32.3"}}}}
 	}
-	errs = append(errs, a.send(http.MethodPost, "/apis/apps/v1/namespaces/kube-system/daemonsets", "", map[string]any{
-		"metadata": map[string]any{"name": "kube-proxy", "labels": map[string]any{"k8s-app": "kube-proxy"}},
-		"spec":     map[string]any{"selector": selector("kube-proxy"), "template": template("kube-proxy")},
-	}), a.kubeProxyScheduled(len(nodes)))
+	errs := []error{a.send(http.MethodPost, "/api/v1/namespaces/kube-system/serviceaccounts", "",
+		map[string]any{"metadata": map[string]any{"name": "default"}}),
+		a.send(http.MethodPost, "/apis/apps/v1/namespaces/kube-system/daemonsets", "", map[string]any{
+			"metadata": map[string]any{"name": "kube-proxy", "labels": map[string]any{"k8s-app": "kube-proxy"}},
+			"spec":     map[string]any{"selector": selector("kube-proxy"), "template": template("kube-proxy")},
+		})}
+	for _, n := range nodes {
+		errs = append(errs, a.register(n))
+	}
+	errs = append(errs, a.kubeProxyScheduled(len(nodes)))
 	errs = append(errs, a.send(http.MethodPost, "/apis/apps/v1/namespaces/kube-system/deployments", "", map[string]any{
 		"metadata": map[string]any{"name": "coredns", "labels": map[string]any{"k8s-app": "kube-dns"}},
 		"spec":     map[string]any{"replicas": 1, "selector": selector("kube-dns"), "template": template("kube-dns")},
-	}), a.readyPod("coredns-"+nodes[0].Name, "kube-dns", nodes[0].Name, nil))
+	}), a.ReadyPod("kube-system", "coredns-"+nodes[0].Name, "kube-dns", nodes[0].Name, nil))
 	return errors.Join(errs...)
 }
 
@@ -595,26 +675,42 @@ func (a *API) register(n Node) error {
 	}))
 	if n.ControlPlane {
 		for _, app := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-			errs = append(errs, a.readyPod(app+"-"+n.Name, app, n.Name, map[string]any{"annotations": map[string]any{"kubernetes.io/config.source": "file"}}))
+			// A mirror pod carries the kubelet's config.mirror annotation
+			// (kubernetes pkg/kubelet/types ConfigMirrorAnnotationKey),
+			// which a drain skips (kubectl pkg/drain filters.go
+			// mirrorPodFilter).
+			errs = append(errs, a.ReadyPod("kube-system", app+"-"+n.Name, app, n.Name, map[string]any{"annotations": map[string]any{
+				"kubernetes.io/config.source": "file", "kubernetes.io/config.mirror": app + "-" + n.Name}}))
 		}
 	}
-	errs = append(errs, a.readyPod("kube-proxy-"+n.Name, "kube-proxy", n.Name, nil))
+	// kube-proxy's pod is its DaemonSet's, which a drain leaves on the node
+	// (kubectl pkg/drain filters.go daemonSetFilter).
+	b, code, err := a.Do(http.MethodGet, "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy", "", nil)
+	var ds struct{ Metadata struct{ UID string } }
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET the kube-proxy DaemonSet: %d %s", code, b)
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &ds)
+	}
+	errs = append(errs, err, a.ReadyPod("kube-system", "kube-proxy-"+n.Name, "kube-proxy", n.Name, map[string]any{"ownerReferences": []any{map[string]any{
+		"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "kube-proxy", "uid": ds.Metadata.UID, "controller": true}}}))
 	return errors.Join(errs...)
 }
 
-// readyPod writes a kube-system pod of app on node, Running and Ready,
-// with extra metadata.
-func (a *API) readyPod(name, app, node string, extra map[string]any) error {
+// ReadyPod writes a pod of app (its k8s-app label) in namespace ns on
+// node, Running and Ready, with extra metadata.
+func (a *API) ReadyPod(ns, name, app, node string, extra map[string]any) error {
 	now := time.Now().UTC().Format(time.RFC3339)
 	meta := map[string]any{"name": name, "labels": map[string]any{"k8s-app": app}}
 	for k, v := range extra {
 		meta[k] = v
 	}
-	return errors.Join(a.send(http.MethodPost, "/api/v1/namespaces/kube-system/pods", "", map[string]any{
+	return errors.Join(a.send(http.MethodPost, "/api/v1/namespaces/"+ns+"/pods", "", map[string]any{
 		"metadata": meta,
 		"spec": map[string]any{"nodeName": node, "automountServiceAccountToken": false,
 			"containers": []any{map[string]any{"name": app, "image": "registry.k8s.io/" + app + ":v1.32.3"}}},
-	}), a.send(http.MethodPatch, "/api/v1/namespaces/kube-system/pods/"+name+"/status", "application/merge-patch+json", map[string]any{
+	}), a.send(http.MethodPatch, "/api/v1/namespaces/"+ns+"/pods/"+name+"/status", "application/merge-patch+json", map[string]any{
 		"status": map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now}},
 			"containerStatuses": []any{map[string]any{"name": app, "ready": true, "restartCount": 0, "image": "registry.k8s.io/" + app + ":v1.32.3", "imageID": "",
 				"state": map[string]any{"running": map[string]any{"startedAt": now}}}}},

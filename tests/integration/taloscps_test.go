@@ -68,7 +68,18 @@ const (
 //     membership and creates its resources alone (no other config
 //     changes); it takes its first config, becomes an etcd member with no
 //     Bootstrap, a no-op after;
-//  9. `milner teardown`.
+//  9. a worker removed (`up --remove w-2`): refused without the flag; a
+//     pod a PodDisruptionBudget keeps stops the drain, the refusal naming
+//     the pod, nothing else touched; without the budget it is drained,
+//     shut down (never Reset), its VM deleted, its volumes kept on the
+//     host and out of state, its Kubernetes node gone, a no-op after;
+// 10. a control plane removed (cp-4): drain, its etcd member removed
+//     through another control plane, Shutdown, its VM deleted, in that
+//     order, the other members kept, a no-op after;
+// 11. a removal refused when it would lose quorum (cp-3's etcd down);
+// 12. w-2 re-added while its kept volumes exist: refused, naming them;
+//     the printed commands delete them;
+// 13. `milner teardown`.
 //
 // No node is ever sent Reset or Reboot.
 func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
@@ -506,6 +517,124 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		s.hasNoChanges("up after adding cp-4", s.mustMilner("up", "--yes"))
 	})
 
+	step("remove a worker", func(t *testing.T, mark int) {
+		api := s.clusterAPI()
+		// A pod on w-2 that a PodDisruptionBudget keeps (a Running pod: a
+		// Pending one is evicted whatever its budget).
+		if err := api.ReadyPod("kube-system", "keeper", "keeper", "w-2", nil); err != nil {
+			t.Fatal(err)
+		}
+		pdb := map[string]any{"metadata": map[string]any{"name": "keeper"},
+			"spec": map[string]any{"minAvailable": 1, "selector": map[string]any{"matchLabels": map[string]any{"k8s-app": "keeper"}}}}
+		if b, code, err := api.Do(http.MethodPost, "/apis/policy/v1/namespaces/kube-system/poddisruptionbudgets", "", pdb); err != nil || code != http.StatusCreated {
+			t.Fatalf("create the budget: %d %s %v", code, b, err)
+		}
+		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
+		s.drop("w-2")
+		refused(t, "preview without --remove", s.milner("preview"), "[rule remove-named]", "--remove w-2")
+		p := s.mustMilner("preview", "--remove", "w-2")
+		s.onlyRemoves(p, "w-2")
+		s.volumesProtected("w-2", true)
+		r := s.milner("up", "--yes", "--remove", "w-2", "--drain-timeout", "8s")
+		refused(t, "up --remove w-2 with the budget", r, "pod kube-system/keeper", "PodDisruptionBudget kube-system/keeper")
+		if sd := s.c.Journal()[mark:].Calls("Shutdown"); len(sd) > 0 {
+			t.Errorf("a drain that failed went on to Shutdown:\n%s", strings.Join(sd.Strings(), "\n"))
+		}
+		s.kept(domains, applies)
+		s.volumesProtected("w-2", true)
+		if b, code, err := api.Do(http.MethodDelete, "/apis/policy/v1/namespaces/kube-system/poddisruptionbudgets/keeper", "", nil); err != nil || code != http.StatusOK {
+			t.Fatalf("delete the budget: %d %s %v", code, b, err)
+		}
+		up := s.mustMilner("up", "--yes", "--remove", "w-2")
+		j := s.c.Journal()[mark:]
+		t.Logf("journal of w-2's removal (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		if sd := j.Calls("Shutdown"); !slices.Equal(sd.Nodes(), []string{"w-2"}) {
+			t.Errorf("Shutdown reached %v, want w-2 alone", sd.Nodes())
+		} else if r, _ := sd[0].Request.(*machine.ShutdownRequest); r.GetForce() {
+			t.Errorf("w-2's Shutdown was forced")
+		}
+		if rm := j.Calls("EtcdRemoveMemberByID"); len(rm) > 0 {
+			t.Errorf("a worker's removal removed an etcd member:\n%s", strings.Join(rm.Strings(), "\n"))
+		}
+		s.removed(up, "w-2", domains, applies)
+		s.hasNoChanges("up after removing w-2", s.mustMilner("up", "--yes"))
+	})
+
+	step("remove a control plane", func(t *testing.T, mark int) {
+		domains, applies, members := s.uuids(), s.stateIDs(gate.TypeConfigApply), s.c.EtcdMembers()
+		s.drop("cp-4")
+		up := s.timedMilner("up", "--yes", "--remove", "cp-4")
+		if up.code != 0 {
+			t.Fatalf("up --remove cp-4: exit %d:\n%s", up.code, up.out())
+		}
+		j := s.c.Journal()[mark:]
+		t.Logf("journal of cp-4's removal (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		rm := j.Calls("EtcdRemoveMemberByID").Succeeded()
+		sd := j.Calls("Shutdown")
+		if len(rm) != 1 || rm[0].Node == "cp-4" || rm[0].Request.(*machine.EtcdRemoveMemberByIDRequest).GetMemberId() != members["cp-4"] {
+			t.Errorf("want cp-4's member %x removed once through another control plane, got:\n%s", members["cp-4"], strings.Join(j.Calls("EtcdRemoveMemberByID").Strings(), "\n"))
+		}
+		if !slices.Equal(sd.Nodes(), []string{"cp-4"}) {
+			t.Errorf("Shutdown reached %v, want cp-4 alone", sd.Nodes())
+		}
+		if len(rm) == 1 && len(sd) == 1 && !sd[0].Time.After(rm[0].Done) {
+			t.Errorf("cp-4 was shut down (%s) before its member's removal was answered (%s)", sd[0].Time.Format(time.StampMilli), rm[0].Done.Format(time.StampMilli))
+		}
+		// The order milner reports: drain, member removal, Shutdown, the
+		// Kubernetes node, then the engine's delete of the VM.
+		inOrder(t, up.stdout, "cp-4: drained", "etcd member", "Talos shuts down", "its VM has stopped", "Kubernetes node deleted")
+		got := s.c.EtcdMembers()
+		delete(members, "cp-4")
+		if !maps.Equal(got, members) {
+			t.Errorf("etcd members %v, want %v", got, members)
+		}
+		if boots := j.Calls("Bootstrap"); len(boots) > 0 {
+			t.Errorf("a removal bootstrapped:\n%s", strings.Join(boots.Strings(), "\n"))
+		}
+		s.removed(up, "cp-4", domains, applies)
+		s.hasNoChanges("up after removing cp-4", s.mustMilner("up", "--yes"))
+	})
+
+	step("a removal that would lose quorum", func(t *testing.T, mark int) {
+		cp3 := s.c.Node("cp-3")
+		cp3.SetEtcdRunning(false)
+		nodes := slices.Clone(s.nodes)
+		s.drop("cp-2")
+		refused(t, "preview --remove cp-2 with cp-3's etcd down", s.milner("preview", "--remove", "cp-2"), "--remove cp-2", "quorum")
+		refused(t, "up --remove cp-2 with cp-3's etcd down", s.milner("up", "--yes", "--remove", "cp-2"), "--remove cp-2", "quorum")
+		cp3.SetEtcdRunning(true)
+		j := s.c.Journal()[mark:]
+		for _, m := range []string{"EtcdRemoveMemberByID", "Shutdown"} {
+			if c := j.Calls(m); len(c) > 0 {
+				t.Errorf("a refused removal sent %s:\n%s", m, strings.Join(c.Strings(), "\n"))
+			}
+		}
+		s.volumesProtected("cp-2", true)
+		s.nodes = nodes
+		s.apply()
+		s.hasNoChanges("up with cp-2 declared again", s.mustMilner("up", "--yes"))
+	})
+
+	step("re-adding a removed node", func(t *testing.T, mark int) {
+		s.nodes = append(s.nodes, node{Name: "w-2", Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: w2.addr(tcpsSubnet).String(), MAC: s.mac(0x22)})
+		s.apply()
+		refused(t, "preview re-adding w-2", s.milner("preview"), s.cluster+"-w-2-os", s.cluster+"-w-2-data", "exists on the host but not in the state")
+		s.drop("w-2")
+		// The teardown refuses while the pool holds them (libvirt deletes
+		// a pool only empty), before deleting anything.
+		refused(t, "teardown with kept volumes", s.milner("teardown", "--yes"), "[rule teardown-kept-volumes]", "vol-delete "+s.vol("w-2", "os"), "vol-delete "+s.vol("cp-4", "data"))
+		if len(s.domains()) != 4 {
+			t.Errorf("the refused teardown deleted domains: %v", s.domains())
+		}
+		// The commands the removals printed delete what they kept.
+		for _, n := range []string{"w-2", "cp-4"} {
+			for _, kind := range []string{"os", "data"} {
+				virsh(t, "vol-delete", s.vol(n, kind))
+			}
+		}
+		s.hasNoChanges("up after deleting the kept volumes", s.mustMilner("up", "--yes"))
+	})
+
 	step("milner teardown", func(t *testing.T, mark int) {
 		s.mustMilner("teardown", "--yes")
 		if d := s.domains(); len(d) > 0 {
@@ -646,4 +775,93 @@ func (s *talosLayer) kubeconfigNode() string {
 		}
 	}
 	return ""
+}
+
+// drop takes a node out of the stack file's milner:nodes.
+func (s *talosLayer) drop(name string) {
+	s.nodes = slices.DeleteFunc(s.nodes, func(n node) bool { return n.Name == name })
+	s.apply()
+}
+
+// onlyRemoves requires a preview (its delta by layer) to delete only
+// node's resources: its VM, its Talos config apply and its volumes.
+func (s *talosLayer) onlyRemoves(p cmdResult, node string) {
+	s.t.Helper()
+	deletes := 0
+	for _, m := range regexp.MustCompile(`(?m)^\s+(create|update|replace|delete|import)\s+(\S+)`).FindAllStringSubmatch(p.stdout, -1) {
+		switch op, name := m[1], m[2]; {
+		case op == "delete" && (name == node || name == s.domain(node) || name == node+"-apply" || strings.HasPrefix(name, s.domain(node)+"-")):
+			deletes++
+		default:
+			s.t.Errorf("removing %s plans %s %s", node, op, name)
+		}
+	}
+	if deletes != 5 {
+		s.t.Errorf("removing %s deletes %d resources, want 5 (VM, apply, TalosNode, two volumes):\n%s", node, deletes, p.out())
+	}
+}
+
+// volumesProtected requires node's volumes in state, each protected (or
+// not) and not retained on delete.
+func (s *talosLayer) volumesProtected(node string, protected bool) {
+	s.t.Helper()
+	found := 0
+	for _, r := range s.exported().Resources {
+		if name := r.URN.Name(); string(r.Type) == gate.TypeLibvirtVolume && strings.HasPrefix(name, s.domain(node)+"-") {
+			found++
+			if r.Protect != protected || r.RetainOnDelete {
+				s.t.Errorf("volume %s: protect %v, retainOnDelete %v; want protect %v, not retained", name, r.Protect, r.RetainOnDelete, protected)
+			}
+		}
+	}
+	if found != 2 {
+		s.t.Errorf("state holds %d volumes of %s, want 2", found, node)
+	}
+}
+
+// removed requires node's removal done: its domain gone, the others and
+// the other applies kept, its apply and volumes out of state, its volume
+// files on the host and listed by the up with their delete command, its
+// Kubernetes node gone; and no Reset.
+func (s *talosLayer) removed(up cmdResult, node string, domains, applies map[string]string) {
+	s.t.Helper()
+	delete(domains, s.domain(node))
+	delete(applies, node+"-apply")
+	if slices.Contains(s.domains(), s.domain(node)) {
+		s.t.Errorf("%s's domain is still defined", node)
+	}
+	s.kept(domains, applies)
+	for _, r := range s.exported().Resources {
+		if name := r.URN.Name(); name == node+"-apply" || strings.HasPrefix(name, s.domain(node)) {
+			s.t.Errorf("%s is still in state", name)
+		}
+	}
+	for _, kind := range []string{"os", "data"} {
+		if _, err := os.Stat(s.vol(node, kind)); err != nil {
+			s.t.Errorf("%s's %s volume is not kept on the host: %v", node, kind, err)
+		}
+		if want := "vol-delete " + s.vol(node, kind); !strings.Contains(up.stdout, want) {
+			s.t.Errorf("the up does not list %q:\n%s", want, up.out())
+		}
+	}
+	if _, code, err := s.clusterAPI().Do(http.MethodGet, "/api/v1/nodes/"+node, "", nil); err != nil || code != http.StatusNotFound {
+		s.t.Errorf("Kubernetes node %s: GET answered %d (%v), want 404", node, code, err)
+	}
+	if r := s.c.Journal().Calls("Reset"); len(r) > 0 {
+		s.t.Errorf("Reset was sent:\n%s", strings.Join(r.Strings(), "\n"))
+	}
+}
+
+// inOrder requires each of want in out, each after the one before.
+func inOrder(t *testing.T, out string, want ...string) {
+	t.Helper()
+	at := 0
+	for _, w := range want {
+		i := strings.Index(out[at:], w)
+		if i < 0 {
+			t.Errorf("after %q the output lacks %q:\n%s", out[:at], w, out)
+			return
+		}
+		at += i + len(w)
+	}
 }
