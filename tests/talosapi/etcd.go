@@ -21,6 +21,9 @@ type etcdCluster struct {
 	members      []*member
 	// snapshots is what EtcdSnapshot streams (SetEtcdSnapshotSource).
 	snapshots SnapshotSource
+	// recoveredRevision is the revision a Bootstrap with RecoverEtcd
+	// restored (recover.go).
+	recoveredRevision int64
 }
 
 // member is one etcd member. Its node may have lost it (a wiped OS disk,
@@ -74,13 +77,15 @@ func (c *Cluster) joinLocked(n *Node) {
 }
 
 // reconcileEtcdLocked joins every booted control plane with an empty data
-// directory to a bootstrapped cluster.
+// directory to a bootstrapped cluster; not one whose etcd service failed
+// in a recover (it retries the recovery, in bootstrap mode, forever:
+// etcd's restart.Forever in Talos' services/etcd.go).
 func (c *Cluster) reconcileEtcdLocked() {
 	if !c.etcd.bootstrapped {
 		return
 	}
 	for _, n := range c.nodes {
-		if n.controlPlaneLocked() && n.booted && n.inc != nil && !n.etcdData {
+		if n.controlPlaneLocked() && n.booted && n.inc != nil && !n.etcdData && n.etcdFailed == "" {
 			c.joinLocked(n)
 		}
 	}

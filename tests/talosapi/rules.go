@@ -15,6 +15,7 @@ var machinedRules = map[string]role.Set{
 	"/machine.MachineService/Bootstrap":            role.MakeSet(role.Admin),
 	"/machine.MachineService/EtcdAlarmList":        role.MakeSet(role.Admin, role.Operator),
 	"/machine.MachineService/EtcdLeaveCluster":     role.MakeSet(role.Admin),
+	"/machine.MachineService/EtcdRecover":          role.MakeSet(role.Admin),
 	"/machine.MachineService/EtcdMemberList":       role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/EtcdRemoveMemberByID": role.MakeSet(role.Admin),
 	"/machine.MachineService/EtcdSnapshot":         role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),

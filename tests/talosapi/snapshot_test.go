@@ -61,3 +61,70 @@ func TestEtcdSnapshot(t *testing.T) {
 	assert.True(t, bytes.Equal(db[:], got[len(got)-sha256.Size:]), "the trailer is the database's sha256")
 	assert.Len(t, e.c.Journal().Calls("EtcdSnapshot"), 3)
 }
+
+// etcdService is the etcd service's state and last message on n.
+func etcdService(t *testing.T, c context.Context, e *env, n *talosapi.Node) (string, string) {
+	t.Helper()
+	resp, err := e.client(n).ServiceList(c)
+	require.NoError(t, err)
+	for _, s := range resp.GetMessages()[0].GetServices() {
+		if s.GetId() == "etcd" {
+			evs := s.GetEvents().GetEvents()
+			return s.GetState(), evs[len(evs)-1].GetMsg()
+		}
+	}
+	t.Fatalf("%s runs no etcd service", n.Name())
+	return "", ""
+}
+
+// EtcdRecover and Bootstrap{RecoverEtcd} answer as machined does: the
+// upload refused on a worker; the Bootstrap answered at once, its etcd
+// service failing without a snapshot or with one whose sha256 does not
+// match; with a real etcd's snapshot a new cluster of that member, at the
+// snapshot's revision, which a control plane with empty data joins.
+func TestEtcdRecover(t *testing.T) {
+	e := newEnv(t)
+	et := etcdtest.Start(t)
+	c := ctx(t)
+	rev, err := et.Put(c, "/registry/x", 7)
+	require.NoError(t, err)
+	r, err := et.Snapshot(c)
+	require.NoError(t, err)
+	snap, err := io.ReadAll(r)
+	require.NoError(t, err)
+	cp1 := e.configured("cp-1", 1, e.cp)
+	cp2 := e.configured("cp-2", 2, e.cp)
+	w1 := e.configured("w-1", 3, e.w)
+
+	_, err = e.client(w1).EtcdRecover(c, bytes.NewReader(snap))
+	assert.Equal(t, codes.Unimplemented, status.Code(err))
+	assert.ErrorContains(t, err, "etcd recover is only available on control plane nodes")
+
+	require.NoError(t, e.client(cp2).Bootstrap(c, &machine.BootstrapRequest{RecoverEtcd: true}), "answered before the service starts")
+	state, msg := etcdService(t, c, e, cp2)
+	assert.Equal(t, "Failed", state)
+	assert.Contains(t, msg, "error verifying snapshot")
+
+	bad := bytes.Clone(snap)
+	bad[len(bad)-1] ^= 0xff
+	_, err = e.client(cp1).EtcdRecover(c, bytes.NewReader(bad))
+	require.NoError(t, err)
+	require.NoError(t, e.client(cp1).Bootstrap(c, &machine.BootstrapRequest{RecoverEtcd: true}))
+	state, msg = etcdService(t, c, e, cp1)
+	assert.Equal(t, "Failed", state)
+	assert.Contains(t, msg, "error recovering from the snapshot")
+	assert.Empty(t, e.c.EtcdMembers())
+
+	_, err = e.client(cp1).EtcdRecover(c, bytes.NewReader(snap))
+	require.NoError(t, err)
+	require.NoError(t, e.client(cp1).Bootstrap(c, &machine.BootstrapRequest{RecoverEtcd: true}))
+	state, _ = etcdService(t, c, e, cp1)
+	assert.Equal(t, "Running", state)
+	assert.Equal(t, rev, e.c.EtcdRecoveredRevision())
+	e.configured("cp-3", 4, e.cp)
+	waitFor(t, "cp-3 to join the recovered cluster", func() bool { return len(e.c.EtcdMembers()) == 2 })
+	assert.NotContains(t, e.c.EtcdMembers(), "cp-2", "its etcd keeps retrying the failed recovery")
+
+	err = e.client(cp1).Bootstrap(c, &machine.BootstrapRequest{RecoverEtcd: true})
+	assert.Equal(t, codes.AlreadyExists, status.Code(err))
+}
