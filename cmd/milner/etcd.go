@@ -15,9 +15,9 @@ import (
 func etcdCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "etcd",
-		Short: "Snapshot the cluster's etcd to an age-encrypted file, and check such a file",
+		Short: "Snapshot the cluster's etcd to an age-encrypted file, check such a file, restore one after etcd lost quorum",
 	}
-	cmd.AddCommand(etcdSnapshotCmd(), etcdInspectCmd())
+	cmd.AddCommand(etcdSnapshotCmd(), etcdInspectCmd(), etcdRestoreCmd())
 	return cmd
 }
 
@@ -96,5 +96,38 @@ snapshot or on a schedule; a backup never checked is not a backup.`,
 	cmd.Flags().StringVarP(&identity, "identity", "i", "", "the age key file (AGE-SECRET-KEY-1...) of one of its recipients (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON on stdout")
 	_ = cmd.MarkFlagRequired("identity")
+	return cmd
+}
+
+func etcdRestoreCmd() *cobra.Command {
+	f := &stackFlags{}
+	var in pipeline.EtcdRestoreInput
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Bootstrap etcd on one control plane from a snapshot file (Talos' disaster recovery); refused while etcd has quorum",
+		Long: `restore decrypts --from with --identity into memory and verifies it as
+'milner etcd inspect' does; the snapshot must be of the stack's cluster
+(milner:cluster.name). It is refused while any control plane lists etcd's
+members: etcd still has quorum, and a recover would start a second etcd
+cluster. After your confirmation it uploads the snapshot to --node
+(EtcdRecover) and bootstraps etcd there from it (Bootstrap with
+recover_etcd), as Talos' disaster recovery does, then waits until that
+member answers. The other control planes rejoin once their etcd data is
+empty. docs/runbooks/backup.md has the whole procedure.`,
+		Example: `  milner etcd restore --stack prod --from milner-etcd-20261206T020000Z-rev4711.snapshot.age --identity ~/milner-prod-etcd.key --node cp-1`,
+		RunE: f.run(true, func(o *pipeline.Op) error {
+			return pipeline.EtcdRestore(o, in)
+		}),
+	}
+	f.addStack(cmd, true)
+	f.addYes(cmd)
+	cmd.Flags().StringVar(&in.From, "from", "", "the snapshot file 'milner etcd snapshot' wrote (required)")
+	cmd.Flags().StringVarP(&in.Identity, "identity", "i", "", "the age key file (AGE-SECRET-KEY-1...) of one of its recipients (required)")
+	cmd.Flags().StringVar(&in.Node, "node", "", "the control plane (milner:nodes[].name) that bootstraps etcd from it (required)")
+	cmd.Flags().StringVar(&in.Talosconfig, "talosconfig", "", "talosconfig file (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
+	for _, name := range []string{"from", "identity", "node"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	_ = cmd.RegisterFlagCompletionFunc("node", completeNodes)
 	return cmd
 }

@@ -156,6 +156,9 @@ func (c *Clear) path() string { return fmt.Sprintf("/proc/self/fd/%d", c.f.Fd())
 // Size is the snapshot's size, with its trailer.
 func (c *Clear) Size() int64 { return c.size }
 
+// Reader reads the snapshot from its start (EtcdRecover's upload).
+func (c *Clear) Reader() io.ReadSeeker { return io.NewSectionReader(c.f, 0, c.size) }
+
 // Close frees the snapshot.
 func (c *Clear) Close() error { return c.f.Close() }
 

@@ -51,6 +51,13 @@ var secrets = sync.OnceValues(func() (*talosapi.Secrets, error) { return talosap
 // upgrade.Cluster milner dials them with.
 func cluster(t *testing.T, src talosapi.SnapshotSource, nodes ...upgrade.Node) (*talosapi.Cluster, *upgrade.Cluster) {
 	t.Helper()
+	return clusterOf(t, src, true, nodes...)
+}
+
+// clusterOf is cluster, its etcd bootstrapped or not (every control
+// plane's etcd data lost, as after a wipe of their EPHEMERAL).
+func clusterOf(t *testing.T, src talosapi.SnapshotSource, bootstrap bool, nodes ...upgrade.Node) (*talosapi.Cluster, *upgrade.Cluster) {
+	t.Helper()
 	s, err := secrets()
 	require.NoError(t, err)
 	cp, err := s.Config(mtype.TypeControlPlane, "1.34.1")
@@ -63,7 +70,7 @@ func cluster(t *testing.T, src talosapi.SnapshotSource, nodes ...upgrade.Node) (
 	t.Cleanup(func() { _ = c.Close() })
 	c.SetEtcdSnapshotSource(src)
 	var d upgrade.Declared
-	bootstrapped := false
+	bootstrapped := !bootstrap
 	for i, n := range nodes {
 		cfg := w
 		if n.Role == vocab.RoleControlPlane {

@@ -53,3 +53,50 @@ func EtcdSnapshot(o *Op, in EtcdSnapshotInput) (*etcdbackup.Result, error) {
 	defer func() { _ = cl.Close() }()
 	return etcdbackup.Take(o.Ctx, cl, etcdbackup.Meta{Cluster: cfg.Cluster.Name, Stack: o.St.Name()}, rs, dir, file, in.Force)
 }
+
+// EtcdRestoreInput is `milner etcd restore`'s flags.
+type EtcdRestoreInput struct {
+	// From is --from, Identity --identity: the snapshot file and its key.
+	From, Identity string
+	// Node is --node: the control plane that bootstraps from it.
+	Node string
+	// Talosconfig is --talosconfig ("": the state's).
+	Talosconfig string
+}
+
+// EtcdRestore is `milner etcd restore`: the file decrypted and verified
+// (etcdbackup.Open) and of this stack's cluster, --node a control plane;
+// refused while etcd has quorum (upgrade.ErrEtcdHasQuorum); confirmed;
+// then Talos' recovery on the node (upgrade.Cluster.EtcdRestore).
+func EtcdRestore(o *Op, in EtcdRestoreInput) error {
+	m, clear, err := etcdbackup.Open(in.From, in.Identity)
+	if err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	defer func() { _ = clear.Close() }()
+	cfg, err := o.Config()
+	if err != nil {
+		return err
+	}
+	if m.Cluster != cfg.Cluster.Name {
+		return Refused("--from %s is a snapshot of cluster %q, stack %q is cluster %q (milner:cluster.name); nothing was changed", in.From, m.Cluster, o.St.Name(), cfg.Cluster.Name)
+	}
+	tc, err := o.talosconfig(in.Talosconfig)
+	if err != nil {
+		return fmt.Errorf("%w (`milner up` writes it to the state; or pass --talosconfig)", err)
+	}
+	cl, err := upgrade.Connect(o.Ctx, tc, upgrade.FromConfig(cfg))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cl.Close() }()
+	_, _ = fmt.Fprint(o.Out, "milner etcd: restore ")
+	m.Write(o.Out)
+	err = cl.EtcdRestore(o.Ctx, in.Node, clear.Reader(), o.Out, func() error {
+		return o.Confirm(fmt.Sprintf("Bootstrap etcd on %s from this snapshot? Every change after revision %d is lost.", in.Node, m.Revision))
+	})
+	if errors.Is(err, upgrade.ErrEtcdHasQuorum) {
+		return Refused("%v", err)
+	}
+	return err
+}
