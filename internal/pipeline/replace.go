@@ -175,7 +175,7 @@ func afterReplace(o *Op) error {
 		return afterRemove(o)
 	}
 	if len(o.in.Replace) == 0 {
-		return nil
+		return afterAdd(o)
 	}
 	opts := upgrade.DefaultOptions(o.Out)
 	if c, err := o.talosCluster(); err == nil && c != nil {

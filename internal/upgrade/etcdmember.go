@@ -141,15 +141,45 @@ func (c *Cluster) WaitRejoined(ctx context.Context, r *MemberRemoval, timeout ti
 	if r == nil {
 		return nil
 	}
-	via := Node{Name: r.Via}
 	_, _ = fmt.Fprintf(o.Out, "milner up: %s: waiting up to %s for it to rejoin etcd\n", r.Node, timeout)
-	err := waitFor(ctx, o, timeout, func() error {
-		ms, err := c.members(ctx, via)
+	err := c.waitVoter(ctx, r.Via, r.Node, r.MemberID, timeout, o)
+	if err != nil {
+		return fmt.Errorf("node %q: did not rejoin etcd: %w (its VM and OS disk are replaced; check `talosctl -n %s dmesg` and rerun `milner up`)", r.Node, err, r.Node)
+	}
+	_, _ = fmt.Fprintf(o.Out, "milner up: %s: an etcd member again\n", r.Node)
+	return nil
+}
+
+// WaitVoter waits, up to timeout, until a control plane just added to
+// the running cluster is a voting etcd member: Talos joins it as a
+// learner and promotes it once it has caught up (talos v1.13.9
+// internal/app/machined/pkg/system/services/etcd.go promoteMember, asked
+// every 15 s), and etcd lets one learner in at a time, so the next
+// control plane's join waits for this promotion.
+func (c *Cluster) WaitVoter(ctx context.Context, node string, timeout time.Duration, o Options) error {
+	i := slices.IndexFunc(c.declared.controlPlanes(), func(n Node) bool { return n.Name != node })
+	if i < 0 {
+		return nil // the only control plane: it bootstrapped etcd
+	}
+	via := c.declared.controlPlanes()[i].Name
+	_, _ = fmt.Fprintf(o.Out, "milner up: %s: waiting up to %s for it to be a voting etcd member\n", node, timeout)
+	if err := c.waitVoter(ctx, via, node, 0, timeout, o); err != nil {
+		return fmt.Errorf("node %q: not a voting etcd member: %w (its config is applied; check `talosctl -n %s service etcd` and rerun `milner up`)", node, err, node)
+	}
+	_, _ = fmt.Fprintf(o.Out, "milner up: %s: a voting etcd member\n", node)
+	return nil
+}
+
+// waitVoter waits until node is a voting member, under another id than
+// old, in the member list asked through via.
+func (c *Cluster) waitVoter(ctx context.Context, via, node string, old uint64, timeout time.Duration, o Options) error {
+	return waitFor(ctx, o, timeout, func() error {
+		ms, err := c.members(ctx, Node{Name: via})
 		if err != nil {
 			return err
 		}
 		for _, m := range ms {
-			if m.GetHostname() == r.Node && m.GetId() != r.MemberID {
+			if m.GetHostname() == node && m.GetId() != old {
 				if m.GetIsLearner() {
 					return errors.New("a learner, not promoted yet")
 				}
@@ -158,9 +188,4 @@ func (c *Cluster) WaitRejoined(ctx context.Context, r *MemberRemoval, timeout ti
 		}
 		return errors.New("not an etcd member yet")
 	})
-	if err != nil {
-		return fmt.Errorf("node %q: did not rejoin etcd: %w (its VM and OS disk are replaced; check `talosctl -n %s dmesg` and rerun `milner up`)", r.Node, err, r.Node)
-	}
-	_, _ = fmt.Fprintf(o.Out, "milner up: %s: an etcd member again\n", r.Node)
-	return nil
 }

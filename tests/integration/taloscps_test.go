@@ -493,7 +493,7 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		// The other control planes' configs do not change: the endpoint is
 		// the VIP and no certSAN names a node.
 		s.onlyAdds(p, "cp-4", nil)
-		s.mustMilner("up", "--yes")
+		up := s.mustMilner("up", "--yes")
 		j := s.c.Journal()[mark:]
 		first := j.On("cp-4").Applies()
 		if len(first) != 1 || !first[0].Client.Insecure || first[0].Mode() != machine.ApplyConfigurationRequest_AUTO || first[0].Err != nil {
@@ -506,6 +506,10 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		}
 		if s.c.Node("cp-4").Status().EtcdMemberID == 0 {
 			t.Errorf("cp-4 is no etcd member after the up")
+		}
+		// It joined as a learner; the up ended once it was promoted.
+		if l := s.c.EtcdLearners(); len(l) > 0 || !strings.Contains(up.stdout, "cp-4: a voting etcd member") {
+			t.Errorf("the up ended with learners %v, or did not wait for cp-4's promotion:\n%s", l, up.out())
 		}
 		if boots := j.Calls("Bootstrap"); len(boots) > 0 {
 			t.Errorf("adding a control plane bootstrapped:\n%s", strings.Join(boots.Strings(), "\n"))

@@ -649,7 +649,7 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 	vip := netip.AddrFrom4([4]byte{10, 199, byte(subnet), 240})
 	// The first kubeconfig's client certificate expires within the
 	// provider's renewal window (720h): the renewal step renews it.
-	s.c = talosapi.NewCluster(talosapi.WithKubeconfigTTL(100*time.Hour), talosapi.OnShutdown(func(n *talosapi.Node) {
+	s.c = talosapi.NewCluster(talosapi.WithKubeconfigTTL(100*time.Hour), talosapi.WithLearnerPromotion(learnerPromotion()), talosapi.OnShutdown(func(n *talosapi.Node) {
 		// Talos powers the machine off at the end of its shutdown.
 		_ = exec.Command("virsh", "-c", uri, "destroy", cluster+"-"+n.Name()).Run()
 	}))
@@ -942,4 +942,17 @@ func kubeletTiming() clusterapi.KubeletTiming {
 		return clusterapi.RealKubelet
 	}
 	return clusterapi.CIKubelet
+}
+
+// learnerPromotion is how long a joining control plane stays an etcd
+// learner: Talos' etcd service asks for its promotion every 15 s
+// (v1.13.9 internal/app/machined/pkg/system/services/etcd.go
+// promoteMember), the first ask before the learner has caught up; scaled
+// tenfold for CI as kubeletTiming is, the real 15 s with
+// MILNER_DOUBLE_TIMING=real.
+func learnerPromotion() time.Duration {
+	if os.Getenv("MILNER_DOUBLE_TIMING") == "real" {
+		return 15 * time.Second
+	}
+	return 1500 * time.Millisecond
 }

@@ -25,6 +25,7 @@ type clusterOptions struct {
 	onBoot        []func(*Node)
 	rebootDown    time.Duration
 	kubeconfigTTL time.Duration
+	promoteAfter  time.Duration
 }
 
 // Option configures a Cluster.
@@ -59,6 +60,15 @@ func WithRebootDowntime(d time.Duration) Option {
 // of the provider's renewal (720h before expiry by default) sets less.
 func WithKubeconfigTTL(d time.Duration) Option {
 	return func(o *clusterOptions) { o.kubeconfigTTL = d }
+}
+
+// WithLearnerPromotion is how long a control plane joining the running
+// cluster stays an etcd learner before Talos' etcd service promotes it
+// (default 0: it joins as a voting member at once). Talos asks for the
+// promotion every 15 s until the learner has caught up (services/etcd.go
+// promoteMember), so a real learner phase is about 15 s.
+func WithLearnerPromotion(d time.Duration) Option {
+	return func(o *clusterOptions) { o.promoteAfter = d }
 }
 
 // NewCluster returns a cluster without nodes.

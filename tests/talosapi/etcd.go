@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -33,6 +35,8 @@ type member struct {
 	name string
 	ip   netip.Addr
 	node *Node
+	// learner: a joining member, not yet promoted; it does not vote.
+	learner bool
 }
 
 // upLocked reports a member whose etcd answers: its node runs it, is
@@ -70,21 +74,59 @@ func (c *Cluster) bootstrapLocked(n *Node) {
 	c.syncLocked()
 }
 
+// joinLocked makes n a member: the bootstrap's first, or one joining the
+// running cluster. Talos joins a control plane with an empty data
+// directory as a learner (talos v1.13.9 internal/app/machined/pkg/system/
+// services/etcd.go buildInitialCluster: MemberAddAsLearner) and promotes it
+// from its own etcd service (promoteMember: MemberPromote, refused until
+// the learner has caught up, asked again every 15 s for up to 10 minutes).
+// The double promotes it after WithLearnerPromotion's delay (at once
+// without one), once it is up.
 func (c *Cluster) joinLocked(n *Node) {
 	n.etcdData = true
-	n.member = &member{id: rand.Uint64() | 1, name: n.hostnameLocked(), ip: n.addr.Addr(), node: n}
-	c.etcd.members = append(c.etcd.members, n.member)
+	m := &member{id: rand.Uint64() | 1, name: n.hostnameLocked(), ip: n.addr.Addr(), node: n}
+	n.member = m
+	m.learner = len(c.etcd.members) > 0 && c.opts.promoteAfter > 0
+	c.etcd.members = append(c.etcd.members, m)
+	if m.learner {
+		c.promoteLater(m)
+	}
+}
+
+// promoteLater promotes a learner after the promotion delay, or tries
+// again after another while it is down.
+func (c *Cluster) promoteLater(m *member) {
+	time.AfterFunc(c.opts.promoteAfter, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !slices.Contains(c.etcd.members, m) {
+			return // removed meanwhile
+		}
+		if !m.upLocked() || !c.quorumLocked() {
+			c.promoteLater(m)
+			return
+		}
+		m.learner = false
+		c.syncLocked() // a next control plane may join now
+	})
 }
 
 // reconcileEtcdLocked joins every booted control plane with an empty data
-// directory to a bootstrapped cluster; not one whose etcd service failed
-// in a recover (it retries the recovery, in bootstrap mode, forever:
-// etcd's restart.Forever in Talos' services/etcd.go).
+// directory to a bootstrapped cluster, one learner at a time: etcd refuses
+// a second (v3.6 --max-learners 1, server/etcdserver/api/membership/
+// cluster.go ValidateMaxLearnerConfig: "too many learner members in
+// cluster"), and Talos' etcd service asks again until it is let in. Not
+// one whose etcd service failed in a recover (it retries the recovery, in
+// bootstrap mode, forever: etcd's restart.Forever in Talos'
+// services/etcd.go).
 func (c *Cluster) reconcileEtcdLocked() {
 	if !c.etcd.bootstrapped {
 		return
 	}
 	for _, n := range c.nodes {
+		if slices.ContainsFunc(c.etcd.members, func(m *member) bool { return m.learner }) {
+			return
+		}
 		if n.controlPlaneLocked() && n.booted && n.inc != nil && !n.etcdData && n.etcdFailed == "" {
 			c.joinLocked(n)
 		}
@@ -106,15 +148,20 @@ func (c *Cluster) removeMemberLocked(id uint64) bool {
 	return false
 }
 
-// quorumLocked reports whether a majority of the members is up.
+// quorumLocked reports whether a majority of the voting members is up
+// (a learner does not vote).
 func (c *Cluster) quorumLocked() bool {
-	up := 0
+	up, voters := 0, 0
 	for _, m := range c.etcd.members {
+		if m.learner {
+			continue
+		}
+		voters++
 		if m.upLocked() {
 			up++
 		}
 	}
-	return up > len(c.etcd.members)/2
+	return up > voters/2
 }
 
 // leaderLocked is the member that leads: the first one up, while there is
@@ -124,7 +171,7 @@ func (c *Cluster) leaderLocked() *member {
 		return nil
 	}
 	for _, m := range c.etcd.members {
-		if m.upLocked() {
+		if m.upLocked() && !m.learner {
 			return m
 		}
 	}
@@ -163,6 +210,19 @@ func (c *Cluster) validateForUpgradeLocked() error {
 		}
 	}
 	return nil
+}
+
+// EtcdLearners returns the hostnames of the members not yet promoted.
+func (c *Cluster) EtcdLearners() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.etcd.members {
+		if m.learner {
+			out = append(out, m.name)
+		}
+	}
+	return out
 }
 
 // EtcdMembers returns the etcd members' IDs by hostname.

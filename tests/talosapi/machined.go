@@ -328,7 +328,7 @@ func (m *machined) EtcdMemberList(context.Context, *machine.EtcdMemberListReques
 	for _, mb := range n.c.etcd.members {
 		out.LegacyMembers = append(out.LegacyMembers, mb.name)
 		out.Members = append(out.Members, &machine.EtcdMember{
-			Id: mb.id, Hostname: mb.name, IsLearner: false,
+			Id: mb.id, Hostname: mb.name, IsLearner: mb.learner,
 			PeerUrls:   []string{"https://" + hostPort(mb.ip, constants.EtcdPeerPort)},
 			ClientUrls: []string{"https://" + hostPort(mb.ip, constants.EtcdClientPort)},
 		})

@@ -597,3 +597,29 @@ func TestWhatUpgradeK8sReads(t *testing.T) {
 	err = pull(cx, common.ContainerdNamespace_NS_UNKNOWN, "registry.k8s.io/kube-apiserver:v1.34.2")
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 }
+
+// A control plane joining the running cluster is a learner until Talos'
+// etcd service promotes it, and etcd lets one learner in at a time: the
+// next control plane joins once the first is promoted.
+func TestJoinAsALearnerOneAtATime(t *testing.T) {
+	e := newEnv(t, talosapi.WithLearnerPromotion(300*time.Millisecond))
+	cp1 := e.configured("cp-1", 1, e.cp)
+	require.NoError(t, cp1.BootstrapEtcd())
+	e.configured("cp-2", 2, e.cp)
+	e.configured("cp-3", 3, e.cp)
+	assert.Equal(t, []string{"cp-2"}, e.c.EtcdLearners(), "cp-2 joins as a learner, cp-3 waits")
+	_, joined := e.c.EtcdMembers()["cp-3"]
+	assert.False(t, joined, "cp-3 joined beside a learner")
+	members, err := e.client(cp1).EtcdMemberList(ctx(t), &machine.EtcdMemberListRequest{})
+	require.NoError(t, err)
+	learners := 0
+	for _, m := range members.GetMessages()[0].GetMembers() {
+		if m.GetIsLearner() {
+			learners++
+			assert.Equal(t, "cp-2", m.GetHostname())
+		}
+	}
+	assert.Equal(t, 1, learners, "EtcdMemberList shows the learner")
+	waitFor(t, "cp-3 to join after cp-2's promotion", func() bool { _, ok := e.c.EtcdMembers()["cp-3"]; return ok })
+	waitFor(t, "every member promoted", func() bool { return len(e.c.EtcdLearners()) == 0 })
+}
