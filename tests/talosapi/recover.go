@@ -2,6 +2,7 @@ package talosapi
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 
@@ -36,7 +37,7 @@ func (m *machined) EtcdRecover(srv machine.MachineService_EtcdRecoverServer) err
 	var buf bytes.Buffer
 	for {
 		msg, err := srv.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
