@@ -4,6 +4,10 @@ import (
 	"context"
 	"github.com/milner/milner/components/vocab"
 	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/codes"
@@ -52,4 +56,31 @@ func (fc *fakeCluster) calls(kind string) []string {
 		}
 	}
 	return out
+}
+
+// A control plane added to the running cluster is waited for until its
+// etcd member is promoted: the wait lasts while it is a learner, and ends
+// with an error naming the node when it never is.
+func TestWaitVoterOutlastsTheLearner(t *testing.T) {
+	fc, d, tc := newFake(t, fakeSpec{"cp-1", "controlplane", toTalos, k8sVer}, fakeSpec{"cp-2", "controlplane", toTalos, k8sVer})
+	c := connect(t, d, tc)
+	var out strings.Builder
+	fc.mu.Lock()
+	fc.node("cp-2").learner = true
+	fc.mu.Unlock()
+	promoted := time.Now().Add(200 * time.Millisecond)
+	time.AfterFunc(200*time.Millisecond, func() {
+		fc.mu.Lock()
+		fc.node("cp-2").learner = false
+		fc.mu.Unlock()
+	})
+	require.NoError(t, c.WaitVoter(context.Background(), "cp-2", 2*time.Second, testOptions(&out)))
+	require.False(t, time.Now().Before(promoted), "the wait ended before the promotion")
+
+	fc.mu.Lock()
+	fc.node("cp-2").learner = true
+	fc.mu.Unlock()
+	err := c.WaitVoter(context.Background(), "cp-2", 100*time.Millisecond, testOptions(&out))
+	require.ErrorContains(t, err, `node "cp-2": not a voting etcd member`)
+	require.ErrorContains(t, err, "a learner, not promoted yet")
 }

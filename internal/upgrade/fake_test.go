@@ -68,6 +68,8 @@ type fakeNode struct {
 	// etcdDown makes EtcdMemberList fail, as on a node whose etcd does not
 	// run (a stand-in: the real error text is machined's, not reproduced).
 	etcdDown bool
+	// learner: its etcd member is not promoted yet (fake_day2_test.go).
+	learner bool
 	// srv serves the node; stopping it makes the node dead (fake_day2_test.go).
 	srv *grpc.Server
 	// shutDown is set by Shutdown (fake_day2_test.go).
@@ -181,7 +183,7 @@ func (n *fakeNode) EtcdMemberList(context.Context, *machine.EtcdMemberListReques
 	var members []*machine.EtcdMember
 	for _, o := range n.fc.nodes {
 		if o.role == vocab.RoleControlPlane && o.memberID != 0 {
-			members = append(members, &machine.EtcdMember{Id: o.memberID, Hostname: o.name})
+			members = append(members, &machine.EtcdMember{Id: o.memberID, Hostname: o.name, IsLearner: o.learner})
 		}
 	}
 	return &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{{Members: members}}}, nil

@@ -946,6 +946,71 @@ func TestProdOnRealPlugin(t *testing.T) {
 		}
 	})
 
+	step("remove a control plane", func(t *testing.T, mark, talosMark int) {
+		before, members := p.pve.VMs(), p.talos.EtcdMembers()
+		holder := before[1152]
+		p.editConfig(func(cfg map[string]any) {
+			nodes := cfg["milner:nodes"].([]any)
+			cfg["milner:nodes"] = nodes[:2]
+		})
+		r := p.must("up", "--yes", "--remove", "cp-3")
+		t.Logf("journal of cp-3's removal:\n%s", strings.Join(p.merged(mark, talosMark), "\n"))
+		var removed, shutdown, del time.Time
+		for _, e := range p.talos.Journal()[talosMark:] {
+			switch e.Name() {
+			case "EtcdRemoveMemberByID":
+				if e.Node == "cp-3" || e.Err != nil || !removed.IsZero() {
+					t.Errorf("want one member removal through another control plane: %s", e)
+				}
+				removed = e.Done
+			case "Shutdown":
+				if e.Node != "cp-3" {
+					t.Errorf("Shutdown reached %s", e.Node)
+				}
+				shutdown = e.Time
+			case "Reset", "Reboot":
+				t.Errorf("%s was sent: %s", e.Name(), e)
+			}
+		}
+		for _, e := range p.pve.Journal()[mark:] {
+			if e.Method == "DELETE" {
+				if strings.TrimSuffix(e.Path, "/") != "/nodes/pve-3/qemu/152" {
+					t.Errorf("a delete of another object: %s", e)
+				}
+				del = e.Time
+			}
+			if strings.Contains(e.Path, "/qemu/1152") && e.Method != "GET" {
+				t.Errorf("the holder was written: %s", e)
+			}
+		}
+		if removed.IsZero() || shutdown.IsZero() || del.IsZero() || !removed.Before(shutdown) || !shutdown.Before(del) {
+			t.Errorf("want the member removal (%v), then the Shutdown (%v), then the VM's delete (%v)", removed, shutdown, del)
+		}
+		after := p.pve.VMs()
+		if _, ok := after[152]; ok {
+			t.Errorf("cp-3's VM 152 is still there")
+		}
+		if fmt.Sprint(after[1152]) != fmt.Sprint(holder) {
+			t.Errorf("cp-3's disk holder changed:\n%v\nwas\n%v", after[1152], holder)
+		}
+		got := p.talos.EtcdMembers()
+		delete(members, "cp-3")
+		if !maps.Equal(got, members) {
+			t.Errorf("etcd members %v, want %v", got, members)
+		}
+		if want := "pvesh set /nodes/pve-3/qemu/1152 --protection 0 && pvesh delete /nodes/pve-3/qemu/1152"; !strings.Contains(r.stdout, want) {
+			t.Errorf("the up does not list the holder with %q:\n%s", want, r.stdout)
+		}
+		if r := p.must("preview"); !strings.Contains(r.stdout, "no changes") {
+			t.Errorf("preview after the removal: want no changes")
+		}
+		// What the printed command does; the teardown then finds no VM left.
+		p.pve.RemoveVM(1152)
+		for id := range p.pve.Volumes("pve-3", "local-lvm") {
+			p.pve.RemoveVolume("pve-3", "local-lvm", id)
+		}
+	})
+
 	step("teardown", func(t *testing.T, mark, _ int) {
 		r := p.milner("teardown")
 		if r.code == 0 {
@@ -954,7 +1019,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 		if w := p.writes(mark); len(w) > 0 {
 			t.Errorf("an unconfirmed teardown wrote:\n%s", strings.Join(w, "\n"))
 		}
-		for _, n := range prodNodes {
+		for _, n := range prodNodes[:2] { // cp-3 was removed
 			if !strings.Contains(r.stdout, "milner-prod-"+n.name+"-userdata (retained") {
 				t.Errorf("teardown does not list %s's snippet as retained", n.name)
 			}
