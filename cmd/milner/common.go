@@ -27,7 +27,7 @@ type stackFlags struct {
 // addStack declares --stack, completed from Pulumi.*.yaml. Without it the
 // verb works on the current stack (name), unless explicit: a verb that
 // destroys or overwrites (teardown, state restore, secrets import,
-// upgrade) never falls back to it, so the stack it changes is always typed.
+// upgrade, etcd restore) never falls back to it, so the stack it changes is always typed.
 func (f *stackFlags) addStack(cmd *cobra.Command, explicit bool) {
 	usage := "stack name; its config is Pulumi.<stack>.yaml (default: the stack 'pulumi stack select' chose)"
 	if explicit {

@@ -22,7 +22,7 @@ import (
 // explicitStack are the verbs that destroy or overwrite: they never fall
 // back to the current stack.
 var explicitStack = map[string]bool{
-	"milner teardown": true, "milner state restore": true, "milner secrets import": true, "milner upgrade": true,
+	"milner teardown": true, "milner state restore": true, "milner secrets import": true, "milner upgrade": true, "milner etcd restore": true,
 }
 
 // verbs is every runnable command of the tree, by command path.

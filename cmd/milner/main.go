@@ -149,8 +149,8 @@ Every change is previewed, checked against the layer rules, and applied
 exactly as previewed.
 
 The stack is --stack, else the one 'pulumi stack select' chose (or
-PULUMI_STACK); teardown, state restore, secrets import and upgrade, which
-destroy or overwrite, take only an explicit --stack. A confirmation asks
+PULUMI_STACK); teardown, state restore, secrets import, upgrade and etcd
+restore, which destroy or overwrite, take only an explicit --stack. A confirmation asks
 you to type the stack name; -y/--yes skips it, and without a terminal
 nothing is confirmed.
 
@@ -164,7 +164,7 @@ nothing is confirmed.
 	root.AddCommand(
 		previewCmd(), upCmd(), refreshCmd(), outputCmd(), statusCmd(),
 		clientCmd(clientfiles.Kube), clientCmd(clientfiles.Talos),
-		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), stateCmd(), checkCmd(), docsCmd(), versionCmd(),
+		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), etcdCmd(), stateCmd(), checkCmd(), docsCmd(), versionCmd(),
 	)
 	root.InitDefaultCompletionCmd()
 	typedUsage(root)

@@ -13,11 +13,13 @@
 package secretsbundle
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"filippo.io/age"
@@ -132,19 +134,42 @@ func Parse(plain []byte) (*secrets.Bundle, error) {
 	return b, nil
 }
 
+// Recipients parses the age recipients an operator names: each key
+// (age1..., as age-keygen prints it) and every recipient of each file (one
+// per line, # comments and blank lines skipped: age's own recipients-file
+// format, age.ParseRecipients). At least one is required.
+func Recipients(keys, files []string) ([]age.Recipient, error) {
+	var rs []age.Recipient
+	for _, s := range keys {
+		r, err := age.ParseX25519Recipient(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("recipient %q: %w", s, err)
+		}
+		rs = append(rs, r)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("recipients file: %w", err)
+		}
+		frs, err := age.ParseRecipients(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("recipients file %s: %w", f, err)
+		}
+		rs = append(rs, frs...)
+	}
+	if len(rs) == 0 {
+		return nil, errors.New("at least one age recipient (age1...) is required")
+	}
+	return rs, nil
+}
+
 // Encrypt encrypts plain for every age recipient (age1... public keys, as
 // age-keygen prints them), armored so the file survives copy and paste.
 func Encrypt(plain []byte, recipients []string) ([]byte, error) {
-	if len(recipients) == 0 {
-		return nil, errors.New("encrypt: at least one age recipient (age1...) is required")
-	}
-	var rs []age.Recipient
-	for _, s := range recipients {
-		r, err := age.ParseX25519Recipient(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fmt.Errorf("encrypt: recipient %q: %w", s, err)
-		}
-		rs = append(rs, r)
+	rs, err := Recipients(recipients, nil)
+	if err != nil {
+		return nil, fmt.Errorf("encrypt: %w", err)
 	}
 	var buf bytes.Buffer
 	armored := armor.NewWriter(&buf) // age's ASCII armor, as `age -a` writes
@@ -167,23 +192,32 @@ func Encrypt(plain []byte, recipients []string) ([]byte, error) {
 // Decrypt decrypts an (armored or binary) age file with the identities of
 // an age key file (AGE-SECRET-KEY-1... lines, as age-keygen writes them).
 func Decrypt(ciphertext []byte, identityFile io.Reader) ([]byte, error) {
-	ids, err := age.ParseIdentities(identityFile)
+	r, err := DecryptReader(bytes.NewReader(ciphertext), identityFile)
 	if err != nil {
-		return nil, fmt.Errorf("decrypt: identity file: %w", err)
-	}
-	r, err := age.Decrypt(armorReader(bytes.NewReader(ciphertext)), ids...)
-	if err != nil {
-		return nil, fmt.Errorf("decrypt: %w", err)
+		return nil, err
 	}
 	return io.ReadAll(r)
 }
 
-// armorReader reads armored or binary age files alike, as the age CLI does.
-func armorReader(r *bytes.Reader) io.Reader {
-	head := make([]byte, len(armor.Header))
-	n, _ := r.ReadAt(head, 0)
-	if string(head[:n]) == armor.Header {
-		return armor.NewReader(r)
+// DecryptReader is Decrypt as a stream: each chunk is authenticated as it
+// is read, so a read error means the file was damaged or cut short.
+func DecryptReader(sealed io.Reader, identityFile io.Reader) (io.Reader, error) {
+	ids, err := age.ParseIdentities(identityFile)
+	if err != nil {
+		return nil, fmt.Errorf("decrypt: identity file: %w", err)
 	}
-	return r
+	r, err := age.Decrypt(armorReader(sealed), ids...)
+	if err != nil {
+		return nil, fmt.Errorf("decrypt: %w", err)
+	}
+	return r, nil
+}
+
+// armorReader reads armored or binary age files alike, as the age CLI does.
+func armorReader(r io.Reader) io.Reader {
+	br := bufio.NewReader(r)
+	if head, _ := br.Peek(len(armor.Header)); string(head) == armor.Header {
+		return armor.NewReader(br)
+	}
+	return br
 }

@@ -170,7 +170,6 @@ func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error
 		return nil, err
 	}
 	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip, restarting: map[string]time.Time{}, live: map[string]map[net.Conn]bool{}}
-	etcdURL, peerURL := "http://127.0.0.1:22379", "http://127.0.0.1:22380"
 	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,

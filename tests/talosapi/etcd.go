@@ -21,6 +21,11 @@ import (
 type etcdCluster struct {
 	bootstrapped bool
 	members      []*member
+	// snapshots is what EtcdSnapshot streams (SetEtcdSnapshotSource).
+	snapshots SnapshotSource
+	// recoveredRevision is the revision a Bootstrap with RecoverEtcd
+	// restored (recover.go).
+	recoveredRevision int64
 }
 
 // member is one etcd member. Its node may have lost it (a wiped OS disk,
@@ -110,7 +115,10 @@ func (c *Cluster) promoteLater(m *member) {
 // directory to a bootstrapped cluster, one learner at a time: etcd refuses
 // a second (v3.6 --max-learners 1, server/etcdserver/api/membership/
 // cluster.go ValidateMaxLearnerConfig: "too many learner members in
-// cluster"), and Talos' etcd service asks again until it is let in.
+// cluster"), and Talos' etcd service asks again until it is let in. Not
+// one whose etcd service failed in a recover (it retries the recovery, in
+// bootstrap mode, forever: etcd's restart.Forever in Talos'
+// services/etcd.go).
 func (c *Cluster) reconcileEtcdLocked() {
 	if !c.etcd.bootstrapped {
 		return
@@ -119,7 +127,7 @@ func (c *Cluster) reconcileEtcdLocked() {
 		if slices.ContainsFunc(c.etcd.members, func(m *member) bool { return m.learner }) {
 			return
 		}
-		if n.controlPlaneLocked() && n.booted && n.inc != nil && !n.etcdData {
+		if n.controlPlaneLocked() && n.booted && n.inc != nil && !n.etcdData && n.etcdFailed == "" {
 			c.joinLocked(n)
 		}
 	}

@@ -195,7 +195,7 @@ func (n *Node) cancelTryRollbackLocked() {
 // far enough (Runtime.IsBootstrapAllowed: the CRI is up), on a worker, and
 // once etcd's data directory is not empty (a bootstrapped or joined
 // member): AlreadyExists. Time sync is taken as done.
-func (m *machined) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+func (m *machined) Bootstrap(_ context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	n := m.n
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
@@ -207,6 +207,10 @@ func (m *machined) Bootstrap(context.Context, *machine.BootstrapRequest) (*machi
 	}
 	if n.etcdData {
 		return nil, status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	}
+	if in.GetRecoverEtcd() {
+		n.recoverLocked()
+		return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
 	}
 	n.c.bootstrapLocked(n)
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
@@ -286,6 +290,8 @@ func (n *Node) servicesLocked() []*machine.ServiceInfo {
 	out := []*machine.ServiceInfo{running("apid"), running("containerd"), running("cri")}
 	if n.controlPlaneLocked() {
 		switch {
+		case n.etcdFailed != "":
+			out = append(out, svc("etcd", "Failed", "Failed to run service: "+n.etcdFailed, false))
 		case n.member != nil && n.etcdRunning:
 			out = append(out, running("etcd"))
 		case n.member != nil:

@@ -47,6 +47,8 @@ type Node struct {
 	member                      *member
 	etcdRunning                 bool
 	etcdErrors                  []string
+	recovery                    []byte // the snapshot EtcdRecover uploaded (recover.go)
+	etcdFailed                  string // why the etcd service failed to start (a recover)
 	nodeReady                   bool
 	faults                      map[string]error
 	images                      map[string][]string // pulled, by containerd instance (lifecycle.go)
