@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"google.golang.org/grpc/codes"
@@ -522,6 +525,37 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		delete(applies, "cp-3-apply")
 		s.kept(domains, applies)
 		s.hasNoChanges("up after adding cp-4", s.mustMilner("up", "--yes"))
+	})
+
+	step("milner etcd snapshot", func(t *testing.T, mark int) {
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		key, out := filepath.Join(dir, "key.txt"), filepath.Join(dir, "etcd.snapshot.age")
+		if err := os.WriteFile(key, []byte(id.String()+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s.mustMilner("etcd", "snapshot", "--out", out, "--recipient", id.Recipient().String())
+		if got := s.c.Journal()[mark:].Calls("EtcdSnapshot").Succeeded().Nodes(); len(got) != 1 || !strings.HasPrefix(got[0], "cp-") {
+			t.Errorf("EtcdSnapshot answered on %v, want one control plane", got)
+		}
+		var stdout, stderr strings.Builder
+		inspect := exec.Command(s.bin, "etcd", "inspect", out, "--identity", key, "--json")
+		inspect.Stdout, inspect.Stderr = &stdout, &stderr
+		if err := inspect.Run(); err != nil {
+			t.Fatalf("milner etcd inspect: %v\n%s%s", err, stdout.String(), stderr.String())
+		}
+		var m struct {
+			Cluster   string `json:"cluster"`
+			Revision  int64  `json:"revision"`
+			TotalKeys int    `json:"totalKeys"`
+		}
+		if err := json.Unmarshal([]byte(stdout.String()), &m); err != nil || m.Cluster != s.cluster || m.Revision < 2 || m.TotalKeys == 0 {
+			t.Errorf("inspect: %+v (%v), want cluster %s and the API server's keys:\n%s", m, err, s.cluster, stdout.String())
+		}
+		t.Logf("snapshot of the API server's etcd: %+v", m)
 	})
 
 	step("remove a worker", func(t *testing.T, mark int) {

@@ -680,6 +680,9 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 		}
 		a, err := clusterapi.Start(filepath.Join(repo, ".tools", "bin"), apiDir, vip, cp.Config())
 		if err == nil {
+			// A control plane's EtcdSnapshot streams the cluster's etcd:
+			// the test API server's own, real one.
+			s.c.SetEtcdSnapshotSource(a.EtcdSnapshot)
 			var seed []clusterapi.Node
 			for _, n := range nodes {
 				seed = append(seed, clusterapi.Node{Name: n.name, IP: n.addr(subnet), ControlPlane: n.controlPlane})
