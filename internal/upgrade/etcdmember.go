@@ -55,7 +55,7 @@ func (c *Cluster) MemberRemovalFor(ctx context.Context, node string) (*MemberRem
 		return nil, nil // a worker: no etcd member
 	}
 	if len(others) == 0 {
-		return nil, fmt.Errorf("%w: %s is the last control plane: with its OS disk the cluster's only etcd data is lost; restore etcd from a snapshot instead (talosctl bootstrap --recover-from)", ErrUnsafeMemberRemoval, node)
+		return nil, fmt.Errorf("%w: %s is the last control plane: with its OS disk the cluster's only etcd data is lost; restore etcd from a snapshot instead (`milner etcd restore`, docs/runbooks/backup.md)", ErrUnsafeMemberRemoval, node)
 	}
 	r := &MemberRemoval{Node: node}
 	var members []*machine.EtcdMember
