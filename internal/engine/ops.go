@@ -525,40 +525,38 @@ func (s *Stack) Keep(ctx context.Context, urns []resource.URN) error {
 }
 
 // setFlags sets the protect and retainOnDelete flags of urns (none:
-// nothing) in one state edit, as setProtect does.
+// nothing) in one state edit.
 func (s *Stack) setFlags(ctx context.Context, urns []resource.URN, protect, retain bool) error {
 	if len(urns) == 0 {
 		return nil
 	}
-	if err := ctx.Err(); err != nil && !protect {
-		return fmt.Errorf("stack %q: unprotect not started: %w", s.name, err)
-	}
-	ctx = engineContext(ctx)
-	st, err := s.existing(ctx)
-	if err != nil || st == nil {
-		return err
-	}
-	return s.editState(ctx, st, func(dep *apitype.UntypedDeployment) error {
-		state, err := s.decode(dep)
-		if err != nil {
-			return err
+	return s.editResources(ctx, protect, func(r *apitype.ResourceV3) {
+		if slices.Contains(urns, r.URN) {
+			r.Protect, r.RetainOnDelete = protect, retain
 		}
-		for i := range state.Resources {
-			if slices.Contains(urns, state.Resources[i].URN) {
-				state.Resources[i].Protect, state.Resources[i].RetainOnDelete = protect, retain
-			}
-		}
-		dep.Deployment, err = json.Marshal(state)
-		return err
 	})
 }
 
-// setProtect sets the protect flag of urns (nil: every resource) and saves
-// the checkpoint through the backend, as `pulumi state` does.
-// Clearing flags is not started after an interrupt; once started, and
-// setting them always, the edit runs to its end (an interrupt leaves no
-// half-written state and never leaves holders unprotected).
+// setProtect sets the protect flag of urns (nil: every resource, and then
+// an unprotect also drops the lifecycle hooks the state names).
 func (s *Stack) setProtect(ctx context.Context, urns []resource.URN, protect bool) error {
+	return s.editResources(ctx, protect, func(r *apitype.ResourceV3) {
+		if urns == nil || slices.Contains(urns, r.URN) {
+			r.Protect = protect
+		}
+		if urns == nil && !protect {
+			r.ResourceHooks = nil
+		}
+	})
+}
+
+// editResources runs edit on each resource of the state and saves the
+// checkpoint through the backend, as `pulumi state` does. An edit that
+// lifts protection (protect false) is not started after an interrupt;
+// once started, and one that protects always, runs to its end (an
+// interrupt leaves no half-written state and never leaves holders
+// unprotected).
+func (s *Stack) editResources(ctx context.Context, protect bool, edit func(*apitype.ResourceV3)) error {
 	if err := ctx.Err(); err != nil && !protect {
 		return fmt.Errorf("stack %q: unprotect not started: %w", s.name, err)
 	}
@@ -573,12 +571,7 @@ func (s *Stack) setProtect(ctx context.Context, urns []resource.URN, protect boo
 			return err
 		}
 		for i := range state.Resources {
-			if urns == nil || slices.Contains(urns, state.Resources[i].URN) {
-				state.Resources[i].Protect = protect
-			}
-			if urns == nil && !protect {
-				state.Resources[i].ResourceHooks = nil
-			}
+			edit(&state.Resources[i])
 		}
 		dep.Deployment, err = json.Marshal(state)
 		return err
