@@ -8,6 +8,7 @@ import (
 
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -32,5 +33,21 @@ func TestUndeclaredNodes(t *testing.T) {
 		if got := undeclared(cfg, res, tc.removed); !slices.Equal(got, tc.want) {
 			t.Errorf("--remove %q: undeclared %v, want %v", tc.removed, got, tc.want)
 		}
+	}
+}
+
+// A teardown is refused while the cluster's pool holds a volume the state
+// does not (a removal's kept volume); volumes of other pools are not its.
+func TestKeptVolumes(t *testing.T) {
+	res := []engine.Resource{{Type: gate.TypeLibvirtVolume, ID: "/p/c-cp-1-os.qcow2"}, {Type: gate.TypeLibvirtPool, ID: "uuid"}}
+	live := []guard.Object{
+		{Type: gate.TypeLibvirtVolume, Name: "c-cp-1-os", Pool: "c-pool", ID: "/p/c-cp-1-os.qcow2"},
+		{Type: gate.TypeLibvirtVolume, Name: "c-w-2-os", Pool: "c-pool", ID: "/p/c-w-2-os.qcow2"},
+		{Type: gate.TypeLibvirtVolume, Name: "other", Pool: "default", ID: "/var/lib/libvirt/images/other.qcow2"},
+	}
+	got := keptVolumes("c-pool", "qemu:///system", res, live)
+	want := []string{"c-w-2-os: virsh -c qemu:///system vol-delete /p/c-w-2-os.qcow2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("kept %v, want %v", got, want)
 	}
 }

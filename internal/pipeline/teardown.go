@@ -14,6 +14,7 @@ import (
 	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/guard"
 	"github.com/milner/milner/stacks/config"
 )
 
@@ -85,35 +86,40 @@ func teardownKeptVolumes(o *Op) ([]gate.Refusal, error) {
 	if o.cfg.Substrate.Kind != config.KindLibvirt {
 		return nil, nil
 	}
-	inState := map[string]bool{}
-	pool := ""
-	for _, r := range o.teardown.resources {
-		switch r.Type {
-		case gate.TypeLibvirtVolume:
-			inState[r.ID] = true
-		case gate.TypeLibvirtPool:
-			pool, _ = r.Inputs["name"].(string)
-		}
-	}
-	if pool == "" {
+	i := slices.IndexFunc(o.teardown.resources, func(r engine.Resource) bool { return r.Type == gate.TypeLibvirtPool })
+	if i < 0 {
 		return nil, nil
 	}
+	pool, _ := o.teardown.resources[i].Inputs["name"].(string)
 	live, _, err := o.listLive(o.Ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list the volumes of pool %s: %w", pool, err)
 	}
-	var kept []string
-	for _, l := range live {
-		if l.Type == gate.TypeLibvirtVolume && l.Pool == pool && !inState[l.ID] {
-			kept = append(kept, fmt.Sprintf("%s: virsh -c %s vol-delete %s", l.Name, o.cfg.Substrate.Libvirt.URI, l.ID))
-		}
-	}
+	kept := keptVolumes(pool, o.cfg.Substrate.Libvirt.URI, o.teardown.resources, live)
 	if len(kept) == 0 {
 		return nil, nil
 	}
-	slices.Sort(kept)
 	return []gate.Refusal{{Resource: pool, Reason: fmt.Sprintf("pool %s holds %d volumes the state of stack %q does not (kept by `milner up --remove`, or put there by hand); libvirt deletes a pool only empty, so the teardown would stop at the pool after deleting everything else. Delete each first if you are sure, or move it out of the pool; nothing was deleted:\n  %s",
 		pool, len(kept), o.St.Name(), strings.Join(kept, "\n  "))}}, nil
+}
+
+// keptVolumes are the live volumes of pool whose ids (paths) the state's
+// resources do not hold, each with the command that deletes it, sorted.
+func keptVolumes(pool, uri string, resources []engine.Resource, live []guard.Object) []string {
+	inState := map[string]bool{}
+	for _, r := range resources {
+		if r.Type == gate.TypeLibvirtVolume {
+			inState[r.ID] = true
+		}
+	}
+	var kept []string
+	for _, l := range live {
+		if l.Type == gate.TypeLibvirtVolume && l.Pool == pool && !inState[l.ID] {
+			kept = append(kept, fmt.Sprintf("%s: virsh -c %s vol-delete %s", l.Name, uri, l.ID))
+		}
+	}
+	slices.Sort(kept)
+	return kept
 }
 
 // teardownVerdict refuses in the rule's own words.
