@@ -226,18 +226,14 @@ func TestCorruptStreamRefused(t *testing.T) {
 // flags are checked (Target) and again as the file is linked in (Seal).
 func TestExistingFileRefused(t *testing.T) {
 	e := etcdtest.Start(t)
-	rd, err := e.Snapshot(ctx(t))
-	require.NoError(t, err)
-	clear, err := etcdbackup.Load(rd)
-	require.NoError(t, err)
-	defer func() { _ = clear.Close() }()
+	clear := loaded(t, e)
 	id, keyFile := key(t)
 	rs := []age.Recipient{id.Recipient()}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "backup.age")
 	require.NoError(t, os.WriteFile(out, []byte("keep me"), 0o600))
 
-	_, _, err = etcdbackup.Target(out, false)
+	_, _, err := etcdbackup.Target(out, false)
 	assert.ErrorContains(t, err, "--out "+out+" exists")
 	m := clear.Meta(etcdbackup.Meta{Cluster: "milner", TakenAt: time.Now().UTC()})
 	_, err = clear.Seal(m, rs, dir, out, false)
@@ -263,11 +259,7 @@ func TestExistingFileRefused(t *testing.T) {
 // recorded, and a key that is not a recipient's.
 func TestOpenChecks(t *testing.T) {
 	e := etcdtest.Start(t)
-	rd, err := e.Snapshot(ctx(t))
-	require.NoError(t, err)
-	clear, err := etcdbackup.Load(rd)
-	require.NoError(t, err)
-	defer func() { _ = clear.Close() }()
+	clear := loaded(t, e)
 	id, keyFile := key(t)
 	dir := t.TempDir()
 	m := clear.Meta(etcdbackup.Meta{Cluster: "milner", TakenAt: time.Now().UTC()})
@@ -282,4 +274,16 @@ func TestOpenChecks(t *testing.T) {
 	_, _, err = etcdbackup.Open(p, other)
 	assert.ErrorContains(t, err, "did not match any of the recipients")
 	assert.True(t, strings.HasPrefix(filepath.Base(p), "milner-etcd-"))
+}
+
+// loaded is a snapshot of e, loaded and verified as the verb loads it,
+// closed when the test ends.
+func loaded(t *testing.T, e *etcdtest.Etcd) *etcdbackup.Clear {
+	t.Helper()
+	rd, err := e.Snapshot(ctx(t))
+	require.NoError(t, err)
+	clear, err := etcdbackup.Load(rd)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = clear.Close() })
+	return clear
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/milner/milner/internal/etcdbackup"
 	"github.com/milner/milner/internal/upgrade"
 	"github.com/milner/milner/tests/etcdtest"
 )
@@ -17,16 +16,12 @@ import (
 // the confirmation and before any call that changes a node.
 func TestRestoreRefusedWhileEtcdHasQuorum(t *testing.T) {
 	e := etcdtest.Start(t)
-	rd, err := e.Snapshot(ctx(t))
-	require.NoError(t, err)
-	clear, err := etcdbackup.Load(rd)
-	require.NoError(t, err)
-	defer func() { _ = clear.Close() }()
+	clear := loaded(t, e)
 	d, uc := cluster(t, e.Snapshot, cpNode("cp-1"), cpNode("cp-2"), cpNode("cp-3"))
 	d.Nodes()[0].SetEtcdRunning(false) // one member down: two of three keep quorum
 
 	asked := 0
-	err = uc.EtcdRestore(ctx(t), "cp-1", clear.Reader(), io.Discard, func() error { asked++; return nil })
+	err := uc.EtcdRestore(ctx(t), "cp-1", clear.Reader(), io.Discard, func() error { asked++; return nil })
 	require.ErrorIs(t, err, upgrade.ErrEtcdHasQuorum)
 	assert.Zero(t, asked, "refused before the confirmation")
 	assert.Empty(t, d.Journal().Calls("EtcdRecover"))
@@ -43,11 +38,7 @@ func TestRestoreAfterEtcdIsLost(t *testing.T) {
 	e := etcdtest.Start(t)
 	rev, err := e.Put(ctx(t), "/registry/secrets/default/s", 12)
 	require.NoError(t, err)
-	rd, err := e.Snapshot(ctx(t))
-	require.NoError(t, err)
-	clear, err := etcdbackup.Load(rd)
-	require.NoError(t, err)
-	defer func() { _ = clear.Close() }()
+	clear := loaded(t, e)
 	d, uc := clusterOf(t, e.Snapshot, false, cpNode("cp-1"), cpNode("cp-2"), wNode("w-1"))
 
 	var out bytes.Buffer
