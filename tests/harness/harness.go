@@ -1,7 +1,7 @@
 // Package harness is what the real-engine test packages (tests/integration,
-// tests/kubeapi) share: one build of the milner command per test process,
-// removed when the package's tests end, and one writer that sends a
-// process's output to the test log line by line. Only tests import it.
+// tests/kubeapi, tests/pveengine) share: one build of the milner command per
+// test process, and one writer that sends a process's output to the test log
+// line by line. Only tests import it.
 package harness
 
 import (
@@ -23,16 +23,19 @@ var milner struct {
 }
 
 // Milner builds cmd/milner of the repository at repo once per test process
-// and returns the binary's path.
+// and returns the binary's path. The binary (over 500 MB) goes to one path
+// per test package under the repository's .tools/test-bin, overwritten by
+// the next run: a temporary directory per run was left behind by every run
+// a timeout or an interrupt ended, and filled the disk CI runs on.
 func Milner(t testing.TB, repo string) string {
 	t.Helper()
 	milner.once.Do(func() {
-		dir, err := os.MkdirTemp("", "milner-test-bin-")
+		wd, err := os.Getwd() // go test runs a package's tests in its directory
 		if err != nil {
 			milner.err = err
 			return
 		}
-		milner.bin = filepath.Join(dir, "milner")
+		milner.bin = filepath.Join(repo, ".tools", "test-bin", filepath.Base(wd), "milner")
 		cmd := exec.Command("go", "build", "-o", milner.bin, "./cmd/milner")
 		cmd.Dir = repo
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -43,16 +46,6 @@ func Milner(t testing.TB, repo string) string {
 		t.Fatal(milner.err)
 	}
 	return milner.bin
-}
-
-// Run runs the package's tests and then removes the milner binary, which
-// outlives every test that used it. A TestMain ends with os.Exit(Run(m)).
-func Run(m *testing.M) int {
-	code := m.Run()
-	if milner.bin != "" {
-		_ = os.RemoveAll(filepath.Dir(milner.bin)) // a leftover temp dir fails nothing
-	}
-	return code
 }
 
 // LogWriter sends what is written to it to the test log, line by line

@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "integration: libvirtd does not answer (run scripts/libvirt-up.sh): %v: %s\n", err, out)
 		os.Exit(1)
 	}
-	os.Exit(harness.Run(m))
+	os.Exit(m.Run())
 }
 
 // node is one node of a scenario's config.

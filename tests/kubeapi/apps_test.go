@@ -533,10 +533,6 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
-// TestMain removes the milner binary built for the package's tests once
-// they have all run (several tests use it).
-func TestMain(m *testing.M) { os.Exit(harness.Run(m)) }
-
 // milner runs the milner command, built once per test process, on
 // the scenario's stack with its backend and passphrase in Pulumi's variables,
 // logs what it printed and returns its exit code and output.
