@@ -799,7 +799,7 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		// A worker's are adopted (the runbook): adopt --all, then the up
 		// creates its VM on them; it boots from its own OS disk, with its
 		// config.
-		s.mustMilner("adopt", "--all", "--yes")
+		s.mustMilner("adopt", "--all")
 		d := s.c.Node("w-2")
 		stop := s.bootWhenReplaced(d, "", false)
 		rejoined := s.joinWhenBooted(d, w2)
