@@ -17,9 +17,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,15 +38,22 @@ import (
 	"github.com/milner/milner/tests/talosapi"
 )
 
-// The prod stack's nodes: name, VM id, host, address (Pulumi.prod.yaml).
-var prodNodes = []struct {
+// prodNode is a node of the prod stack: name, host, address, VM id.
+type prodNode struct {
 	name, host, addr string
 	vmid             int
-}{
-	{"cp-1", "pve-1", "192.168.1.50", 150},
-	{"cp-2", "pve-2", "192.168.1.51", 151},
-	{"cp-3", "pve-3", "192.168.1.52", 152},
+	controlPlane     bool
 }
+
+// The prod stack's nodes (Pulumi.prod.yaml).
+var prodNodes = []prodNode{
+	{"cp-1", "pve-1", "192.168.1.50", 150, true},
+	{"cp-2", "pve-2", "192.168.1.51", 151, true},
+	{"cp-3", "pve-3", "192.168.1.52", 152, true},
+}
+
+// addedWorker is the worker the scenario adds to the running cluster.
+var addedWorker = prodNode{"w-1", "pve-1", "192.168.1.53", 153, false}
 
 // prodVIP is the prod cluster's VIP (Pulumi.prod.yaml).
 const prodVIP = "192.168.1.60"
@@ -73,6 +82,13 @@ type prod struct {
 	hostKeys map[string]ssh.Signer
 	home     string
 	sock     string
+	// mu guards vmOf and byVM: each node's VM id, and the Talos node of
+	// each node VM, which the doubles' callbacks read while a node is added.
+	mu   *sync.Mutex
+	vmOf map[string]int
+	byVM map[int]*talosapi.Node
+	// done ends the test's background goroutines.
+	done chan struct{}
 }
 
 // result is one run of the milner binary.
@@ -211,21 +227,21 @@ func (p *prod) engine() *engine.Stack {
 // powers its VM off, which PVE then reports stopped.
 func (p *prod) newTalos() {
 	t := p.t
-	vmOf := map[string]int{}
-	for _, n := range prodNodes {
-		vmOf[n.name] = n.vmid
-	}
-	p.talos = talosapi.NewCluster(talosapi.OnShutdown(func(n *talosapi.Node) { p.pve.GuestPoweredOff(vmOf[n.Name()]) }))
+	p.mu, p.vmOf, p.byVM = &sync.Mutex{}, map[string]int{}, map[int]*talosapi.Node{}
+	p.talos = talosapi.NewCluster(talosapi.OnShutdown(func(n *talosapi.Node) {
+		p.mu.Lock()
+		id := p.vmOf[n.Name()]
+		p.mu.Unlock()
+		p.pve.GuestPoweredOff(id)
+	}))
 	t.Cleanup(func() { _ = p.talos.Close() })
-	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 64 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 128 << 30})
-	byVM := map[int]*talosapi.Node{}
 	for _, n := range prodNodes {
-		node, err := p.talos.AddNode(n.name, netip.MustParseAddrPort(n.addr+":50000"), disks, talosapi.WithPlatform(talosapi.Nocloud), talosapi.WithPoweredOff(), talosapi.WithVersion(talosFrom))
-		noErr(t, err)
-		byVM[n.vmid] = node
+		p.addTalosNode(n)
 	}
 	p.pve.OnPower = func(v pveapi.VM) {
-		n := byVM[v.VMID]
+		p.mu.Lock()
+		n := p.byVM[v.VMID]
+		p.mu.Unlock()
 		if n == nil {
 			return // a holder: never started, no guest
 		}
@@ -245,9 +261,9 @@ func (p *prod) newTalos() {
 		}
 	}
 	apiDir := t.TempDir()
-	done := make(chan struct{})
+	p.done = make(chan struct{})
 	t.Cleanup(func() {
-		close(done)
+		close(p.done)
 		select {
 		case a := <-p.api:
 			if a != nil {
@@ -263,7 +279,7 @@ func (p *prod) newTalos() {
 		cp := p.talos.Node("cp-1")
 		for cp.Config() == nil {
 			select {
-			case <-done:
+			case <-p.done:
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
@@ -292,13 +308,63 @@ func (p *prod) newTalos() {
 			// Each node's kubelet: the mirror pods of the static pods
 			// Talos writes, at their config version, on the node's
 			// address, what the wait between control planes looks for.
-			go a.Kubelet(p.talos, done, clusterapi.CIKubelet)
+			go a.Kubelet(p.talos, p.done, clusterapi.CIKubelet)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
 		}
 		p.api <- a
 	}()
+}
+
+// addTalosNode adds n's Talos API double, powered off, on the nocloud
+// platform at the image's version, linked to n's VM id (newTalos).
+func (p *prod) addTalosNode(n prodNode, opts ...talosapi.NodeOption) *talosapi.Node {
+	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 64 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 128 << 30})
+	opts = append([]talosapi.NodeOption{disks, talosapi.WithPlatform(talosapi.Nocloud), talosapi.WithPoweredOff(), talosapi.WithVersion(talosFrom)}, opts...)
+	node, err := p.talos.AddNode(n.name, netip.MustParseAddrPort(n.addr+":50000"), opts...)
+	noErr(p.t, err)
+	p.mu.Lock()
+	p.vmOf[n.name], p.byVM[n.vmid] = n.vmid, node
+	p.mu.Unlock()
+	return node
+}
+
+// grow adds node n to the world of a running cluster and to the stack
+// config (a node of Pulumi.prod.yaml's shape, 64 + 128 GiB disks): its
+// Talos double at the image's version, and, once it has booted with its
+// config, what its kubelet writes to the cluster's API server (its Node,
+// a control plane's mirror pods; clusterapi Join) and, for a control
+// plane, its own API server's address (forward, as newTalos does).
+func (p *prod) grow(n prodNode) {
+	p.t.Helper()
+	d := p.addTalosNode(n, talosapi.WithVersion(talosTo))
+	api := p.clusterAPI()
+	if n.controlPlane {
+		noErr(p.t, forward(p.t, n.addr+":6443", prodVIP+":6443"))
+	}
+	go func() {
+		for d.Config() == nil || !d.Status().Booted {
+			select {
+			case <-p.done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if err := api.Join(clusterapi.Node{Name: n.name, IP: netip.MustParseAddr(n.addr), ControlPlane: n.controlPlane}); err != nil {
+			fmt.Fprintf(os.Stderr, "%s's kubelet: %v\n", n.name, err)
+		}
+	}()
+	role := "worker"
+	if n.controlPlane {
+		role = "controlplane"
+	}
+	p.editConfig(func(cfg map[string]any) {
+		cfg["milner:nodes"] = append(cfg["milner:nodes"].([]any), map[string]any{
+			"name": n.name, "role": role, "vcpu": 4, "memoryMiB": 8192, "osDiskGiB": 64, "dataDiskGiB": 128,
+			"address": n.addr, "mac": fmt.Sprintf("bc:24:11:a8:01:%d", n.vmid-100), "vmId": n.vmid, "proxmoxNode": n.host,
+		})
+	})
 }
 
 // forward relays every connection to from to, until the test ends.
@@ -509,7 +575,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 		}
 	}
 	extra := []string{prodVIP}
-	for _, n := range prodNodes {
+	for _, n := range append(slices.Clone(prodNodes), addedWorker) {
 		extra = append(extra, n.addr)
 	}
 	if os.Getenv(nsEnv) == "" {
@@ -946,19 +1012,97 @@ func TestProdOnRealPlugin(t *testing.T) {
 		}
 	})
 
+	step("add a worker", func(t *testing.T, mark, talosMark int) {
+		w := addedWorker
+		before := p.pve.VMs()
+		p.grow(w)
+		// The preview: w-1's substrate (its VM, its disk holder, its
+		// snippet) and its Talos apply, created; nothing else planned.
+		r := p.must("preview")
+		onlyAdds(t, r, w.name)
+		for _, name := range []string{"milner-prod-w-1", "milner-prod-w-1-disks", "milner-prod-w-1-userdata", "w-1-apply"} {
+			if !regexp.MustCompile(`(?m)^\s+create\s+` + regexp.QuoteMeta(name) + ` `).MatchString(r.stdout) {
+				t.Errorf("the preview does not create %s", name)
+			}
+		}
+		if w := p.writes(mark); len(w) > 0 {
+			t.Errorf("the preview wrote:\n%s", strings.Join(w, "\n"))
+		}
+		mark, talosMark = len(p.pve.Journal()), len(p.talos.Journal())
+		p.must("up", "--yes")
+		t.Logf("journal of w-1's addition:\n%s", strings.Join(p.merged(mark, talosMark), "\n"))
+		// The PVE double: the writes are w-1's holder and VM (creation,
+		// start) and its snippet, nothing to another VM.
+		for _, e := range p.writes(mark) {
+			if !strings.Contains(e, "/qemu/153/") && !strings.Contains(e, "/qemu/1153/") && !strings.Contains(e, ":153:") && !strings.Contains(e, ":1153:") &&
+				!strings.Contains(e, "vmid=153&") && !strings.Contains(e, "vmid=1153&") && !strings.Contains(e, "vmid=153 ") && !strings.Contains(e, "vmid=1153 ") &&
+				!strings.Contains(e, "milner-prod-w-1-talos.yaml") {
+				t.Errorf("adding w-1 wrote: %s", e)
+			}
+		}
+		after := p.pve.VMs()
+		for id, v := range before {
+			if fmt.Sprint(after[id]) != fmt.Sprint(v) {
+				t.Errorf("VM %d changed:\n%v\nwas\n%v", id, after[id], v)
+			}
+		}
+		node, holder := after[w.vmid], after[w.vmid+1000]
+		if node.Node != w.host || node.Status != "running" || holder.Node != w.host || holder.Status != "stopped" || holder.Config["protection"] != "1" {
+			t.Errorf("w-1: node VM on %s %s, holder on %s %s protection %q", node.Node, node.Status, holder.Node, holder.Status, holder.Config["protection"])
+		}
+		for d, slot := range []string{"scsi0", "scsi1"} {
+			if hv, nv := volume(holder.Config[slot]), volume(node.Config[fmt.Sprintf("virtio%d", d)]); hv == "" || hv != nv {
+				t.Errorf("w-1: virtio%d is %q, the holder's %s %q", d, nv, slot, hv)
+			}
+		}
+		snippet := "local:snippets/milner-prod-w-1-talos.yaml"
+		v, ok := p.pve.Volumes(w.host, "local")[snippet]
+		if !ok || v.Mode != 0o600 {
+			t.Errorf("w-1: snippet %s: present %v, mode %#o; want 0600", snippet, ok, v.Mode)
+		}
+		// The Talos doubles: w-1 booted configured from its snippet (never
+		// in maintenance mode: its first config is off the LAN), the
+		// apply went over mTLS, to w-1 alone; no Bootstrap.
+		tn := p.talos.Node(w.name)
+		if tn.Config() == nil || string(tn.PersistedConfig()) != string(v.Data) {
+			t.Errorf("w-1 does not run its snippet's config")
+		}
+		j := p.talos.Journal()[talosMark:]
+		for _, e := range j.Events("boot") {
+			if e.Node != w.name || e.Detail != "configured" {
+				t.Errorf("a boot other than w-1's, configured: %s", e)
+			}
+		}
+		if len(j.Events("boot")) == 0 {
+			t.Errorf("w-1 did not boot")
+		}
+		a := j.Applies()
+		if len(a) == 0 {
+			t.Errorf("no apply to w-1")
+		}
+		for _, e := range a {
+			if e.Node != w.name || e.Client.Insecure || e.Err != nil {
+				t.Errorf("want applies to w-1 alone, authenticated, succeeded: %s", e)
+			}
+		}
+		if boots := j.Calls("Bootstrap"); len(boots) > 0 {
+			t.Errorf("adding a worker bootstrapped:\n%s", strings.Join(boots.Strings(), "\n"))
+		}
+		mark = len(p.pve.Journal())
+		if r := p.must("preview"); !strings.Contains(r.stdout, "no changes") {
+			t.Errorf("preview after adding w-1: want no changes")
+		}
+		p.must("up", "--yes")
+		if w := p.writes(mark); len(w) > 0 {
+			t.Errorf("the up after adding w-1 wrote:\n%s", strings.Join(w, "\n"))
+		}
+	})
+
 	step("remove a control plane", func(t *testing.T, mark, talosMark int) {
 		before, members := p.pve.VMs(), p.talos.EtcdMembers()
 		holder := before[1152]
 		p.editConfig(func(cfg map[string]any) {
-			nodes := cfg["milner:nodes"].([]any)
-			cfg["milner:nodes"] = nodes[:2]
-			// Two nodes hold two Vault peers (config validation); the
-			// scenario stops before the apps, so nothing else changes.
-			for _, a := range cfg["milner:apps"].([]any) {
-				if v, ok := a.(map[string]any)["vault"].(map[string]any); ok {
-					v["replicas"] = 1
-				}
-			}
+			cfg["milner:nodes"] = slices.DeleteFunc(cfg["milner:nodes"].([]any), func(n any) bool { return n.(map[string]any)["name"] == "cp-3" })
 		})
 		r := p.must("up", "--yes", "--remove", "cp-3")
 		t.Logf("journal of cp-3's removal:\n%s", strings.Join(p.merged(mark, talosMark), "\n"))
@@ -1026,7 +1170,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 		if w := p.writes(mark); len(w) > 0 {
 			t.Errorf("an unconfirmed teardown wrote:\n%s", strings.Join(w, "\n"))
 		}
-		for _, n := range prodNodes[:2] { // cp-3 was removed
+		for _, n := range []prodNode{prodNodes[0], prodNodes[1], addedWorker} { // cp-3 was removed
 			if !strings.Contains(r.stdout, "milner-prod-"+n.name+"-userdata (retained") {
 				t.Errorf("teardown does not list %s's snippet as retained", n.name)
 			}
@@ -1045,4 +1189,23 @@ func TestProdOnRealPlugin(t *testing.T) {
 			t.Logf("%s: retained on local: %v", h.Name, kept)
 		}
 	})
+}
+
+// onlyAdds requires a preview's delta by layer to create node's resources
+// and nothing else: no create of another's, no update, replace, delete or
+// import.
+func onlyAdds(t *testing.T, r result, node string) {
+	t.Helper()
+	creates := 0
+	for _, m := range regexp.MustCompile(`(?m)^\s+(create|update|replace|delete|import)\s+(\S+)`).FindAllStringSubmatch(r.stdout, -1) {
+		switch op, name := m[1], m[2]; {
+		case op == "create" && (name == node || strings.HasSuffix(name, "-"+node) || strings.Contains(name, "-"+node+"-") || strings.HasPrefix(name, node+"-")):
+			creates++
+		default:
+			t.Errorf("adding %s plans %s %s", node, op, name)
+		}
+	}
+	if creates == 0 {
+		t.Errorf("adding %s creates nothing:\n%s", node, r.out())
+	}
 }
