@@ -1016,9 +1016,18 @@ func TestProdOnRealPlugin(t *testing.T) {
 		w := addedWorker
 		before := p.pve.VMs()
 		p.grow(w)
+		// Control planes alone schedule pods by default; the first worker
+		// turns that default off, so Vault's three peers would have one
+		// node: refused, naming the cause. Kept on, as the cluster runs.
+		r := p.milner("preview")
+		p.refused("adding a worker to control planes scheduling by default", r,
+			"3 raft peers but 1 nodes take workloads", "milner:cluster.allowSchedulingOnControlPlanes is unset, which means false once the stack has a worker")
+		p.editConfig(func(cfg map[string]any) {
+			cfg["milner:cluster"].(map[string]any)["allowSchedulingOnControlPlanes"] = true
+		})
 		// The preview: w-1's substrate (its VM, its disk holder, its
 		// snippet) and its Talos apply, created; nothing else planned.
-		r := p.must("preview")
+		r = p.must("preview")
 		onlyAdds(t, r, w.name)
 		for _, name := range []string{"milner-prod-w-1", "milner-prod-w-1-disks", "milner-prod-w-1-userdata", "w-1-apply"} {
 			if !regexp.MustCompile(`(?m)^\s+create\s+` + regexp.QuoteMeta(name) + ` `).MatchString(r.stdout) {
