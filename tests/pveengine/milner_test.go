@@ -52,8 +52,12 @@ var prodNodes = []prodNode{
 	{"cp-3", "pve-3", "192.168.1.52", 152, true},
 }
 
-// addedWorker is the worker the scenario adds to the running cluster.
-var addedWorker = prodNode{"w-1", "pve-1", "192.168.1.53", 153, false}
+// addedWorker and addedControlPlane are the nodes the scenario adds to
+// the running cluster, in that order.
+var (
+	addedWorker       = prodNode{"w-1", "pve-1", "192.168.1.53", 153, false}
+	addedControlPlane = prodNode{"cp-4", "pve-2", "192.168.1.54", 154, true}
+)
 
 // prodVIP is the prod cluster's VIP (Pulumi.prod.yaml).
 const prodVIP = "192.168.1.60"
@@ -575,7 +579,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 		}
 	}
 	extra := []string{prodVIP}
-	for _, n := range append(slices.Clone(prodNodes), addedWorker) {
+	for _, n := range append(slices.Clone(prodNodes), addedWorker, addedControlPlane) {
 		extra = append(extra, n.addr)
 	}
 	if os.Getenv(nsEnv) == "" {
@@ -1014,7 +1018,6 @@ func TestProdOnRealPlugin(t *testing.T) {
 
 	step("add a worker", func(t *testing.T, mark, talosMark int) {
 		w := addedWorker
-		before := p.pve.VMs()
 		p.grow(w)
 		// Control planes alone schedule pods by default; the first worker
 		// turns that default off, so Vault's three peers would have one
@@ -1025,85 +1028,26 @@ func TestProdOnRealPlugin(t *testing.T) {
 		p.editConfig(func(cfg map[string]any) {
 			cfg["milner:cluster"].(map[string]any)["allowSchedulingOnControlPlanes"] = true
 		})
-		// The preview: w-1's substrate (its VM, its disk holder, its
-		// snippet) and its Talos apply, created; nothing else planned.
-		r = p.must("preview")
-		onlyAdds(t, r, w.name)
-		for _, name := range []string{"milner-prod-w-1", "milner-prod-w-1-disks", "milner-prod-w-1-userdata", "w-1-apply"} {
-			if !regexp.MustCompile(`(?m)^\s+create\s+` + regexp.QuoteMeta(name) + ` `).MatchString(r.stdout) {
-				t.Errorf("the preview does not create %s", name)
-			}
+		p.add(w, mark)
+	})
+
+	step("add a fourth control plane", func(t *testing.T, mark, _ int) {
+		// Four control planes on three hosts: two share one (validation
+		// refuses it without the override; Pulumi.prod.yaml's placement).
+		p.editConfig(func(cfg map[string]any) {
+			cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any)["allowControlPlanesOnOneHost"] = true
+		})
+		p.grow(addedControlPlane)
+		up := p.add(addedControlPlane, mark)
+		if !strings.Contains(up.out(), "4 control planes") {
+			t.Errorf("no warning of an even etcd membership:\n%s", up.out())
 		}
-		if w := p.writes(mark); len(w) > 0 {
-			t.Errorf("the preview wrote:\n%s", strings.Join(w, "\n"))
+		if p.talos.Node("cp-4").Status().EtcdMemberID == 0 {
+			t.Errorf("cp-4 is no etcd member after the up")
 		}
-		mark, talosMark = len(p.pve.Journal()), len(p.talos.Journal())
-		p.must("up", "--yes")
-		t.Logf("journal of w-1's addition:\n%s", strings.Join(p.merged(mark, talosMark), "\n"))
-		// The PVE double: the writes are w-1's holder and VM (creation,
-		// start) and its snippet, nothing to another VM.
-		for _, e := range p.writes(mark) {
-			if !strings.Contains(e, "/qemu/153/") && !strings.Contains(e, "/qemu/1153/") && !strings.Contains(e, ":153:") && !strings.Contains(e, ":1153:") &&
-				!strings.Contains(e, "vmid=153&") && !strings.Contains(e, "vmid=1153&") && !strings.Contains(e, "vmid=153 ") && !strings.Contains(e, "vmid=1153 ") &&
-				!strings.Contains(e, "milner-prod-w-1-talos.yaml") {
-				t.Errorf("adding w-1 wrote: %s", e)
-			}
-		}
-		after := p.pve.VMs()
-		for id, v := range before {
-			if fmt.Sprint(after[id]) != fmt.Sprint(v) {
-				t.Errorf("VM %d changed:\n%v\nwas\n%v", id, after[id], v)
-			}
-		}
-		node, holder := after[w.vmid], after[w.vmid+1000]
-		if node.Node != w.host || node.Status != "running" || holder.Node != w.host || holder.Status != "stopped" || holder.Config["protection"] != "1" {
-			t.Errorf("w-1: node VM on %s %s, holder on %s %s protection %q", node.Node, node.Status, holder.Node, holder.Status, holder.Config["protection"])
-		}
-		for d, slot := range []string{"scsi0", "scsi1"} {
-			if hv, nv := volume(holder.Config[slot]), volume(node.Config[fmt.Sprintf("virtio%d", d)]); hv == "" || hv != nv {
-				t.Errorf("w-1: virtio%d is %q, the holder's %s %q", d, nv, slot, hv)
-			}
-		}
-		snippet := "local:snippets/milner-prod-w-1-talos.yaml"
-		v, ok := p.pve.Volumes(w.host, "local")[snippet]
-		if !ok || v.Mode != 0o600 {
-			t.Errorf("w-1: snippet %s: present %v, mode %#o; want 0600", snippet, ok, v.Mode)
-		}
-		// The Talos doubles: w-1 booted configured from its snippet (never
-		// in maintenance mode: its first config is off the LAN), the
-		// apply went over mTLS, to w-1 alone; no Bootstrap.
-		tn := p.talos.Node(w.name)
-		if tn.Config() == nil || string(tn.PersistedConfig()) != string(v.Data) {
-			t.Errorf("w-1 does not run its snippet's config")
-		}
-		j := p.talos.Journal()[talosMark:]
-		for _, e := range j.Events("boot") {
-			if e.Node != w.name || e.Detail != "configured" {
-				t.Errorf("a boot other than w-1's, configured: %s", e)
-			}
-		}
-		if len(j.Events("boot")) == 0 {
-			t.Errorf("w-1 did not boot")
-		}
-		a := j.Applies()
-		if len(a) == 0 {
-			t.Errorf("no apply to w-1")
-		}
-		for _, e := range a {
-			if e.Node != w.name || e.Client.Insecure || e.Err != nil {
-				t.Errorf("want applies to w-1 alone, authenticated, succeeded: %s", e)
-			}
-		}
-		if boots := j.Calls("Bootstrap"); len(boots) > 0 {
-			t.Errorf("adding a worker bootstrapped:\n%s", strings.Join(boots.Strings(), "\n"))
-		}
-		mark = len(p.pve.Journal())
-		if r := p.must("preview"); !strings.Contains(r.stdout, "no changes") {
-			t.Errorf("preview after adding w-1: want no changes")
-		}
-		p.must("up", "--yes")
-		if w := p.writes(mark); len(w) > 0 {
-			t.Errorf("the up after adding w-1 wrote:\n%s", strings.Join(w, "\n"))
+		// It joined as a learner; the up ended once it was promoted.
+		if l := p.talos.EtcdLearners(); len(l) > 0 || !strings.Contains(up.stdout, "cp-4: a voting etcd member") {
+			t.Errorf("the up ended with learners %v, or did not wait for cp-4's promotion:\n%s", l, up.out())
 		}
 	})
 
@@ -1179,7 +1123,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 		if w := p.writes(mark); len(w) > 0 {
 			t.Errorf("an unconfirmed teardown wrote:\n%s", strings.Join(w, "\n"))
 		}
-		for _, n := range []prodNode{prodNodes[0], prodNodes[1], addedWorker} { // cp-3 was removed
+		for _, n := range []prodNode{prodNodes[0], prodNodes[1], addedWorker, addedControlPlane} { // cp-3 was removed
 			if !strings.Contains(r.stdout, "milner-prod-"+n.name+"-userdata (retained") {
 				t.Errorf("teardown does not list %s's snippet as retained", n.name)
 			}
@@ -1198,6 +1142,100 @@ func TestProdOnRealPlugin(t *testing.T) {
 			t.Logf("%s: retained on local: %v", h.Name, kept)
 		}
 	})
+}
+
+// add runs the addition of n, already in the world and the stack config
+// (grow), from mark on the PVE journal: the preview creates n's substrate
+// (its VM, its disk holder, its snippet) and its Talos apply, and plans
+// nothing else (the other control planes' configs do not change: the
+// endpoint is the VIP and no certSAN names a node); the up writes n's
+// holder, VM and snippet alone, n boots configured from its snippet
+// (never in maintenance mode), its apply goes over mTLS, no Bootstrap;
+// then a no-op preview and up. It returns the up.
+func (p *prod) add(n prodNode, mark int) result {
+	t := p.t
+	t.Helper()
+	before := p.pve.VMs()
+	r := p.must("preview")
+	onlyAdds(t, r, n.name)
+	base := "milner-prod-" + n.name
+	for _, name := range []string{base, base + "-disks", base + "-userdata", n.name + "-apply"} {
+		if !regexp.MustCompile(`(?m)^\s+create\s+` + regexp.QuoteMeta(name) + ` `).MatchString(r.stdout) {
+			t.Errorf("the preview does not create %s", name)
+		}
+	}
+	if w := p.writes(mark); len(w) > 0 {
+		t.Errorf("the preview wrote:\n%s", strings.Join(w, "\n"))
+	}
+	mark, talosMark := len(p.pve.Journal()), len(p.talos.Journal())
+	start := time.Now()
+	up := p.must("up", "--yes")
+	t.Logf("journal of %s's addition (the up: %s):\n%s", n.name, time.Since(start).Round(time.Second), strings.Join(p.merged(mark, talosMark), "\n"))
+	ids := []string{fmt.Sprint(n.vmid), fmt.Sprint(n.vmid + 1000)}
+	snippet := "local:snippets/" + base + "-talos.yaml"
+	for _, e := range p.writes(mark) {
+		ours := strings.Contains(e, base+"-talos.yaml")
+		for _, id := range ids {
+			ours = ours || strings.Contains(e, "/qemu/"+id+"/") || strings.Contains(e, ":"+id+":") || regexp.MustCompile(`\bvmid=`+id+`\b`).MatchString(e)
+		}
+		if !ours {
+			t.Errorf("adding %s wrote: %s", n.name, e)
+		}
+	}
+	after := p.pve.VMs()
+	for id, v := range before {
+		if fmt.Sprint(after[id]) != fmt.Sprint(v) {
+			t.Errorf("VM %d changed:\n%v\nwas\n%v", id, after[id], v)
+		}
+	}
+	node, holder := after[n.vmid], after[n.vmid+1000]
+	if node.Node != n.host || node.Status != "running" || holder.Node != n.host || holder.Status != "stopped" || holder.Config["protection"] != "1" {
+		t.Errorf("%s: node VM on %s %s, holder on %s %s protection %q", n.name, node.Node, node.Status, holder.Node, holder.Status, holder.Config["protection"])
+	}
+	for d, slot := range []string{"scsi0", "scsi1"} {
+		if hv, nv := volume(holder.Config[slot]), volume(node.Config[fmt.Sprintf("virtio%d", d)]); hv == "" || hv != nv {
+			t.Errorf("%s: virtio%d is %q, the holder's %s %q", n.name, d, nv, slot, hv)
+		}
+	}
+	v, ok := p.pve.Volumes(n.host, "local")[snippet]
+	if !ok || v.Mode != 0o600 {
+		t.Errorf("%s: snippet %s: present %v, mode %#o; want 0600", n.name, snippet, ok, v.Mode)
+	}
+	tn := p.talos.Node(n.name)
+	if tn.Config() == nil || string(tn.PersistedConfig()) != string(v.Data) {
+		t.Errorf("%s does not run its snippet's config", n.name)
+	}
+	j := p.talos.Journal()[talosMark:]
+	boots := j.Events("boot")
+	for _, e := range boots {
+		if e.Node != n.name || e.Detail != "configured" {
+			t.Errorf("a boot other than %s's, configured: %s", n.name, e)
+		}
+	}
+	if len(boots) == 0 {
+		t.Errorf("%s did not boot", n.name)
+	}
+	a := j.Applies()
+	if len(a) == 0 {
+		t.Errorf("no apply to %s", n.name)
+	}
+	for _, e := range a {
+		if e.Node != n.name || e.Client.Insecure || e.Err != nil {
+			t.Errorf("want applies to %s alone, authenticated, succeeded: %s", n.name, e)
+		}
+	}
+	if b := j.Calls("Bootstrap"); len(b) > 0 {
+		t.Errorf("adding %s bootstrapped:\n%s", n.name, strings.Join(b.Strings(), "\n"))
+	}
+	mark = len(p.pve.Journal())
+	if r := p.must("preview"); !strings.Contains(r.stdout, "no changes") {
+		t.Errorf("preview after adding %s: want no changes", n.name)
+	}
+	p.must("up", "--yes")
+	if w := p.writes(mark); len(w) > 0 {
+		t.Errorf("the up after adding %s wrote:\n%s", n.name, strings.Join(w, "\n"))
+	}
+	return up
 }
 
 // onlyAdds requires a preview's delta by layer to create node's resources
