@@ -52,6 +52,10 @@ var prodNodes = []prodNode{
 	{"cp-3", "pve-3", "192.168.1.52", 152, true},
 }
 
+// learnerPromotion is how long a joining control plane stays an etcd
+// learner in the Talos doubles (talosapi.WithLearnerPromotion).
+const learnerPromotion = 1500 * time.Millisecond
+
 // addedWorker and addedControlPlane are the nodes the scenario adds to
 // the running cluster, in that order.
 var (
@@ -232,7 +236,10 @@ func (p *prod) engine() *engine.Stack {
 func (p *prod) newTalos() {
 	t := p.t
 	p.mu, p.vmOf, p.byVM = &sync.Mutex{}, map[string]int{}, map[int]*talosapi.Node{}
-	p.talos = talosapi.NewCluster(talosapi.OnShutdown(func(n *talosapi.Node) {
+	// A control plane joining the running cluster is an etcd learner for
+	// a tenth of Talos' ~15 s before its promotion, as the kubelet's
+	// timing is a tenth of the real one (clusterapi.CIKubelet).
+	p.talos = talosapi.NewCluster(talosapi.WithLearnerPromotion(learnerPromotion), talosapi.OnShutdown(func(n *talosapi.Node) {
 		p.mu.Lock()
 		id := p.vmOf[n.Name()]
 		p.mu.Unlock()
@@ -1031,23 +1038,28 @@ func TestProdOnRealPlugin(t *testing.T) {
 		p.add(w, mark)
 	})
 
-	step("add a fourth control plane", func(t *testing.T, mark, _ int) {
+	step("add a fourth control plane", func(t *testing.T, mark, talosMark int) {
 		// Four control planes on three hosts: two share one (validation
 		// refuses it without the override; Pulumi.prod.yaml's placement).
 		p.editConfig(func(cfg map[string]any) {
 			cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any)["allowControlPlanesOnOneHost"] = true
 		})
 		p.grow(addedControlPlane)
-		up := p.add(addedControlPlane, mark)
+		up, end := p.add(addedControlPlane, mark)
 		if !strings.Contains(up.out(), "4 control planes") {
 			t.Errorf("no warning of an even etcd membership:\n%s", up.out())
 		}
 		if p.talos.Node("cp-4").Status().EtcdMemberID == 0 {
 			t.Errorf("cp-4 is no etcd member after the up")
 		}
-		// It joined as a learner; the up ended once it was promoted.
+		// It joined as a learner; the up ended once it was promoted, at
+		// least the promotion's delay after cp-4 booted.
 		if l := p.talos.EtcdLearners(); len(l) > 0 || !strings.Contains(up.stdout, "cp-4: a voting etcd member") {
 			t.Errorf("the up ended with learners %v, or did not wait for cp-4's promotion:\n%s", l, up.out())
+		}
+		boots := p.talos.Journal()[talosMark:].On("cp-4").Events("boot")
+		if len(boots) == 0 || end.Sub(boots[0].Time) < learnerPromotion {
+			t.Errorf("the up ended at %v, less than %v after cp-4's boot (%v): it did not wait for the promotion", end, learnerPromotion, boots)
 		}
 	})
 
@@ -1151,8 +1163,8 @@ func TestProdOnRealPlugin(t *testing.T) {
 // endpoint is the VIP and no certSAN names a node); the up writes n's
 // holder, VM and snippet alone, n boots configured from its snippet
 // (never in maintenance mode), its apply goes over mTLS, no Bootstrap;
-// then a no-op preview and up. It returns the up.
-func (p *prod) add(n prodNode, mark int) result {
+// then a no-op preview and up. It returns the up and when it ended.
+func (p *prod) add(n prodNode, mark int) (result, time.Time) {
 	t := p.t
 	t.Helper()
 	before := p.pve.VMs()
@@ -1170,7 +1182,8 @@ func (p *prod) add(n prodNode, mark int) result {
 	mark, talosMark := len(p.pve.Journal()), len(p.talos.Journal())
 	start := time.Now()
 	up := p.must("up", "--yes")
-	t.Logf("journal of %s's addition (the up: %s):\n%s", n.name, time.Since(start).Round(time.Second), strings.Join(p.merged(mark, talosMark), "\n"))
+	end := time.Now()
+	t.Logf("journal of %s's addition (the up: %s):\n%s", n.name, end.Sub(start).Round(time.Second), strings.Join(p.merged(mark, talosMark), "\n"))
 	ids := []string{fmt.Sprint(n.vmid), fmt.Sprint(n.vmid + 1000)}
 	snippet := "local:snippets/" + base + "-talos.yaml"
 	for _, e := range p.writes(mark) {
@@ -1235,7 +1248,7 @@ func (p *prod) add(n prodNode, mark int) result {
 	if w := p.writes(mark); len(w) > 0 {
 		t.Errorf("the up after adding %s wrote:\n%s", n.name, strings.Join(w, "\n"))
 	}
-	return up
+	return up, end
 }
 
 // onlyAdds requires a preview's delta by layer to create node's resources
