@@ -47,9 +47,11 @@ import (
 // the provider's cluster.getHealth runs talos pkg/cluster/check's
 // DefaultClusterChecks with no check skipped.
 type API struct {
-	tools  string
-	dir    string
-	procs  []*exec.Cmd
+	tools string
+	dir   string
+	procs []*exec.Cmd
+	// args are each daemon's arguments, for a restart.
+	args   map[string][]string
 	client *http.Client
 	url    string
 	vip    netip.Addr
@@ -169,7 +171,7 @@ func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error
 	if err != nil {
 		return nil, err
 	}
-	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip, restarting: map[string]time.Time{}, live: map[string]map[net.Conn]bool{}}
+	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip, restarting: map[string]time.Time{}, live: map[string]map[net.Conn]bool{}, args: map[string][]string{}}
 	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
@@ -197,15 +199,23 @@ func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error
 	a.client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 	}}
+	if err := a.ready(); err != nil {
+		a.Stop()
+		return nil, err
+	}
+	return a, a.garbageCollector(caFile, admin, adminKey)
+}
+
+// ready waits up to 3 minutes for kube-apiserver's /readyz.
+func (a *API) ready() error {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		body, code, err := a.Do(http.MethodGet, "/readyz", "", nil)
 		if err == nil && code == http.StatusOK && string(body) == "ok" {
-			return a, a.garbageCollector(caFile, admin, adminKey)
+			return nil
 		}
 		if time.Now().After(deadline) {
-			a.Stop()
-			return nil, fmt.Errorf("kube-apiserver not ready after 3m: %d %s %w (logs in %s)", code, body, err, dir)
+			return fmt.Errorf("kube-apiserver not ready after 3m: %d %s %w (logs in %s)", code, body, err, a.dir)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -274,7 +284,28 @@ func (a *API) daemon(name string, args ...string) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	a.procs = append(a.procs, cmd)
+	a.args[name] = args
 	return nil
+}
+
+// stop stops the daemon name: an interrupt, then a kill after 20 s.
+func (a *API) stop(name string) {
+	for i, p := range a.procs {
+		if filepath.Base(p.Path) != name {
+			continue
+		}
+		_ = p.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = p.Process.Kill()
+			<-done
+		}
+		a.procs = slices.Delete(a.procs, i, i+1)
+		return
+	}
 }
 
 // Relay serves the control plane n's own API server address (its node
@@ -529,24 +560,15 @@ func (a *API) controllers(c *talosapi.Cluster, orphans map[string]time.Time, gc 
 	}
 }
 
-// Stop stops kube-apiserver, then etcd.
+// Stop stops the daemons, the last started first.
 func (a *API) Stop() {
 	a.mu.Lock()
 	for _, l := range a.listeners {
 		_ = l.Close()
 	}
 	a.mu.Unlock()
-	for i := len(a.procs) - 1; i >= 0; i-- {
-		p := a.procs[i]
-		_ = p.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = p.Process.Kill()
-			<-done
-		}
+	for len(a.procs) > 0 {
+		a.stop(filepath.Base(a.procs[len(a.procs)-1].Path))
 	}
 }
 

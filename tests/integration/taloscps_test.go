@@ -69,29 +69,46 @@ const (
 //  8. a fourth control plane: adding it with another node in one run is
 //     refused (one-new-node); alone, the preview warns of the even etcd
 //     membership and creates its resources alone (no other config
-//     changes); it takes its first config, becomes an etcd member with no
-//     Bootstrap, a no-op after;
-//  9. a worker removed (`up --remove w-2`): refused without the flag; a
+//     changes); it takes its first config, joins etcd as a learner with no
+//     Bootstrap, the up ends once it votes, a no-op after; then a fifth
+//     the same way, with no warning;
+//  9. `milner etcd snapshot` of the running cluster (the API server's real
+//     etcd through a control plane), `milner etcd inspect` of the file;
+//  10. etcd lost on every control plane: `milner etcd restore` refused
+//     while etcd had quorum (exit 5, nothing sent); etcd failed on every
+//     control plane and the API server's etcd data deleted; each control
+//     plane's EPHEMERAL wiped as the operator's talosctl does (the
+//     runbook's first step); the restore uploads to cp-1 and bootstraps
+//     it from the snapshot alone (the API server's etcd restored from the
+//     uploaded bytes by etcdutl, as Talos' etcd service does), the other
+//     control planes rejoin one learner at a time, an object written after
+//     the snapshot is gone and one written before it is back, `status`
+//     and a no-op `up` (Talos' health check) pass;
+//  11. a worker removed (`up --remove w-2`): refused without the flag; a
 //     pod a PodDisruptionBudget keeps stops the drain, the refusal naming
 //     the pod, nothing else touched; without the budget it is drained,
 //     shut down (never Reset), its VM deleted, its volumes kept on the
 //     host and out of state, its Kubernetes node gone, a no-op after;
-//  10. a control plane removed (cp-4): drain, its etcd member removed
-//     through another control plane, Shutdown, its VM deleted, in that
-//     order, the other members kept, a no-op after;
-//  11. a removal refused when it would lose quorum (cp-3's etcd down);
-//  12. w-2 re-added while its kept volumes exist: refused, naming them;
-//     the printed commands delete them;
-//  13. `milner teardown`.
+//  12. control planes removed one per run (cp-5, then cp-4): drain, its
+//     etcd member removed through another control plane, Shutdown, its VM
+//     deleted, in that order, the other members kept, a no-op after;
+//  13. a removal refused when it would lose quorum (cp-3's etcd down);
+//  14. kept volumes: the teardown refused while the pool holds them,
+//     naming each; cp-4's and cp-5's deleted with the printed commands; w-2 declared
+//     again: refused, naming its volumes; `adopt --all` and `up` bring it
+//     back on them (the same files), booted from its own disk with its
+//     config, its apply alone and no reboot, a no-op after;
+//  15. `milner teardown`.
 //
-// No node is ever sent Reset or Reboot.
+// Milner sends no node Reset or Reboot (the only resets are the
+// operator's, in step 10).
 func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 	requireTalosTools(t)
 	nodes := []tnode{{"cp-1", 11, true}, {"cp-2", 12, true}, {"cp-3", 13, true}, {"w-1", 21, false}}
-	// w-2 and cp-4 join the running cluster in steps 7 and 8.
-	w2, cp4 := tnode{"w-2", 22, false}, tnode{"cp-4", 14, true}
+	// w-2, cp-4 and cp-5 join the running cluster in steps 7 and 8.
+	w2, cp4, cp5 := tnode{"w-2", 22, false}, tnode{"cp-4", 14, true}, tnode{"cp-5", 15, true}
 	addrs := []netip.Addr{netip.AddrFrom4([4]byte{10, 199, tcpsSubnet, 240})}
-	for _, n := range append(slices.Clone(nodes), w2, cp4) {
+	for _, n := range append(slices.Clone(nodes), w2, cp4, cp5) {
 		addrs = append(addrs, n.addr(tcpsSubnet))
 	}
 	if os.Getenv(talosNetnsEnv) == "" {
@@ -499,43 +516,40 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		// The other control planes' configs do not change: the endpoint is
 		// the VIP and no certSAN names a node.
 		s.onlyAdds(p, "cp-4", nil)
-		up := s.mustMilner("up", "--yes")
-		j := s.c.Journal()[mark:]
-		first := j.On("cp-4").Applies()
-		if len(first) != 1 || !first[0].Client.Insecure || first[0].Mode() != machine.ApplyConfigurationRequest_AUTO || first[0].Err != nil {
-			t.Errorf("cp-4: want one first config, AUTO in maintenance mode, got:\n%s", strings.Join(first.Strings(), "\n"))
-		}
-		for _, a := range j.Applies() {
-			if a.Node != "cp-4" && (a.Resolved() != machine.ApplyConfigurationRequest_NO_REBOOT || a.Err != nil) {
-				t.Errorf("an apply to a running control plane: want it live, got %s", a)
-			}
-		}
-		if s.c.Node("cp-4").Status().EtcdMemberID == 0 {
-			t.Errorf("cp-4 is no etcd member after the up")
-		}
-		// It joined as a learner; the up ended once it was promoted.
-		if l := s.c.EtcdLearners(); len(l) > 0 || !strings.Contains(up.stdout, "cp-4: a voting etcd member") {
-			t.Errorf("the up ended with learners %v, or did not wait for cp-4's promotion:\n%s", l, up.out())
-		}
-		if boots := j.Calls("Bootstrap"); len(boots) > 0 {
-			t.Errorf("adding a control plane bootstrapped:\n%s", strings.Join(boots.Strings(), "\n"))
-		}
-		delete(applies, "cp-1-apply")
-		delete(applies, "cp-2-apply")
-		delete(applies, "cp-3-apply")
-		s.kept(domains, applies)
-		s.hasNoChanges("up after adding cp-4", s.mustMilner("up", "--yes"))
+		s.controlPlaneAdded(mark, s.mustMilner("up", "--yes"), "cp-4", domains, applies)
 	})
+
+	step("add a fifth control plane", func(t *testing.T, mark int) {
+		s.grow(cp5)
+		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
+		p := s.mustMilner("preview")
+		if strings.Contains(p.out(), "control planes: etcd's quorum") {
+			t.Errorf("five control planes warned of:\n%s", p.out())
+		}
+		s.onlyAdds(p, "cp-5", nil)
+		s.controlPlaneAdded(mark, s.mustMilner("up", "--yes"), "cp-5", domains, applies)
+	})
+
+	// The snapshot, its key and its revision, for the restore.
+	backups := t.TempDir()
+	key, snapshot := filepath.Join(backups, "key.txt"), filepath.Join(backups, "etcd.snapshot.age")
+	var snapshotRev int64
+	configMap := func(name string) map[string]any {
+		return map[string]any{"metadata": map[string]any{"name": name}, "data": map[string]any{"written": time.Now().String()}}
+	}
 
 	step("milner etcd snapshot", func(t *testing.T, mark int) {
 		id, err := age.GenerateX25519Identity()
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := t.TempDir()
-		key, out := filepath.Join(dir, "key.txt"), filepath.Join(dir, "etcd.snapshot.age")
 		if err := os.WriteFile(key, []byte(id.String()+"\n"), 0o600); err != nil {
 			t.Fatal(err)
+		}
+		out := snapshot
+		// An object the restore must bring back.
+		if b, code, err := s.clusterAPI().Do(http.MethodPost, "/api/v1/namespaces/kube-system/configmaps", "", configMap("before-snapshot")); err != nil || code != http.StatusCreated {
+			t.Fatalf("create a config map: %d %s %v", code, b, err)
 		}
 		s.mustMilner("etcd", "snapshot", "--out", out, "--recipient", id.Recipient().String())
 		if got := s.c.Journal()[mark:].Calls("EtcdSnapshot").Succeeded().Nodes(); len(got) != 1 || !strings.HasPrefix(got[0], "cp-") {
@@ -556,6 +570,109 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 			t.Errorf("inspect: %+v (%v), want cluster %s and the API server's keys:\n%s", m, err, s.cluster, stdout.String())
 		}
 		t.Logf("snapshot of the API server's etcd: %+v", m)
+		snapshotRev = m.Revision
+	})
+
+	step("lose every control plane's etcd, then milner etcd restore", func(t *testing.T, mark int) {
+		api := s.clusterAPI()
+		configMapCode := func(name string) int {
+			_, code, _ := api.Do(http.MethodGet, "/api/v1/namespaces/kube-system/configmaps/"+name, "", nil)
+			return code
+		}
+		if b, code, err := api.Do(http.MethodPost, "/api/v1/namespaces/kube-system/configmaps", "", configMap("after-snapshot")); err != nil || code != http.StatusCreated {
+			t.Fatalf("create a config map: %d %s %v", code, b, err)
+		}
+		restore := []string{"etcd", "restore", "--from", snapshot, "--identity", key, "--node", "cp-1", "--yes"}
+		r := s.milner(restore...)
+		refused(t, "restore while etcd has quorum", r, "etcd still has quorum", "nothing was changed")
+		if r.code != 5 {
+			t.Errorf("restore while etcd has quorum: exit %d, want 5 (refused)", r.code)
+		}
+		if c := s.c.Journal()[mark:].Calls("EtcdRecover"); len(c) > 0 {
+			t.Errorf("a refused restore uploaded:\n%s", strings.Join(c.Strings(), "\n"))
+		}
+
+		// The disaster: etcd fails on every control plane, its data lost
+		// (the test API server's etcd stands for theirs).
+		var cpNodes []*talosapi.Node
+		for _, n := range s.nodes {
+			if n.Role == "controlplane" {
+				cpNodes = append(cpNodes, s.c.Node(n.Name))
+			}
+		}
+		for _, n := range cpNodes {
+			n.SetEtcdRunning(false)
+		}
+		if err := api.LoseEtcd(); err != nil {
+			t.Fatal(err)
+		}
+		// The runbook's first step, as talosctl sends it: `talosctl -n
+		// <node> reset --graceful=false --reboot
+		// --system-labels-to-wipe=EPHEMERAL` on every control plane.
+		resets := len(s.c.Journal())
+		for _, n := range cpNodes {
+			if _, err := s.operatorClient(ctx, n).MachineClient.Reset(ctx, &machine.ResetRequest{
+				Graceful: false, Reboot: true,
+				SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: "EPHEMERAL", Wipe: true}},
+			}); err != nil {
+				t.Fatalf("the operator's reset of %s's EPHEMERAL: %v", n.Name(), err)
+			}
+		}
+		s.operatorResets = s.c.Journal()[resets:].Calls("Reset")
+		deadline := time.Now().Add(time.Minute)
+		for _, n := range cpNodes {
+			for len(s.c.Journal()[resets:].On(n.Name()).Events("reset")) == 0 || !n.Status().Booted {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s did not come back from the reset: %+v", n.Name(), n.Status())
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+
+		// The restore.
+		r = s.timedMilner(restore...)
+		if r.code != 0 {
+			t.Fatalf("milner etcd restore: exit %d:\n%s", r.code, r.out())
+		}
+		j := s.c.Journal()[mark:]
+		if got := j.Calls("EtcdRecover").Succeeded().Nodes(); !slices.Equal(got, []string{"cp-1"}) {
+			t.Errorf("EtcdRecover answered on %v, want cp-1 alone", got)
+		}
+		boots := j.Calls("Bootstrap")
+		if !slices.Equal(boots.Succeeded().Nodes(), []string{"cp-1"}) || !boots[0].Request.(*machine.BootstrapRequest).GetRecoverEtcd() {
+			t.Errorf("want one Bootstrap with recover_etcd, on cp-1, got:\n%s", strings.Join(boots.Strings(), "\n"))
+		}
+		if got := s.c.EtcdRecoveredRevision(); got != snapshotRev {
+			t.Errorf("recovered revision %d, want the snapshot's %d", got, snapshotRev)
+		}
+		// The other control planes rejoin, one learner at a time.
+		deadline = time.Now().Add(2 * time.Minute)
+		for {
+			members, joined := s.c.EtcdMembers(), 0
+			for _, n := range cpNodes {
+				if id := n.Status().EtcdMemberID; id != 0 && members[n.Name()] == id {
+					joined++
+				}
+			}
+			if joined == len(cpNodes) && len(members) == len(cpNodes) && len(s.c.EtcdLearners()) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 2m: %d of %d control planes rejoined; members %v, learners %v", joined, len(cpNodes), members, s.c.EtcdLearners())
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		// The cluster's data is the snapshot's.
+		if got := configMapCode("before-snapshot"); got != http.StatusOK {
+			t.Errorf("the config map written before the snapshot: %d, want 200", got)
+		}
+		if got := configMapCode("after-snapshot"); got != http.StatusNotFound {
+			t.Errorf("the config map written after the snapshot: %d, want 404", got)
+		}
+		// Health: the runbook's check, and the engine's (Talos' cluster
+		// health check, read by every run), with nothing to change.
+		s.mustMilner("status", "--versions")
+		s.hasNoChanges("up after the restore", s.mustMilner("up", "--yes"))
 	})
 
 	step("remove a worker", func(t *testing.T, mark int) {
@@ -601,40 +718,43 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		s.hasNoChanges("up after removing w-2", s.mustMilner("up", "--yes"))
 	})
 
-	step("remove a control plane", func(t *testing.T, mark int) {
-		domains, applies, members := s.uuids(), s.stateIDs(gate.TypeConfigApply), s.c.EtcdMembers()
-		s.drop("cp-4")
-		up := s.timedMilner("up", "--yes", "--remove", "cp-4")
-		if up.code != 0 {
-			t.Fatalf("up --remove cp-4: exit %d:\n%s", up.code, up.out())
-		}
-		j := s.c.Journal()[mark:]
-		t.Logf("journal of cp-4's removal (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
-		rm := j.Calls("EtcdRemoveMemberByID").Succeeded()
-		sd := j.Calls("Shutdown")
-		if len(rm) != 1 || rm[0].Node == "cp-4" || rm[0].Request.(*machine.EtcdRemoveMemberByIDRequest).GetMemberId() != members["cp-4"] {
-			t.Errorf("want cp-4's member %x removed once through another control plane, got:\n%s", members["cp-4"], strings.Join(j.Calls("EtcdRemoveMemberByID").Strings(), "\n"))
-		}
-		if !slices.Equal(sd.Nodes(), []string{"cp-4"}) {
-			t.Errorf("Shutdown reached %v, want cp-4 alone", sd.Nodes())
-		}
-		if len(rm) == 1 && len(sd) == 1 && !sd[0].Time.After(rm[0].Done) {
-			t.Errorf("cp-4 was shut down (%s) before its member's removal was answered (%s)", sd[0].Time.Format(time.StampMilli), rm[0].Done.Format(time.StampMilli))
-		}
-		// The order milner reports: drain, member removal, Shutdown, the
-		// Kubernetes node, then the engine's delete of the VM.
-		inOrder(t, up.stdout, "cp-4: drained", "etcd member", "Talos shuts down", "its VM has stopped", "Kubernetes node deleted")
-		got := s.c.EtcdMembers()
-		delete(members, "cp-4")
-		if !maps.Equal(got, members) {
-			t.Errorf("etcd members %v, want %v", got, members)
-		}
-		if boots := j.Calls("Bootstrap"); len(boots) > 0 {
-			t.Errorf("a removal bootstrapped:\n%s", strings.Join(boots.Strings(), "\n"))
-		}
-		s.removed(up, "cp-4", domains, applies)
-		s.hasNoChanges("up after removing cp-4", s.mustMilner("up", "--yes"))
-	})
+	// Five control planes down to three, one per run.
+	for _, cp := range []string{"cp-5", "cp-4"} {
+		step("remove a control plane: "+cp, func(t *testing.T, mark int) {
+			domains, applies, members := s.uuids(), s.stateIDs(gate.TypeConfigApply), s.c.EtcdMembers()
+			s.drop(cp)
+			up := s.timedMilner("up", "--yes", "--remove", cp)
+			if up.code != 0 {
+				t.Fatalf("up --remove %s: exit %d:\n%s", cp, up.code, up.out())
+			}
+			j := s.c.Journal()[mark:]
+			t.Logf("journal of %s's removal (%d entries):\n%s", cp, len(j), strings.Join(j.Strings(), "\n"))
+			rm := j.Calls("EtcdRemoveMemberByID").Succeeded()
+			sd := j.Calls("Shutdown")
+			if len(rm) != 1 || rm[0].Node == cp || rm[0].Request.(*machine.EtcdRemoveMemberByIDRequest).GetMemberId() != members[cp] {
+				t.Errorf("want %s's member %x removed once through another control plane, got:\n%s", cp, members[cp], strings.Join(j.Calls("EtcdRemoveMemberByID").Strings(), "\n"))
+			}
+			if !slices.Equal(sd.Nodes(), []string{cp}) {
+				t.Errorf("Shutdown reached %v, want %s alone", sd.Nodes(), cp)
+			}
+			if len(rm) == 1 && len(sd) == 1 && !sd[0].Time.After(rm[0].Done) {
+				t.Errorf("%s was shut down (%s) before its member's removal was answered (%s)", cp, sd[0].Time.Format(time.StampMilli), rm[0].Done.Format(time.StampMilli))
+			}
+			// The order milner reports: drain, member removal, Shutdown, the
+			// Kubernetes node, then the engine's delete of the VM.
+			inOrder(t, up.stdout, cp+": drained", "etcd member", "Talos shuts down", "its VM has stopped", "Kubernetes node deleted")
+			got := s.c.EtcdMembers()
+			delete(members, cp)
+			if !maps.Equal(got, members) {
+				t.Errorf("etcd members %v, want %v", got, members)
+			}
+			if boots := j.Calls("Bootstrap"); len(boots) > 0 {
+				t.Errorf("a removal bootstrapped:\n%s", strings.Join(boots.Strings(), "\n"))
+			}
+			s.removed(up, cp, domains, applies)
+			s.hasNoChanges("up after removing "+cp, s.mustMilner("up", "--yes"))
+		})
+	}
 
 	step("a removal that would lose quorum", func(t *testing.T, mark int) {
 		cp3 := s.c.Node("cp-3")
@@ -657,23 +777,55 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 	})
 
 	step("re-adding a removed node", func(t *testing.T, mark int) {
-		s.nodes = append(s.nodes, node{Name: "w-2", Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: w2.addr(tcpsSubnet).String(), MAC: s.mac(0x22)})
-		s.apply()
-		refused(t, "preview re-adding w-2", s.milner("preview"), s.cluster+"-w-2-os", s.cluster+"-w-2-data", "exists on the host but not in the state")
-		s.drop("w-2")
-		// The teardown refuses while the pool holds them (libvirt deletes
-		// a pool only empty), before deleting anything.
-		refused(t, "teardown with kept volumes", s.milner("teardown", "--yes"), "[rule teardown-kept-volumes]", "vol-delete "+s.vol("w-2", "os"), "vol-delete "+s.vol("cp-4", "data"))
+		// The teardown refuses while the pool holds kept volumes (libvirt
+		// deletes a pool only empty), before deleting anything.
+		refused(t, "teardown with kept volumes", s.milner("teardown", "--yes"), "[rule teardown-kept-volumes]", "vol-delete "+s.vol("w-2", "os"), "vol-delete "+s.vol("cp-4", "data"), "vol-delete "+s.vol("cp-5", "os"))
 		if len(s.domains()) != 4 {
 			t.Errorf("the refused teardown deleted domains: %v", s.domains())
 		}
-		// The commands the removals printed delete what they kept.
-		for _, n := range []string{"w-2", "cp-4"} {
+		// A control plane's kept OS volume holds a removed etcd member: the
+		// commands its removal printed delete them (the runbook).
+		for _, cp := range []string{"cp-4", "cp-5"} {
 			for _, kind := range []string{"os", "data"} {
-				virsh(t, "vol-delete", s.vol(n, kind))
+				virsh(t, "vol-delete", s.vol(cp, kind))
 			}
 		}
-		s.hasNoChanges("up after deleting the kept volumes", s.mustMilner("up", "--yes"))
+		// w-2 declared again while its kept volumes exist: refused,
+		// naming them, nothing overwritten.
+		inodes := s.volumeInodes()
+		s.nodes = append(s.nodes, node{Name: "w-2", Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: w2.addr(tcpsSubnet).String(), MAC: s.mac(0x22)})
+		s.apply()
+		refused(t, "preview re-adding w-2", s.milner("preview"), s.cluster+"-w-2-os", s.cluster+"-w-2-data", "exists on the host but not in the state")
+		// A worker's are adopted (the runbook): adopt --all, then the up
+		// creates its VM on them; it boots from its own OS disk, with its
+		// config.
+		s.mustMilner("adopt", "--all", "--yes")
+		d := s.c.Node("w-2")
+		stop := s.bootWhenReplaced(d, "", false)
+		rejoined := s.joinWhenBooted(d, w2)
+		adopt := len(s.c.Journal())
+		s.mustMilner("up", "--yes")
+		stop()
+		<-rejoined
+		got := s.volumeInodes()
+		for _, kind := range []string{"os", "data"} {
+			if v := s.vol("w-2", kind); got[v] != inodes[v] || inodes[v] == 0 {
+				t.Errorf("w-2's %s volume is not the kept file: inode %d, was %d", kind, got[v], inodes[v])
+			}
+		}
+		j := s.c.Journal()[adopt:]
+		if e := j.On("w-2").Events("boot"); len(e) != 1 || e[0].Detail != "configured" {
+			t.Errorf("w-2 did not boot once from its own disk with its config: %s", strings.Join(e.Strings(), "; "))
+		}
+		if len(j.On("w-2").Applies()) == 0 {
+			t.Errorf("no config applied to w-2")
+		}
+		for _, a := range j.Applies() {
+			if a.Node != "w-2" || a.Err != nil || len(j.On("w-2").Events("reboot")) > 0 {
+				t.Errorf("want w-2's apply alone, with no reboot, got %s", a)
+			}
+		}
+		s.hasNoChanges("up after re-adding w-2", s.mustMilner("up", "--yes"))
 	})
 
 	step("milner teardown", func(t *testing.T, mark int) {
@@ -686,9 +838,8 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		}
 	})
 
-	j := s.c.Journal()
-	for _, m := range []string{"Reset", "Reboot"} {
-		if calls := j.Calls(m); len(calls) > 0 {
+	for m, calls := range map[string]talosapi.Journal{"Reset": s.milnerResets(), "Reboot": s.c.Journal().Calls("Reboot")} {
+		if len(calls) > 0 {
 			t.Errorf("%s was sent:\n%s", m, strings.Join(calls.Strings(), "\n"))
 		}
 	}
@@ -737,7 +888,16 @@ func (s *talosLayer) grow(n tnode) {
 			s.t.Fatal(err)
 		}
 	}
+	s.joinWhenBooted(d, n)
+}
+
+// joinWhenBooted registers the node's kubelet objects with the cluster's
+// API server (clusterapi Join) once its double has booted with a config,
+// as its kubelet registers then; the channel closes when done.
+func (s *talosLayer) joinWhenBooted(d *talosapi.Node, n tnode) <-chan struct{} {
+	api, done := s.clusterAPI(), make(chan struct{})
 	go func() {
+		defer close(done)
 		for d.Config() == nil || !d.Status().Booted {
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -745,6 +905,43 @@ func (s *talosLayer) grow(n tnode) {
 			fmt.Fprintf(os.Stderr, "%s's kubelet: %v\n", n.name, err)
 		}
 	}()
+	return done
+}
+
+// controlPlaneAdded requires an up that added the control plane node to
+// have sent it one first config, AUTO in maintenance mode, any other
+// control plane's apply live, no Bootstrap, and ended once node was a
+// voting etcd member; every other domain and apply kept; a no-op after.
+func (s *talosLayer) controlPlaneAdded(mark int, up cmdResult, node string, domains, applies map[string]string) {
+	t := s.t
+	t.Helper()
+	j := s.c.Journal()[mark:]
+	first := j.On(node).Applies()
+	if len(first) != 1 || !first[0].Client.Insecure || first[0].Mode() != machine.ApplyConfigurationRequest_AUTO || first[0].Err != nil {
+		t.Errorf("%s: want one first config, AUTO in maintenance mode, got:\n%s", node, strings.Join(first.Strings(), "\n"))
+	}
+	for _, a := range j.Applies() {
+		if a.Node != node && (a.Resolved() != machine.ApplyConfigurationRequest_NO_REBOOT || a.Err != nil) {
+			t.Errorf("an apply to a running control plane: want it live, got %s", a)
+		}
+	}
+	if s.c.Node(node).Status().EtcdMemberID == 0 {
+		t.Errorf("%s is no etcd member after the up", node)
+	}
+	// It joined as a learner; the up ended once it was promoted.
+	if l := s.c.EtcdLearners(); len(l) > 0 || !strings.Contains(up.stdout, node+": a voting etcd member") {
+		t.Errorf("the up ended with learners %v, or did not wait for %s's promotion:\n%s", l, node, up.out())
+	}
+	if boots := j.Calls("Bootstrap"); len(boots) > 0 {
+		t.Errorf("adding a control plane bootstrapped:\n%s", strings.Join(boots.Strings(), "\n"))
+	}
+	for _, n := range s.nodes {
+		if n.Role == "controlplane" {
+			delete(applies, n.Name+"-apply") // a .cluster change may update them, live
+		}
+	}
+	s.kept(domains, applies)
+	s.hasNoChanges("up after adding "+node, s.mustMilner("up", "--yes"))
 }
 
 // onlyAdds requires a preview (its delta by layer) to create only node's
@@ -888,7 +1085,7 @@ func (s *talosLayer) removed(up cmdResult, node string, domains, applies map[str
 	if _, code, err := s.clusterAPI().Do(http.MethodGet, "/api/v1/nodes/"+node, "", nil); err != nil || code != http.StatusNotFound {
 		s.t.Errorf("Kubernetes node %s: GET answered %d (%v), want 404", node, code, err)
 	}
-	if r := s.c.Journal().Calls("Reset"); len(r) > 0 {
+	if r := s.milnerResets(); len(r) > 0 {
 		s.t.Errorf("Reset was sent:\n%s", strings.Join(r.Strings(), "\n"))
 	}
 }

@@ -95,6 +95,17 @@ type talosLayer struct {
 	*milnerScenario
 	c   *talosapi.Cluster
 	api chan *clusterapi.API
+	// operatorResets are the Reset calls the scenario sent as the operator
+	// (a restore runbook's EPHEMERAL wipes): milner sends none.
+	operatorResets talosapi.Journal
+}
+
+// milnerResets are the Reset calls the nodes received that the scenario
+// did not send as the operator.
+func (s *talosLayer) milnerResets() talosapi.Journal {
+	return slices.DeleteFunc(s.c.Journal().Calls("Reset"), func(c talosapi.Entry) bool {
+		return slices.ContainsFunc(s.operatorResets, func(o talosapi.Entry) bool { return o.Node == c.Node && o.Time.Equal(c.Time) })
+	})
 }
 
 // TestTalosLayerOnRealPlugin: the Talos layer through the real Talos
@@ -680,9 +691,11 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 		}
 		a, err := clusterapi.Start(filepath.Join(repo, ".tools", "bin"), apiDir, vip, cp.Config())
 		if err == nil {
-			// A control plane's EtcdSnapshot streams the cluster's etcd:
-			// the test API server's own, real one.
+			// A control plane's EtcdSnapshot streams the cluster's etcd,
+			// and its recover restores it: the test API server's own,
+			// real one.
 			s.c.SetEtcdSnapshotSource(a.EtcdSnapshot)
+			s.c.SetEtcdRecoverSink(a.RestoreEtcd)
 			var seed []clusterapi.Node
 			for _, n := range nodes {
 				seed = append(seed, clusterapi.Node{Name: n.name, IP: n.addr(subnet), ControlPlane: n.controlPlane})
@@ -796,10 +809,9 @@ func (s *talosLayer) secretOutputsOnlyInEnvelopes(ctx context.Context) {
 	scanBackend(t, fileObjects(t, filepath.Join(s.dir, "state")), leaks)
 }
 
-// operatorApply applies the node's running config with patch to it in
-// REBOOT mode over mutual TLS with the stack's talosconfig, as an operator
-// with talosctl would, and waits for the node to answer again.
-func (s *talosLayer) operatorApply(ctx context.Context, n *talosapi.Node, patch string) {
+// operatorClient is a Talos client of n over mutual TLS with the stack's
+// talosconfig, as an operator's talosctl is; closed at the test's end.
+func (s *talosLayer) operatorClient(ctx context.Context, n *talosapi.Node) *client.Client {
 	t := s.t
 	t.Helper()
 	outs, err := s.stack.Outputs(ctx, true)
@@ -811,6 +823,20 @@ func (s *talosLayer) operatorApply(ctx context.Context, n *talosapi.Node, patch 
 	if err != nil {
 		t.Fatal(err)
 	}
+	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(n.Endpoint()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// operatorApply applies the node's running config with patch to it in
+// REBOOT mode over mutual TLS with the stack's talosconfig, as an operator
+// with talosctl would, and waits for the node to answer again.
+func (s *talosLayer) operatorApply(ctx context.Context, n *talosapi.Node, patch string) {
+	t := s.t
+	t.Helper()
 	ps, err := configpatcher.LoadPatches([]string{patch})
 	if err != nil {
 		t.Fatal(err)
@@ -823,11 +849,7 @@ func (s *talosLayer) operatorApply(ctx context.Context, n *talosapi.Node, patch 
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(n.Endpoint()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	c := s.operatorClient(ctx, n)
 	if _, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: cfg, Mode: machine.ApplyConfigurationRequest_REBOOT}); err != nil {
 		t.Fatalf("operator's apply to %s: %v", n.Name(), err)
 	}

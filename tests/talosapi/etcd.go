@@ -26,6 +26,9 @@ type etcdCluster struct {
 	// recoveredRevision is the revision a Bootstrap with RecoverEtcd
 	// restored (recover.go).
 	recoveredRevision int64
+	// recoverSink is where a recovered snapshot's data goes
+	// (SetEtcdRecoverSink).
+	recoverSink RecoverSink
 }
 
 // member is one etcd member. Its node may have lost it (a wiped OS disk,
@@ -112,7 +115,10 @@ func (c *Cluster) promoteLater(m *member) {
 }
 
 // reconcileEtcdLocked joins every booted control plane with an empty data
-// directory to a bootstrapped cluster, one learner at a time: etcd refuses
+// directory to a bootstrapped cluster that has a quorum (Talos' etcd
+// service adds the member through the running members, talos v1.13.9
+// services/etcd.go buildInitialCluster, and retries while there is no
+// leader), one learner at a time: etcd refuses
 // a second (v3.6 --max-learners 1, server/etcdserver/api/membership/
 // cluster.go ValidateMaxLearnerConfig: "too many learner members in
 // cluster"), and Talos' etcd service asks again until it is let in. Not
@@ -120,7 +126,7 @@ func (c *Cluster) promoteLater(m *member) {
 // bootstrap mode, forever: etcd's restart.Forever in Talos'
 // services/etcd.go).
 func (c *Cluster) reconcileEtcdLocked() {
-	if !c.etcd.bootstrapped {
+	if !c.etcd.bootstrapped || !c.quorumLocked() {
 		return
 	}
 	for _, n := range c.nodes {

@@ -432,11 +432,32 @@ func (m *machined) Reboot(context.Context, *machine.RebootRequest) (*machine.Reb
 	return &machine.RebootResponse{Messages: []*machine.Reboot{{ActorId: uuid.NewString()}}}, nil
 }
 
-// Reset is Server.Reset: answered, then the node leaves etcd (graceful, on
-// a control plane), its disks are wiped and it reboots into maintenance
-// mode or powers off.
+// Reset is Server.Reset (talos v1.13.9 v1alpha1_server.go): answered,
+// then the node leaves etcd (graceful, on a control plane), its disks are
+// wiped and it reboots or powers off. With system_partitions_to_wipe
+// (`talosctl reset --system-labels-to-wipe`) only the volumes named with
+// wipe set are: STATE holds the machine config, EPHEMERAL /var (etcd's
+// data directory, the images); a label with no volume status is refused
+// before anything is done. So an EPHEMERAL wipe, the first step of Talos'
+// etcd disaster recovery, reboots the node with its config and an empty
+// etcd data directory (its old member, if not left, stays listed, down),
+// where its etcd service runs again.
 func (m *machined) Reset(_ context.Context, in *machine.ResetRequest) (*machine.ResetResponse, error) {
 	n := m.n
+	state, ephemeral := true, true
+	if parts := in.GetSystemPartitionsToWipe(); len(parts) > 0 {
+		state, ephemeral = false, false
+		for _, p := range parts {
+			switch p.GetLabel() {
+			case "STATE":
+				state = state || p.GetWipe()
+			case "EPHEMERAL":
+				ephemeral = ephemeral || p.GetWipe()
+			default:
+				return nil, fmt.Errorf("failed to get volume status with label %q: resource VolumeStatuses.block.talos.dev(runtime/%s@undefined) doesn't exist", p.GetLabel(), p.GetLabel())
+			}
+		}
+	}
 	go func() {
 		n.life.Lock()
 		n.c.mu.Lock()
@@ -446,8 +467,13 @@ func (m *machined) Reset(_ context.Context, in *machine.ResetRequest) (*machine.
 		n.c.mu.Unlock()
 		n.halt("reset", "")
 		n.c.mu.Lock()
-		n.persisted, n.active, n.platform, n.etcdData, n.member = nil, nil, nil, false, nil
-		n.st = newState()
+		if state {
+			n.persisted, n.active, n.platform = nil, nil, nil
+			n.st = newState()
+		}
+		if ephemeral {
+			n.etcdData, n.member, n.images, n.etcdRunning = false, nil, nil, true
+		}
 		n.c.mu.Unlock()
 		if in.GetReboot() {
 			_ = n.boot()

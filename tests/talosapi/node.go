@@ -408,7 +408,8 @@ func (n *Node) SetNodeReady(ready bool) {
 
 // SetEtcdRunning sets whether the node's etcd runs: a control plane whose
 // etcd is down answers EtcdStatus and EtcdAlarmList with errors and its
-// member counts as down.
+// member counts as down. A reset that wipes EPHEMERAL gives etcd a fresh
+// data directory, and it runs again.
 func (n *Node) SetEtcdRunning(running bool) {
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()

@@ -51,6 +51,19 @@ func (m *machined) EtcdRecover(srv machine.MachineService_EtcdRecoverServer) err
 	return srv.SendAndClose(&machine.EtcdRecoverResponse{Messages: []*machine.EtcdRecover{{}}})
 }
 
+// RecoverSink takes a snapshot a Bootstrap with RecoverEtcd restores: the
+// double models etcd's membership, not its data, so a test whose etcd
+// holds the cluster's data (tests/clusterapi) restores it there.
+type RecoverSink func(snapshot []byte) error
+
+// SetEtcdRecoverSink sets where a recovered snapshot's data goes (with
+// none, the recover restores membership only).
+func (c *Cluster) SetEtcdRecoverSink(sink RecoverSink) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.etcd.recoverSink = sink
+}
+
 // recoverLocked is the etcd service started by a Bootstrap with
 // RecoverEtcd (talos v1.9.5 internal/app/machined/pkg/system/services/
 // etcd.go, argsForInit and recoverFromSnapshot): the call has already
@@ -60,7 +73,10 @@ func (m *machined) EtcdRecover(srv machine.MachineService_EtcdRecoverServer) err
 // (InitialCluster: this node alone); the other control planes with empty
 // data directories join it. Without a snapshot, or with one that fails
 // its checks, the etcd service fails and nothing is bootstrapped; the node
-// keeps failing (its service retries the recovery) and never joins.
+// keeps failing (its service retries the recovery) and never joins. With
+// a RecoverSink the restore runs there, after the call's answer (the
+// service's pre-start, before etcd runs), and the member starts once it
+// is done.
 func (n *Node) recoverLocked() {
 	snap := n.recovery
 	n.recovery = nil // removed once restored (recoverFromSnapshot)
@@ -73,13 +89,36 @@ func (n *Node) recoverLocked() {
 		n.etcdFailed = fmt.Sprintf("error recovering from the snapshot: %v", err)
 		return
 	}
-	n.c.etcd.recoveredRevision = c.Status.Revision
+	rev := c.Status.Revision
 	_ = c.Close()
+	n.etcdData = true // restored into its data directory
+	sink := n.c.etcd.recoverSink
+	if sink == nil {
+		n.startRecoveredLocked(rev)
+		return
+	}
+	go func() {
+		err := sink(snap)
+		n.c.mu.Lock()
+		defer n.c.mu.Unlock()
+		if err != nil {
+			n.etcdFailed = fmt.Sprintf("error recovering from the snapshot: %v", err)
+			return
+		}
+		n.startRecoveredLocked(rev)
+	}()
+}
+
+// startRecoveredLocked starts the recovered member: the cluster is this
+// member alone, the other control planes' old members are not in it (they
+// rejoin with empty data directories only).
+func (n *Node) startRecoveredLocked(rev int64) {
+	n.c.etcd.recoveredRevision = rev
 	n.etcdFailed = ""
-	n.c.etcd.members = nil // the restored cluster is this member alone
+	n.c.etcd.members = nil
 	for _, o := range n.c.nodes {
 		if o != n && o.member != nil {
-			o.member = nil // their old members are not in it: they rejoin with empty data only
+			o.member = nil
 		}
 	}
 	n.c.bootstrapLocked(n)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/stretchr/testify/assert"
@@ -127,4 +128,67 @@ func TestEtcdRecover(t *testing.T) {
 
 	err = e.client(cp1).Bootstrap(c, &machine.BootstrapRequest{RecoverEtcd: true})
 	assert.Equal(t, codes.AlreadyExists, status.Code(err))
+}
+
+// Talos' disaster recovery: etcd fails on every control plane; each one's
+// EPHEMERAL wiped (reset with system_partitions_to_wipe) reboots it with
+// its config and no etcd data; with no member left to lead, none rejoins
+// (the join goes through
+// the running members) until a Bootstrap with RecoverEtcd on one of them,
+// whose restore runs in the RecoverSink before its member starts; the
+// others then rejoin it.
+func TestResetEphemeralThenRecover(t *testing.T) {
+	e := newEnv(t)
+	et := etcdtest.Start(t)
+	c := ctx(t)
+	rev, err := et.Put(c, "/registry/x", 7)
+	require.NoError(t, err)
+	r, err := et.Snapshot(c)
+	require.NoError(t, err)
+	snap, err := io.ReadAll(r)
+	require.NoError(t, err)
+	cps := []*talosapi.Node{e.configured("cp-1", 1, e.cp), e.configured("cp-2", 2, e.cp), e.configured("cp-3", 3, e.cp)}
+	require.NoError(t, cps[0].BootstrapEtcd())
+	waitFor(t, "three members", func() bool { return len(e.c.EtcdMembers()) == 3 })
+
+	wipe := func(label string) *machine.ResetRequest {
+		return &machine.ResetRequest{Reboot: true, SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: label, Wipe: true}}}
+	}
+	_, err = e.client(cps[0]).MachineClient.Reset(c, wipe("BOOT"))
+	require.ErrorContains(t, err, `failed to get volume status with label "BOOT"`)
+	for _, n := range cps {
+		n.SetEtcdRunning(false)
+	}
+	for _, n := range cps {
+		_, err := e.client(n).MachineClient.Reset(c, wipe("EPHEMERAL"))
+		require.NoError(t, err)
+	}
+	for _, n := range cps {
+		waitFor(t, n.Name()+" to reboot", func() bool { return len(n.Journal().Events("reset")) == 1 && n.Status().Booted })
+		assert.NotEmpty(t, n.Config(), "%s keeps its config (STATE)", n.Name())
+	}
+	time.Sleep(100 * time.Millisecond)
+	for _, n := range cps {
+		assert.Zero(t, n.Status().EtcdMemberID, "%s joined a cluster with no leader", n.Name())
+	}
+	_, err = e.client(cps[1]).EtcdMemberList(c, &machine.EtcdMemberListRequest{})
+	require.Error(t, err, "no leader")
+
+	restored, release := make(chan []byte, 1), make(chan struct{})
+	e.c.SetEtcdRecoverSink(func(b []byte) error { restored <- b; <-release; return nil })
+	_, err = e.client(cps[0]).EtcdRecover(c, bytes.NewReader(snap))
+	require.NoError(t, err)
+	require.NoError(t, e.client(cps[0]).Bootstrap(c, &machine.BootstrapRequest{RecoverEtcd: true}))
+	assert.Equal(t, snap, <-restored, "the sink restores the uploaded snapshot")
+	assert.Zero(t, cps[0].Status().EtcdMemberID, "the member started before its restore ended")
+	close(release)
+	waitFor(t, "the others to rejoin the recovered member", func() bool {
+		for _, n := range cps {
+			if n.Status().EtcdMemberID == 0 {
+				return false
+			}
+		}
+		return len(e.c.EtcdMembers()) == 3
+	})
+	assert.Equal(t, rev, e.c.EtcdRecoveredRevision())
 }
