@@ -92,6 +92,9 @@ type ClusterConfig struct {
 	// AllowSchedulingOnControlPlanes lets workloads run on control planes;
 	// defaults to true when the stack has no worker.
 	AllowSchedulingOnControlPlanes *bool `json:"allowSchedulingOnControlPlanes,omitempty" default:"true without workers"`
+	// defaultScheduling is set when AllowSchedulingOnControlPlanes is the
+	// default: it follows the workers, so adding the first one turns it off.
+	defaultScheduling bool
 	// AdoptBootstrap records that the cluster's etcd was bootstrapped
 	// outside this state (a control plane answered the Talos API with etcd
 	// members; `milner adopt` writes it): the program declares no
@@ -603,6 +606,7 @@ func (c *Config) applyDefaults() {
 		// With no worker, control planes are the only place a pod can run.
 		noWorker := !slices.ContainsFunc(c.Nodes, func(n NodeConfig) bool { return n.Role == vocab.RoleWorker })
 		c.Cluster.AllowSchedulingOnControlPlanes = &noWorker
+		c.Cluster.defaultScheduling = true
 	}
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

@@ -7,6 +7,8 @@ package config
 import (
 	"slices"
 	"strings"
+
+	"github.com/milner/milner/components/vocab"
 )
 
 // checkVaultQuorum: raft commits with a majority of its peers. Two peers
@@ -32,7 +34,14 @@ func (c *Config) checkVaultQuorum(p *problems, at string, replicas int) {
 		return
 	}
 	if n := c.schedulableNodes(); replicas > n {
-		p.addf(at, "%d raft peers but %d nodes take workloads: the chart places one peer per node, so %d would stay pending; lower replicas or add workers", replicas, n, replicas-n)
+		// A cluster of control planes alone schedules on them by default;
+		// its first worker turns that default off, which leaves fewer nodes
+		// taking workloads than before the worker: name the cause.
+		why := ""
+		if c.Cluster.defaultScheduling && !*c.Cluster.AllowSchedulingOnControlPlanes && slices.ContainsFunc(c.Nodes, func(n NodeConfig) bool { return n.Role == vocab.RoleControlPlane }) {
+			why = "; the control planes take none: milner:cluster.allowSchedulingOnControlPlanes is unset, which means false once the stack has a worker (set it true to keep them scheduling)"
+		}
+		p.addf(at, "%d raft peers but %d nodes take workloads: the chart places one peer per node, so %d would stay pending; lower replicas or add workers%s", replicas, n, replicas-n, why)
 	}
 }
 

@@ -184,7 +184,12 @@ func TestAvailability(t *testing.T) {
 		{"more peers than schedulable nodes", func(c obj) {
 			vault(c)["replicas"] = 3
 			at(c, "cluster")["allowSchedulingOnControlPlanes"] = false
-		}, "milner:apps[0].vault.replicas: 3 raft peers but 1 nodes take workloads"},
+		}, "milner:apps[0].vault.replicas: 3 raft peers but 1 nodes take workloads: the chart places one peer per node, so 2 would stay pending; lower replicas or add workers"},
+		// The committed prod stack (control planes alone, scheduling on
+		// them by default) with its first worker added: the default turns
+		// off, and the refusal names it.
+		{"more peers than schedulable nodes, the default turned off by a worker", func(c obj) { vault(c)["replicas"] = 3 },
+			"milner:apps[0].vault.replicas: 3 raft peers but 1 nodes take workloads: the chart places one peer per node, so 2 would stay pending; lower replicas or add workers; the control planes take none: milner:cluster.allowSchedulingOnControlPlanes is unset, which means false once the stack has a worker (set it true to keep them scheduling)"},
 		{"raft pvc of size zero", func(c obj) { vault(c)["dataSize"] = "0Gi" },
 			`milner:apps[0].vault.dataSize: "0Gi" is no space`},
 		{"audit pvc of size zero, decimal", func(c obj) { vault(c)["auditSize"] = "0.0" },

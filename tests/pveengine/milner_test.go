@@ -17,9 +17,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,15 +38,30 @@ import (
 	"github.com/milner/milner/tests/talosapi"
 )
 
-// The prod stack's nodes: name, VM id, host, address (Pulumi.prod.yaml).
-var prodNodes = []struct {
+// prodNode is a node of the prod stack: name, host, address, VM id.
+type prodNode struct {
 	name, host, addr string
 	vmid             int
-}{
-	{"cp-1", "pve-1", "192.168.1.50", 150},
-	{"cp-2", "pve-2", "192.168.1.51", 151},
-	{"cp-3", "pve-3", "192.168.1.52", 152},
+	controlPlane     bool
 }
+
+// The prod stack's nodes (Pulumi.prod.yaml).
+var prodNodes = []prodNode{
+	{"cp-1", "pve-1", "192.168.1.50", 150, true},
+	{"cp-2", "pve-2", "192.168.1.51", 151, true},
+	{"cp-3", "pve-3", "192.168.1.52", 152, true},
+}
+
+// learnerPromotion is how long a joining control plane stays an etcd
+// learner in the Talos doubles (talosapi.WithLearnerPromotion).
+const learnerPromotion = 1500 * time.Millisecond
+
+// addedWorker and addedControlPlane are the nodes the scenario adds to
+// the running cluster, in that order.
+var (
+	addedWorker       = prodNode{"w-1", "pve-1", "192.168.1.53", 153, false}
+	addedControlPlane = prodNode{"cp-4", "pve-2", "192.168.1.54", 154, true}
+)
 
 // prodVIP is the prod cluster's VIP (Pulumi.prod.yaml).
 const prodVIP = "192.168.1.60"
@@ -73,6 +90,13 @@ type prod struct {
 	hostKeys map[string]ssh.Signer
 	home     string
 	sock     string
+	// mu guards vmOf and byVM: each node's VM id, and the Talos node of
+	// each node VM, which the doubles' callbacks read while a node is added.
+	mu   *sync.Mutex
+	vmOf map[string]int
+	byVM map[int]*talosapi.Node
+	// done ends the test's background goroutines.
+	done chan struct{}
 }
 
 // result is one run of the milner binary.
@@ -211,21 +235,24 @@ func (p *prod) engine() *engine.Stack {
 // powers its VM off, which PVE then reports stopped.
 func (p *prod) newTalos() {
 	t := p.t
-	vmOf := map[string]int{}
-	for _, n := range prodNodes {
-		vmOf[n.name] = n.vmid
-	}
-	p.talos = talosapi.NewCluster(talosapi.OnShutdown(func(n *talosapi.Node) { p.pve.GuestPoweredOff(vmOf[n.Name()]) }))
+	p.mu, p.vmOf, p.byVM = &sync.Mutex{}, map[string]int{}, map[int]*talosapi.Node{}
+	// A control plane joining the running cluster is an etcd learner for
+	// a tenth of Talos' ~15 s before its promotion, as the kubelet's
+	// timing is a tenth of the real one (clusterapi.CIKubelet).
+	p.talos = talosapi.NewCluster(talosapi.WithLearnerPromotion(learnerPromotion), talosapi.OnShutdown(func(n *talosapi.Node) {
+		p.mu.Lock()
+		id := p.vmOf[n.Name()]
+		p.mu.Unlock()
+		p.pve.GuestPoweredOff(id)
+	}))
 	t.Cleanup(func() { _ = p.talos.Close() })
-	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 64 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 128 << 30})
-	byVM := map[int]*talosapi.Node{}
 	for _, n := range prodNodes {
-		node, err := p.talos.AddNode(n.name, netip.MustParseAddrPort(n.addr+":50000"), disks, talosapi.WithPlatform(talosapi.Nocloud), talosapi.WithPoweredOff(), talosapi.WithVersion(talosFrom))
-		noErr(t, err)
-		byVM[n.vmid] = node
+		p.addTalosNode(n)
 	}
 	p.pve.OnPower = func(v pveapi.VM) {
-		n := byVM[v.VMID]
+		p.mu.Lock()
+		n := p.byVM[v.VMID]
+		p.mu.Unlock()
 		if n == nil {
 			return // a holder: never started, no guest
 		}
@@ -245,9 +272,9 @@ func (p *prod) newTalos() {
 		}
 	}
 	apiDir := t.TempDir()
-	done := make(chan struct{})
+	p.done = make(chan struct{})
 	t.Cleanup(func() {
-		close(done)
+		close(p.done)
 		select {
 		case a := <-p.api:
 			if a != nil {
@@ -263,7 +290,7 @@ func (p *prod) newTalos() {
 		cp := p.talos.Node("cp-1")
 		for cp.Config() == nil {
 			select {
-			case <-done:
+			case <-p.done:
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
@@ -292,13 +319,63 @@ func (p *prod) newTalos() {
 			// Each node's kubelet: the mirror pods of the static pods
 			// Talos writes, at their config version, on the node's
 			// address, what the wait between control planes looks for.
-			go a.Kubelet(p.talos, done, clusterapi.CIKubelet)
+			go a.Kubelet(p.talos, p.done, clusterapi.CIKubelet)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
 		}
 		p.api <- a
 	}()
+}
+
+// addTalosNode adds n's Talos API double, powered off, on the nocloud
+// platform at the image's version, linked to n's VM id (newTalos).
+func (p *prod) addTalosNode(n prodNode, opts ...talosapi.NodeOption) *talosapi.Node {
+	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 64 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 128 << 30})
+	opts = append([]talosapi.NodeOption{disks, talosapi.WithPlatform(talosapi.Nocloud), talosapi.WithPoweredOff(), talosapi.WithVersion(talosFrom)}, opts...)
+	node, err := p.talos.AddNode(n.name, netip.MustParseAddrPort(n.addr+":50000"), opts...)
+	noErr(p.t, err)
+	p.mu.Lock()
+	p.vmOf[n.name], p.byVM[n.vmid] = n.vmid, node
+	p.mu.Unlock()
+	return node
+}
+
+// grow adds node n to the world of a running cluster and to the stack
+// config (a node of Pulumi.prod.yaml's shape, 64 + 128 GiB disks): its
+// Talos double at the image's version, and, once it has booted with its
+// config, what its kubelet writes to the cluster's API server (its Node,
+// a control plane's mirror pods; clusterapi Join) and, for a control
+// plane, its own API server's address (forward, as newTalos does).
+func (p *prod) grow(n prodNode) {
+	p.t.Helper()
+	d := p.addTalosNode(n, talosapi.WithVersion(talosTo))
+	api := p.clusterAPI()
+	if n.controlPlane {
+		noErr(p.t, forward(p.t, n.addr+":6443", prodVIP+":6443"))
+	}
+	go func() {
+		for d.Config() == nil || !d.Status().Booted {
+			select {
+			case <-p.done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if err := api.Join(clusterapi.Node{Name: n.name, IP: netip.MustParseAddr(n.addr), ControlPlane: n.controlPlane}); err != nil {
+			fmt.Fprintf(os.Stderr, "%s's kubelet: %v\n", n.name, err)
+		}
+	}()
+	role := "worker"
+	if n.controlPlane {
+		role = "controlplane"
+	}
+	p.editConfig(func(cfg map[string]any) {
+		cfg["milner:nodes"] = append(cfg["milner:nodes"].([]any), map[string]any{
+			"name": n.name, "role": role, "vcpu": 4, "memoryMiB": 8192, "osDiskGiB": 64, "dataDiskGiB": 128,
+			"address": n.addr, "mac": fmt.Sprintf("bc:24:11:a8:01:%d", n.vmid-100), "vmId": n.vmid, "proxmoxNode": n.host,
+		})
+	})
 }
 
 // forward relays every connection to from to, until the test ends.
@@ -509,7 +586,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 		}
 	}
 	extra := []string{prodVIP}
-	for _, n := range prodNodes {
+	for _, n := range append(slices.Clone(prodNodes), addedWorker, addedControlPlane) {
 		extra = append(extra, n.addr)
 	}
 	if os.Getenv(nsEnv) == "" {
@@ -946,19 +1023,51 @@ func TestProdOnRealPlugin(t *testing.T) {
 		}
 	})
 
+	step("add a worker", func(t *testing.T, mark, talosMark int) {
+		w := addedWorker
+		p.grow(w)
+		// Control planes alone schedule pods by default; the first worker
+		// turns that default off, so Vault's three peers would have one
+		// node: refused, naming the cause. Kept on, as the cluster runs.
+		r := p.milner("preview")
+		p.refused("adding a worker to control planes scheduling by default", r,
+			"3 raft peers but 1 nodes take workloads", "milner:cluster.allowSchedulingOnControlPlanes is unset, which means false once the stack has a worker")
+		p.editConfig(func(cfg map[string]any) {
+			cfg["milner:cluster"].(map[string]any)["allowSchedulingOnControlPlanes"] = true
+		})
+		p.add(w, mark)
+	})
+
+	step("add a fourth control plane", func(t *testing.T, mark, talosMark int) {
+		// Four control planes on three hosts: two share one (validation
+		// refuses it without the override; Pulumi.prod.yaml's placement).
+		p.editConfig(func(cfg map[string]any) {
+			cfg["milner:substrate"].(map[string]any)["proxmox"].(map[string]any)["allowControlPlanesOnOneHost"] = true
+		})
+		p.grow(addedControlPlane)
+		up, end := p.add(addedControlPlane, mark)
+		if !strings.Contains(up.out(), "4 control planes") {
+			t.Errorf("no warning of an even etcd membership:\n%s", up.out())
+		}
+		if p.talos.Node("cp-4").Status().EtcdMemberID == 0 {
+			t.Errorf("cp-4 is no etcd member after the up")
+		}
+		// It joined as a learner; the up ended once it was promoted, at
+		// least the promotion's delay after cp-4 booted.
+		if l := p.talos.EtcdLearners(); len(l) > 0 || !strings.Contains(up.stdout, "cp-4: a voting etcd member") {
+			t.Errorf("the up ended with learners %v, or did not wait for cp-4's promotion:\n%s", l, up.out())
+		}
+		boots := p.talos.Journal()[talosMark:].On("cp-4").Events("boot")
+		if len(boots) == 0 || end.Sub(boots[0].Time) < learnerPromotion {
+			t.Errorf("the up ended at %v, less than %v after cp-4's boot (%v): it did not wait for the promotion", end, learnerPromotion, boots)
+		}
+	})
+
 	step("remove a control plane", func(t *testing.T, mark, talosMark int) {
 		before, members := p.pve.VMs(), p.talos.EtcdMembers()
 		holder := before[1152]
 		p.editConfig(func(cfg map[string]any) {
-			nodes := cfg["milner:nodes"].([]any)
-			cfg["milner:nodes"] = nodes[:2]
-			// Two nodes hold two Vault peers (config validation); the
-			// scenario stops before the apps, so nothing else changes.
-			for _, a := range cfg["milner:apps"].([]any) {
-				if v, ok := a.(map[string]any)["vault"].(map[string]any); ok {
-					v["replicas"] = 1
-				}
-			}
+			cfg["milner:nodes"] = slices.DeleteFunc(cfg["milner:nodes"].([]any), func(n any) bool { return n.(map[string]any)["name"] == "cp-3" })
 		})
 		r := p.must("up", "--yes", "--remove", "cp-3")
 		t.Logf("journal of cp-3's removal:\n%s", strings.Join(p.merged(mark, talosMark), "\n"))
@@ -1026,7 +1135,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 		if w := p.writes(mark); len(w) > 0 {
 			t.Errorf("an unconfirmed teardown wrote:\n%s", strings.Join(w, "\n"))
 		}
-		for _, n := range prodNodes[:2] { // cp-3 was removed
+		for _, n := range []prodNode{prodNodes[0], prodNodes[1], addedWorker, addedControlPlane} { // cp-3 was removed
 			if !strings.Contains(r.stdout, "milner-prod-"+n.name+"-userdata (retained") {
 				t.Errorf("teardown does not list %s's snippet as retained", n.name)
 			}
@@ -1045,4 +1154,118 @@ func TestProdOnRealPlugin(t *testing.T) {
 			t.Logf("%s: retained on local: %v", h.Name, kept)
 		}
 	})
+}
+
+// add runs the addition of n, already in the world and the stack config
+// (grow), from mark on the PVE journal: the preview creates n's substrate
+// (its VM, its disk holder, its snippet) and its Talos apply, and plans
+// nothing else (the other control planes' configs do not change: the
+// endpoint is the VIP and no certSAN names a node); the up writes n's
+// holder, VM and snippet alone, n boots configured from its snippet
+// (never in maintenance mode), its apply goes over mTLS, no Bootstrap;
+// then a no-op preview and up. It returns the up and when it ended.
+func (p *prod) add(n prodNode, mark int) (result, time.Time) {
+	t := p.t
+	t.Helper()
+	before := p.pve.VMs()
+	r := p.must("preview")
+	onlyAdds(t, r, n.name)
+	base := "milner-prod-" + n.name
+	for _, name := range []string{base, base + "-disks", base + "-userdata", n.name + "-apply"} {
+		if !regexp.MustCompile(`(?m)^\s+create\s+` + regexp.QuoteMeta(name) + ` `).MatchString(r.stdout) {
+			t.Errorf("the preview does not create %s", name)
+		}
+	}
+	if w := p.writes(mark); len(w) > 0 {
+		t.Errorf("the preview wrote:\n%s", strings.Join(w, "\n"))
+	}
+	mark, talosMark := len(p.pve.Journal()), len(p.talos.Journal())
+	start := time.Now()
+	up := p.must("up", "--yes")
+	end := time.Now()
+	t.Logf("journal of %s's addition (the up: %s):\n%s", n.name, end.Sub(start).Round(time.Second), strings.Join(p.merged(mark, talosMark), "\n"))
+	ids := []string{fmt.Sprint(n.vmid), fmt.Sprint(n.vmid + 1000)}
+	snippet := "local:snippets/" + base + "-talos.yaml"
+	for _, e := range p.writes(mark) {
+		ours := strings.Contains(e, base+"-talos.yaml")
+		for _, id := range ids {
+			ours = ours || strings.Contains(e, "/qemu/"+id+"/") || strings.Contains(e, ":"+id+":") || regexp.MustCompile(`\bvmid=`+id+`\b`).MatchString(e)
+		}
+		if !ours {
+			t.Errorf("adding %s wrote: %s", n.name, e)
+		}
+	}
+	after := p.pve.VMs()
+	for id, v := range before {
+		if fmt.Sprint(after[id]) != fmt.Sprint(v) {
+			t.Errorf("VM %d changed:\n%v\nwas\n%v", id, after[id], v)
+		}
+	}
+	node, holder := after[n.vmid], after[n.vmid+1000]
+	if node.Node != n.host || node.Status != "running" || holder.Node != n.host || holder.Status != "stopped" || holder.Config["protection"] != "1" {
+		t.Errorf("%s: node VM on %s %s, holder on %s %s protection %q", n.name, node.Node, node.Status, holder.Node, holder.Status, holder.Config["protection"])
+	}
+	for d, slot := range []string{"scsi0", "scsi1"} {
+		if hv, nv := volume(holder.Config[slot]), volume(node.Config[fmt.Sprintf("virtio%d", d)]); hv == "" || hv != nv {
+			t.Errorf("%s: virtio%d is %q, the holder's %s %q", n.name, d, nv, slot, hv)
+		}
+	}
+	v, ok := p.pve.Volumes(n.host, "local")[snippet]
+	if !ok || v.Mode != 0o600 {
+		t.Errorf("%s: snippet %s: present %v, mode %#o; want 0600", n.name, snippet, ok, v.Mode)
+	}
+	tn := p.talos.Node(n.name)
+	if tn.Config() == nil || string(tn.PersistedConfig()) != string(v.Data) {
+		t.Errorf("%s does not run its snippet's config", n.name)
+	}
+	j := p.talos.Journal()[talosMark:]
+	boots := j.Events("boot")
+	for _, e := range boots {
+		if e.Node != n.name || e.Detail != "configured" {
+			t.Errorf("a boot other than %s's, configured: %s", n.name, e)
+		}
+	}
+	if len(boots) == 0 {
+		t.Errorf("%s did not boot", n.name)
+	}
+	a := j.Applies()
+	if len(a) == 0 {
+		t.Errorf("no apply to %s", n.name)
+	}
+	for _, e := range a {
+		if e.Node != n.name || e.Client.Insecure || e.Err != nil {
+			t.Errorf("want applies to %s alone, authenticated, succeeded: %s", n.name, e)
+		}
+	}
+	if b := j.Calls("Bootstrap"); len(b) > 0 {
+		t.Errorf("adding %s bootstrapped:\n%s", n.name, strings.Join(b.Strings(), "\n"))
+	}
+	mark = len(p.pve.Journal())
+	if r := p.must("preview"); !strings.Contains(r.stdout, "no changes") {
+		t.Errorf("preview after adding %s: want no changes", n.name)
+	}
+	p.must("up", "--yes")
+	if w := p.writes(mark); len(w) > 0 {
+		t.Errorf("the up after adding %s wrote:\n%s", n.name, strings.Join(w, "\n"))
+	}
+	return up, end
+}
+
+// onlyAdds requires a preview's delta by layer to create node's resources
+// and nothing else: no create of another's, no update, replace, delete or
+// import.
+func onlyAdds(t *testing.T, r result, node string) {
+	t.Helper()
+	creates := 0
+	for _, m := range regexp.MustCompile(`(?m)^\s+(create|update|replace|delete|import)\s+(\S+)`).FindAllStringSubmatch(r.stdout, -1) {
+		switch op, name := m[1], m[2]; {
+		case op == "create" && (name == node || strings.HasSuffix(name, "-"+node) || strings.Contains(name, "-"+node+"-") || strings.HasPrefix(name, node+"-")):
+			creates++
+		default:
+			t.Errorf("adding %s plans %s %s", node, op, name)
+		}
+	}
+	if creates == 0 {
+		t.Errorf("adding %s creates nothing:\n%s", node, r.out())
+	}
 }
