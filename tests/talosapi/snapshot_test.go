@@ -78,6 +78,20 @@ func etcdService(t *testing.T, c context.Context, e *env, n *talosapi.Node) (str
 	return "", ""
 }
 
+// realSnapshot is a snapshot of a real etcd holding one key, and its
+// revision.
+func realSnapshot(t *testing.T, c context.Context) ([]byte, int64) {
+	t.Helper()
+	et := etcdtest.Start(t)
+	rev, err := et.Put(c, "/registry/x", 7)
+	require.NoError(t, err)
+	r, err := et.Snapshot(c)
+	require.NoError(t, err)
+	snap, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return snap, rev
+}
+
 // EtcdRecover and Bootstrap{RecoverEtcd} answer as machined does: the
 // upload refused on a worker; the Bootstrap answered at once, its etcd
 // service failing without a snapshot or with one whose sha256 does not
@@ -85,19 +99,13 @@ func etcdService(t *testing.T, c context.Context, e *env, n *talosapi.Node) (str
 // snapshot's revision, which a control plane with empty data joins.
 func TestEtcdRecover(t *testing.T) {
 	e := newEnv(t)
-	et := etcdtest.Start(t)
 	c := ctx(t)
-	rev, err := et.Put(c, "/registry/x", 7)
-	require.NoError(t, err)
-	r, err := et.Snapshot(c)
-	require.NoError(t, err)
-	snap, err := io.ReadAll(r)
-	require.NoError(t, err)
+	snap, rev := realSnapshot(t, c)
 	cp1 := e.configured("cp-1", 1, e.cp)
 	cp2 := e.configured("cp-2", 2, e.cp)
 	w1 := e.configured("w-1", 3, e.w)
 
-	_, err = e.client(w1).EtcdRecover(c, bytes.NewReader(snap))
+	_, err := e.client(w1).EtcdRecover(c, bytes.NewReader(snap))
 	assert.Equal(t, codes.Unimplemented, status.Code(err))
 	assert.ErrorContains(t, err, "etcd recover is only available on control plane nodes")
 
@@ -133,20 +141,13 @@ func TestEtcdRecover(t *testing.T) {
 // Talos' disaster recovery: etcd fails on every control plane; each one's
 // EPHEMERAL wiped (reset with system_partitions_to_wipe) reboots it with
 // its config and no etcd data; with no member left to lead, none rejoins
-// (the join goes through
-// the running members) until a Bootstrap with RecoverEtcd on one of them,
-// whose restore runs in the RecoverSink before its member starts; the
-// others then rejoin it.
+// (the join goes through the running members) until a Bootstrap with
+// RecoverEtcd on one of them, whose restore runs in the RecoverSink before
+// its member starts; the others then rejoin it.
 func TestResetEphemeralThenRecover(t *testing.T) {
 	e := newEnv(t)
-	et := etcdtest.Start(t)
 	c := ctx(t)
-	rev, err := et.Put(c, "/registry/x", 7)
-	require.NoError(t, err)
-	r, err := et.Snapshot(c)
-	require.NoError(t, err)
-	snap, err := io.ReadAll(r)
-	require.NoError(t, err)
+	snap, rev := realSnapshot(t, c)
 	cps := []*talosapi.Node{e.configured("cp-1", 1, e.cp), e.configured("cp-2", 2, e.cp), e.configured("cp-3", 3, e.cp)}
 	require.NoError(t, cps[0].BootstrapEtcd())
 	waitFor(t, "three members", func() bool { return len(e.c.EtcdMembers()) == 3 })
@@ -154,7 +155,7 @@ func TestResetEphemeralThenRecover(t *testing.T) {
 	wipe := func(label string) *machine.ResetRequest {
 		return &machine.ResetRequest{Reboot: true, SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: label, Wipe: true}}}
 	}
-	_, err = e.client(cps[0]).MachineClient.Reset(c, wipe("BOOT"))
+	_, err := e.client(cps[0]).MachineClient.Reset(c, wipe("BOOT"))
 	require.ErrorContains(t, err, `failed to get volume status with label "BOOT"`)
 	for _, n := range cps {
 		n.SetEtcdRunning(false)
