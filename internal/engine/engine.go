@@ -91,6 +91,8 @@ type Options struct {
 	Interrupts Interrupts
 	// Command names the milner command, recorded with Milner's lock.
 	Command string
+	// Display is how each operation is shown and recorded (display.go).
+	Display Display
 }
 
 // Stack is an opened stack: its project, stack file, backend and secrets.
@@ -106,10 +108,13 @@ type Stack struct {
 	progress io.Writer
 	stop     Interrupts
 	command  string
-	project  *workspace.Project
-	backend  backend.Backend
-	ref      backend.StackReference
-	check    *lockCheck // the lock every state write checks (lockcheck.go)
+	display  Display
+	// eventsKept: an operation of this Stack wrote the --event-log file.
+	eventsKept bool
+	project    *workspace.Project
+	backend    backend.Backend
+	ref        backend.StackReference
+	check      *lockCheck // the lock every state write checks (lockcheck.go)
 	// keys are the stack file's passphrase managers by salt: Secret derives
 	// the key (PBKDF2, slow by design) once per run, not once per value.
 	keys   map[string]*lazyManager
@@ -157,7 +162,7 @@ func Open(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s := &Stack{
 		name: o.Stack, dir: dir, file: stackfile.Path(dir, o.Stack), tools: o.Tools,
-		program: o.Program, progress: o.Progress, stop: o.Interrupts, command: o.Command, project: project,
+		program: o.Program, progress: o.Progress, stop: o.Interrupts, command: o.Command, display: o.Display, project: project,
 	}
 	ps, err := s.stackFile()
 	if err != nil {
@@ -202,6 +207,9 @@ func (s *Stack) stackFile() (*workspace.ProjectStack, error) {
 	ps, err := stackfile.Load(string(s.project.Name), s.file)
 	if err != nil {
 		return nil, fmt.Errorf("stack %q: %w", s.name, err)
+	}
+	if ps.Environment != nil {
+		return nil, fmt.Errorf("stack %q: %s: environment: %w", s.name, s.file, ErrEnvironment)
 	}
 	return ps, nil
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/pkg/v3/backend"
-	"github.com/pulumi/pulumi/pkg/v3/backend/display"
 	pkgengine "github.com/pulumi/pulumi/pkg/v3/engine"
 	"github.com/pulumi/pulumi/pkg/v3/resource/deploy"
 	pkgpassphrase "github.com/pulumi/pulumi/pkg/v3/secrets/passphrase"
@@ -222,10 +221,7 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 				// their order are unchanged (upstream TestParallelDiff).
 				Parallel: 4 * int32(runtime.GOMAXPROCS(0)), ParallelDiff: true,
 			},
-			Display: display.Options{
-				Color: colors.Never, Type: display.DisplayProgress, SuppressPermalink: true,
-				Stdout: s.progress, Stderr: s.progress, EventLogPath: log.Name(),
-			},
+			Display:     s.display.options(log.Name()),
 			SkipPreview: kind != apitype.PreviewUpdate, AutoApprove: kind != apitype.PreviewUpdate,
 		},
 		StackConfiguration: backend.StackConfiguration{Config: cfg, Decrypter: sm.Decrypter()},
@@ -239,6 +235,8 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 		op.Opts.Engine.LocalPolicyPacks = s.policyPacks()
 		op.Opts.Engine.HostFactory = policyHostFactory(s.backend, filepath.Join(s.dir, PolicyDir))
 	}
+	op.Opts.Display.Stdout, op.Opts.Display.Stderr = s.progress, s.progress
+	op.Opts.Engine.Debug = s.display.Debug
 	set(&op.Opts.Engine)
 	var plan *deploy.Plan
 	switch ectx := engineContext(ctx); kind {
@@ -250,6 +248,9 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 		_, err = backend.RefreshStack(ectx, st, op)
 	case apitype.DestroyUpdate:
 		_, err = backend.DestroyStack(ectx, st, op)
+	}
+	if kerr := s.keepEvents(log.Name()); kerr != nil {
+		return nil, nil, fmt.Errorf("stack %q: %s: %w", s.name, name, kerr)
 	}
 	r, rerr := readEvents(log.Name())
 	if rerr != nil {
