@@ -105,7 +105,7 @@ func (f *stackFlags) run(locked bool, do func(*pipeline.Op) error) func(*cobra.C
 		if f.json {
 			o.Out = os.Stderr
 		}
-		opts := engine.Options{Stack: name, Dir: projectDir(cmd), Progress: o.Out, Program: f.program, Interrupts: interruptsOf(o.Ctx), Command: cmd.CommandPath()}
+		opts := engine.Options{Stack: name, Dir: projectDir(cmd), Progress: o.Out, Program: f.program, Interrupts: interruptsOf(o.Ctx), Command: cmd.CommandPath(), Display: global.display}
 		if o.St, err = engine.Open(o.Ctx, opts); err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"slices"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/milner/milner/internal/clientfiles"
 	"github.com/milner/milner/internal/pipeline"
@@ -55,6 +56,7 @@ type usageError struct{ error }
 func (u usageError) Unwrap() error { return u.error }
 
 func main() {
+	stdoutTerminal = term.IsTerminal(1)
 	flush, err := redact.Stdio()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "milner: %v\n", err)
@@ -114,6 +116,9 @@ func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 func typedUsage(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := global.apply(); err != nil {
+			return err
+		}
 		for _, check := range []func() error{cmd.ValidateRequiredFlags, cmd.ValidateFlagGroups} {
 			if err := check(); err != nil {
 				return usageError{err}
@@ -158,6 +163,8 @@ nothing is confirmed.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	global = &globalFlags{}
+	global.add(root)
 	dir := root.PersistentFlags().StringP("cwd", "C", ".", "run as if milner was started in this directory: the project (Pulumi.yaml, Pulumi.<stack>.yaml, .tools/bin)")
 	root.PersistentFlags().StringVar(dir, "dir", ".", "the same as --cwd")
 	_ = root.PersistentFlags().MarkDeprecated("dir", "use -C/--cwd")
@@ -182,22 +189,40 @@ var versionModules = []string{
 }
 
 func versionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print milner's version and the engine and SDK versions it links",
-		Example: `  milner version`,
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print milner's version and the engine and SDK versions it links",
+		Example: `  milner version
+  milner version --json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info, ok := debug.ReadBuildInfo()
 			if !ok {
 				return fmt.Errorf("no build information in this binary")
 			}
-			fmt.Printf("milner %s (%s)\n", info.Main.Version, info.GoVersion)
+			v := version{Milner: info.Main.Version, Go: info.GoVersion, Modules: map[string]string{}}
 			for _, d := range info.Deps {
 				if slices.Contains(versionModules, d.Path) {
-					fmt.Printf("  %s %s\n", d.Path, d.Version)
+					v.Modules[d.Path] = d.Version
 				}
 			}
-			return nil
+			return emit(asJSON, v, func() {
+				fmt.Printf("milner %s (%s)\n", v.Milner, v.Go)
+				for _, m := range versionModules {
+					if ver, ok := v.Modules[m]; ok {
+						fmt.Printf("  %s %s\n", m, ver)
+					}
+				}
+			}, nil)
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the versions as JSON")
+	return cmd
+}
+
+// version is what 'milner version' prints.
+type version struct {
+	Milner  string            `json:"milner"`
+	Go      string            `json:"go"`
+	Modules map[string]string `json:"modules"`
 }

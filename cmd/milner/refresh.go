@@ -2,10 +2,18 @@ package main
 
 import (
 	"fmt"
-	"github.com/milner/milner/internal/pipeline"
 
 	"github.com/spf13/cobra"
+
+	"github.com/milner/milner/internal/pipeline"
 )
+
+// refreshed is refresh's result (--json).
+type refreshed struct {
+	Stack    string `json:"stack"`
+	Read     int    `json:"read"`
+	Differed int    `json:"differed"`
+}
 
 func refreshCmd() *cobra.Command {
 	f := &stackFlags{}
@@ -25,11 +33,14 @@ shows the difference between the program and what is live. Use
 			if err != nil {
 				return err
 			}
-			fmt.Printf("milner refresh: stack %q: %d resources read, %d differed from state\n", o.St.Name(), len(r.Steps), len(r.Changes()))
-			return nil
+			res := refreshed{Stack: o.St.Name(), Read: len(r.Steps), Differed: len(r.Changes())}
+			return emit(f.json, res, func() {
+				fmt.Printf("milner refresh: stack %q: %d resources read, %d differed from state\n", res.Stack, res.Read, res.Differed)
+			}, nil)
 		}),
 	}
 	f.addStack(cmd, false)
 	f.addYes(cmd)
+	f.addJSON(cmd)
 	return cmd
 }

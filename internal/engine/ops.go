@@ -238,6 +238,16 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 	op.Opts.Display.Stdout, op.Opts.Display.Stderr = s.progress, s.progress
 	op.Opts.Engine.Debug = s.display.Debug
 	set(&op.Opts.Engine)
+	// The DIY backend prints its banner ("Previewing update (dev):") with
+	// fmt.Printf, to os.Stdout whatever the display's Stdout (pkg/v3
+	// v3.276.0 backend/diy/backend.go apply): while the operation runs,
+	// os.Stdout is the progress file, so a verb whose stdout is its JSON
+	// result (progress on stderr) keeps it JSON.
+	if f, ok := s.progress.(*os.File); ok && f != os.Stdout {
+		stdout := os.Stdout
+		os.Stdout = f
+		defer func() { os.Stdout = stdout }()
+	}
 	var plan *deploy.Plan
 	switch ectx := engineContext(ctx); kind {
 	case apitype.PreviewUpdate:
