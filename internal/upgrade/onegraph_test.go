@@ -176,46 +176,18 @@ func yamlOf(t *testing.T, cfg *v1alpha1.Config) string {
 	return string(b)
 }
 
-// `TestAskVersionsShowsDriftOrOneLine`). "After an upgrade, up plans no
-// change" is shown under Pulumi mocks (`TestAfterUpgradeUpPlansNoChange`):
-// the real program runs on the dev stack (plus a worker) before and after a
-// version bump; each node's config is rendered from the program's inputs as
-// the provider renders it (machinery's generator with the contract, then the
-// patches); the upgrade is applied to the old config as Talos' Upgrade API
-// (no config change) and upgrade-k8s (the images, with the options Milner
-// passes it) change it; the result equals the bumped program's config but
-// for the installer reference, and a second run of the bumped program has the
-// same Talos inputs, so once recorded there is no diff. The whole verb, its
-// record step included, runs on the real engine with the real Talos plugin
-// against the Talos API doubles for a Talos bump (`tests/integration`
-// TestTalosLayerOnRealPlugin, "a Talos version bump, then milner upgrade":
-// one Upgrade per node, one at a time, the record applying every config
-// `NO_REBOOT`, then a no-op `up`). A Kubernetes bump runs through it too, on
-// three control planes and a worker (TestTalosControlPlanesOnRealPlugin, "a
-// Kubernetes bump, then milner upgrade": v1.32.3 → v1.32.4, 46 s for the
-// verb): upstream's upgrade-k8s asks what it asks of Talos, and the double
-// answers as Talos v1.9.5 does: `Version` for the compatibility check,
-// `ImagePull` (v1alpha1_images.go), the running config as
-// `config.MachineConfig` (v1alpha2_state.go `SetConfig`), the control plane
-// components' config resources watched for their new version
-// (controllers/k8s/control_plane.go), the static pods written with that
-// version as `talos.dev/config-version` (control_plane_static_pod.go), the
-// kubelet's `Service` destroyed and created again when its image changes
-// (controllers/v1alpha1/service.go), `ApplyConfiguration` `NO_REBOOT` for
-// each patch. What a kubelet does, the test does: it mirrors each static pod
-// into the API server (annotations, image, `hostIP`, Ready) and reports each
-// Node's kubelet version from its running config. One step runs on nothing:
-// the bootstrap manifests' sync lists the control plane's `k8s.Manifest`
-// resources and the double serves none, so no manifest (CoreDNS, the
-// kube-proxy DaemonSet, ...) is applied or waited for. Talos renders them
-// from templates in its `internal/` packages (controllers/k8s/manifest.go),
-// which no other module can import, and the double does not write them by
-// hand. The kube-proxy image reaches each control plane's config (upgrade-k8s
-// patches it); its DaemonSet in the API server stays as seeded. After the
-// upgrade, the record updates the four applies (live: those recorded `auto`,
-// a first config's mode, are sent `AUTO` again because the node runs that
-// very config, and Talos applies an unchanged config live) and a second
-// `up` plans nothing.
+// TestAfterUpgradeUpPlansNoChange: "after an upgrade, up plans no change",
+// under Pulumi mocks. The real program runs on the dev stack (plus a
+// worker) before and after a version bump; each node's config is rendered
+// from the program's inputs as the provider renders it (machinery's
+// generator with the contract, then the patches); the upgrade is applied to
+// the old config as Talos' Upgrade API (no config change) and upgrade-k8s
+// (the images, with the options Milner passes it) change it; the result
+// equals the bumped program's config but for the installer reference, and a
+// second run of the bumped program has the same Talos inputs, so once
+// recorded there is no diff. The whole verb on the real engine:
+// tests/integration TestTalosLayerOnRealPlugin (a Talos bump) and
+// TestTalosControlPlanesOnRealPlugin (a Kubernetes bump).
 func TestAfterUpgradeUpPlansNoChange(t *testing.T) {
 	const (
 		fromTalos, fromK8s = "v1.9.5", "v1.32.3"
