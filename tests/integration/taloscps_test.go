@@ -117,7 +117,7 @@ const (
 // implemented, skipping" and the test fails. In step 8 the double
 // promotes a joining control plane after 1.5 s (Talos' 15 s scaled
 // tenfold, one learner at a time). Step 9 read revision 356, 215 keys, in
-// 1 s; step 10 took 37 s. In step 11 the drain kept by the budget exits 1
+// 1 s; step 10 took 37 s, the restore's upload and cp-1's bootstrap 5.9 s. In step 11 the drain kept by the budget exits 1
 // in 10 s (`--drain-timeout 8s`); the removal took 15 s. In step 12 cp-4's
 // removal took 13.8 s, the VM's stop the longest wait (5 s: the verb's
 // poll). The played cluster deletes evicted pods on running nodes (the
