@@ -326,6 +326,10 @@ func TestControlPlanesApplyOneAtATime(t *testing.T) {
 // that node's apply and the bootstrap, and names it by its address, a plain
 // value, as the bootstrap's outputs did for the first control plane: a
 // stack made before plans no change while that node stays.
+//
+// It fails with the bootstrap's outputs back. A stack made by the previous
+// milner (the kubeconfig from the bootstrap) previewed by this one plans no
+// changes: run once by hand on the three-control-plane scenario, not here.
 func TestKubeconfigAsksAControlPlaneOfTheConfig(t *testing.T) {
 	cfg := stackConfig(t, "dev", devSecrets)
 	kubeconfig := func(rec *offline.Recorder) offline.Registration {

@@ -176,6 +176,18 @@ func yamlOf(t *testing.T, cfg *v1alpha1.Config) string {
 	return string(b)
 }
 
+// TestAfterUpgradeUpPlansNoChange: "after an upgrade, up plans no change",
+// under Pulumi mocks. The real program runs on the dev stack (plus a
+// worker) before and after a version bump; each node's config is rendered
+// from the program's inputs as the provider renders it (machinery's
+// generator with the contract, then the patches); the upgrade is applied to
+// the old config as Talos' Upgrade API (no config change) and upgrade-k8s
+// (the images, with the options Milner passes it) change it; the result
+// equals the bumped program's config but for the installer reference, and a
+// second run of the bumped program has the same Talos inputs, so once
+// recorded there is no diff. The whole verb on the real engine:
+// tests/integration TestTalosLayerOnRealPlugin (a Talos bump) and
+// TestTalosControlPlanesOnRealPlugin (a Kubernetes bump).
 func TestAfterUpgradeUpPlansNoChange(t *testing.T) {
 	const (
 		fromTalos, fromK8s = "v1.9.5", "v1.32.3"

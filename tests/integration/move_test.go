@@ -52,6 +52,31 @@ const moveFrom = "d9a46fa"
 //
 // Each output line of the upgrade is logged with the seconds since it
 // started: the path's stages and their times.
+//
+// The move to today's Talos (`tests/integration` TestMoveToTodaysTalos,
+// real engine, real Talos plugin, libvirt domains, the Talos API doubles,
+// three control planes, the Talos layer alone): the `milner` of `d9a46fa`
+// (main as it last pinned v1.9.5, built from the clone's history) makes the
+// cluster on Talos v1.9.5 and Kubernetes v1.32.3; today's `milner` previews
+// and ups that stack with no change at all and applies nothing; with
+// `talosVersion` v1.13.9 and `kubernetesVersion` v1.36.3 declared, preview
+// and up are refused, and `milner upgrade` takes the path of
+// `stacks/config/supported-versions.txt` in ten stages: Talos v1.9.6,
+// Kubernetes v1.32.4, v1.10.9, v1.33.6, v1.11.6, v1.34.1, v1.12.11, v1.35.4,
+// v1.13.9, v1.36.3. Each node takes one `MachineService.Upgrade` per minor
+// (five), none a Reset or Reboot, every domain and apply keeps its id, each
+// Node's kubelet reports v1.36.3, and a preview and an up after plan
+// nothing. The verb took 258 s on this machine: about 15 s per Talos stage
+// (three nodes, each its 5-second reboot poll: the doubles reboot in no
+// time) and 22-43 s per Kubernetes stage (upgrade-k8s' pod waits at the
+// played kubelet's 2-second poll); the whole test about 7.5 minutes with
+// the cluster's making. The nodes went from v1.12 to v1.13 through
+// `MachineService.Upgrade`, as talosctl v1.13.9 does for a node below
+// v1.13.0; Milner's LifecycleService flow for nodes already on v1.13 has not
+// run.
+//
+// The apps gate between nodes (`upgrade.Apps.Ready`) runs on a real
+// kube-apiserver with kube-controller-manager (`tests/kubeapi`
 func TestMoveToTodaysTalos(t *testing.T) {
 	requireTalosTools(t)
 	nodes := []tnode{{"cp-1", 11, true}, {"cp-2", 12, true}, {"cp-3", 13, true}}

@@ -102,6 +102,52 @@ const (
 //
 // Milner sends no node Reset or Reboot (the only resets are the
 // operator's, in step 10).
+//
+// What each step showed failing, with its fix reverted, and the times
+// (about 3 minutes in all): in step 2, with the kubeconfig's node taken
+// from the bootstrap, as before, the renewal dials cp-1 until the
+// provider's 10-minute timeout and the up fails; with its update counted
+// as a Talos change, the health check waits on cp-1 for its own 10
+// minutes. In step 3 the played kubelet polls Talos' static pods every 2 s
+// (its 20 s default scaled tenfold; MILNER_DOUBLE_TIMING=real for 20 s)
+// and restarts the API server for 1 s, dropping its connections: each
+// control plane's restart ended before the next one's apply was sent. In
+// step 4, with the replaced node not avoided, the kubeconfig stays on
+// cp-2. In step 6, with ImagePull unanswered upgrade-k8s logs "not
+// implemented, skipping" and the test fails. In step 8 the double
+// promotes a joining control plane after 1.5 s (Talos' 15 s scaled
+// tenfold, one learner at a time). Step 9 read revision 356, 215 keys, in
+// 1 s; step 10 took 37 s, the restore's upload and cp-1's bootstrap 5.9 s. In step 11 the drain kept by the budget exits 1
+// in 10 s (`--drain-timeout 8s`); the removal took 15 s. In step 12 cp-4's
+// removal took 13.8 s, the VM's stop the longest wait (5 s: the verb's
+// poll). The played cluster deletes evicted pods on running nodes (the
+// kubelet's final delete), pods on deleted Nodes after podgc's quarantine
+// (40 s, 4 s in CI), and keeps kube-proxy's DaemonSet counts at the Node
+// count.
+//
+// Step 6 (v1.32.3 → v1.32.4, 46 s for the verb): upstream's upgrade-k8s asks what it asks of Talos, and the double
+// answers as Talos v1.9.5 does: `Version` for the compatibility check,
+// `ImagePull` (v1alpha1_images.go), the running config as
+// `config.MachineConfig` (v1alpha2_state.go `SetConfig`), the control plane
+// components' config resources watched for their new version
+// (controllers/k8s/control_plane.go), the static pods written with that
+// version as `talos.dev/config-version` (control_plane_static_pod.go), the
+// kubelet's `Service` destroyed and created again when its image changes
+// (controllers/v1alpha1/service.go), `ApplyConfiguration` `NO_REBOOT` for
+// each patch. What a kubelet does, the test does: it mirrors each static pod
+// into the API server (annotations, image, `hostIP`, Ready) and reports each
+// Node's kubelet version from its running config. One step runs on nothing:
+// the bootstrap manifests' sync lists the control plane's `k8s.Manifest`
+// resources and the double serves none, so no manifest (CoreDNS, the
+// kube-proxy DaemonSet, ...) is applied or waited for. Talos renders them
+// from templates in its `internal/` packages (controllers/k8s/manifest.go),
+// which no other module can import, and the double does not write them by
+// hand. The kube-proxy image reaches each control plane's config (upgrade-k8s
+// patches it); its DaemonSet in the API server stays as seeded. After the
+// upgrade, the record updates the four applies (live: those recorded `auto`,
+// a first config's mode, are sent `AUTO` again because the node runs that
+// very config, and Talos applies an unchanged config live) and a second
+// `up` plans nothing.
 func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 	requireTalosTools(t)
 	nodes := []tnode{{"cp-1", 11, true}, {"cp-2", 12, true}, {"cp-3", 13, true}, {"w-1", 21, false}}

@@ -158,6 +158,20 @@ func (s *talosLayer) milnerResets() talosapi.Journal {
 //     is removed from the cluster, the other stays the same object.
 //
 // No node is ever sent Reset or Reboot.
+//
+// What each step showed failing, with its fix reverted (153 s in its
+// namespace): in step 1 the one-secrets-bundle rule asks each VM in state
+// with the provider's maintenance probe and counts only one that does not
+// answer in maintenance mode; before, it counted every VM and refused this
+// up. In step 2 the double issues the kubeconfig for 100 h and the renewal
+// asks cp-1 for a year's. Step 3 fails with the recorded-config rule of
+// internal/applymode reverted (four dry runs). In step 10, with the
+// bootstrap imported, as before, the preview fails in the plugin
+// (docs/runbooks/adopt.md). In step 11, before the apps' kubeconfig had the
+// same dependencies in preview and up, the up failed "violates plan:
+// dependencies changed". The preview shows each node's decided mode: the
+// real plugin leaves resolvedApplyMode unknown until the apply, so the
+// report reads the mode milner sends.
 func TestTalosLayerOnRealPlugin(t *testing.T) {
 	requireTalosTools(t)
 	nodes := []tnode{{"cp-1", 11, true}, {"w-1", 21, false}}

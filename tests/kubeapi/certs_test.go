@@ -23,6 +23,18 @@ import (
 // cluster admin to a real kube-apiserver that trusts the bundle's
 // Kubernetes CA for clients, as Talos' kube-apiserver does: authenticated
 // as admin in system:masters, which RBAC grants everything.
+//
+// Certificate lifetimes and renewal (`internal/certs`, `milner status`,
+// `milner talosconfig|kubeconfig --renew`): unit tests with machinery's own
+// secrets bundle and generators (the talosconfig as `gen config` makes it,
+// the kubeconfig with talos `pkg/kubeconfig.Generate`): expiries read, the
+// 30-day warning, renewed certificates that chain to the bundle's Talos API
+// and Kubernetes CAs with the roles apid and kube-apiserver authorise
+// (`os:admin`; `admin`/`system:masters`). The renewed admin kubeconfig is
+// accepted by a real kube-apiserver that trusts the bundle's Kubernetes CA
+// for clients, as Talos' does (`tests/kubeapi` TestRenewedKubeconfigOnRealAPI:
+// a SelfSubjectReview answers admin in system:masters). The renewed
+// talosconfig against a real apid needs a real Talos node.
 func TestRenewedKubeconfigOnRealAPI(t *testing.T) {
 	api := startAPIServer(t)
 	bundle, err := secrets.NewBundle(secrets.NewClock(), config.TalosVersion1_9)

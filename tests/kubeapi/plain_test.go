@@ -41,6 +41,11 @@ import (
 //     passes, and a program declaring a stray unprotected secrets bundle is
 //     refused naming milner-protected and milner-secret-outputs, by the
 //     CLI and by milner's engine alike.
+//
+// Passed in 129 s (2026-12-05). It failed with the engine's pack load
+// removed (no violations) and with lifecycle.Hooks.Release binding no hook
+// ("a plain pulumi preview of the release's removal passed"). The directory
+// form `--policy-pack policy` (Pulumi's Go language host) was not run.
 func TestPlainPulumiKeepsMilnersRules(t *testing.T) {
 	api := startAPIServer(t)
 	s := newAppsScenario(t, api, testApp("keep"), testApp("other"), woodpeckerApp())

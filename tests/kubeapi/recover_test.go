@@ -26,6 +26,19 @@ import (
 // Deployment or PVC (same uids), that a value changed afterwards upgrades
 // exactly that release, and that a release of the stack's name from
 // another chart is refused, naming both charts.
+//
+//   - Recovery of the apps layer after lost state (`tests/kubeapi`
+//     TestAppsAdoptAfterLostState, 45.9 s here): the real charts through the
+//     mirror, the stack's state deleted, `milner adopt --all`. The next preview
+//     plans no create, replace, delete or import, and no release update; the
+//     four Namespaces show a one-time server-side-apply update. The first up
+//     keeps every release at revision 1 and every StatefulSet, Deployment, PVC
+//     and program object uid; then a no-op preview. A value changed upgrades
+//     only vault (revision 2). A release of another chart is refused naming both
+//     charts, and nothing is left in state. It fails with the run-input
+//     recording (`Complete`) reverted (release updates planned) and with the
+//     adoption skipped (creates planned). Unit tests: `internal/appsadopt`,
+//     `stacks` TestAdoptImportsExactlyTheNamedObjects.
 func TestAppsAdoptAfterLostState(t *testing.T) {
 	mirror := startChartMirror(t, chartsDir(t))
 	api := startAPIServer(t)

@@ -28,6 +28,16 @@ import (
 // kubelet sets it from the readiness probe: for Vault, the chart's
 // `vault status`, failing while sealed). The workloads' own status is
 // only ever written by the controllers.
+//
+// TestRollingAppsGateOnRealAPI): the real StatefulSet and Deployment
+// controllers make the Pods and count the Ready ones; the test plays the
+// kubelet, writing Pod readiness; a Vault pod not Ready with its container
+// running is named sealed. Its place in the sequence (checked before the
+// first node, waited for after each, the run stopped before the next node,
+// rerun resumes) runs against the Talos API test double
+// (`TestAppsGateStopsBeforeTheNextNode`, `TestAppsGateWaitsForTheApps`,
+// `TestAppsNotReadyBeforeTheFirstNodeTouchesNothing`). A real Vault pod
+// sealed by a real reboot needs a real Talos node.
 func TestRollingAppsGateOnRealAPI(t *testing.T) {
 	api := startAPIServer(t)
 	api.startControllerManager()

@@ -8,7 +8,79 @@
 // Semantics are read from Proxmox's own sources (the public mirrors of
 // pve-manager, pve-http-server, pve-access-control, pve-storage and
 // qemu-server); each handler names the function it follows. What could not
-// be read there is listed in docs/verification.md as assumed.
+// be read there is listed below as assumed.
+//
+//   - Against the PVE API double (`tests/pveapi`, HTTPS, `httptest`): the
+//     empty-state/orphan guard on the old OpenTofu cluster (with the exact
+//     reassignment and adopt commands), the stale-VM and known_hosts guards on
+//     the converged cluster, the privilege preflight, the refusal of an
+//     unverifiable certificate, the teardown's unprotect/re-protect
+//     (`internal/pve`), and `TestProdNeedsAreEnough`: a token granted exactly
+//     `pve.Needs`, each privilege on its own path, makes one node's substrate
+//     through the calls bpg makes (download-url, holder create with
+//     `import-from`, resize, node VM attaching the holder's volumes, start).
+//     The double (`go test ./tests/pveapi/`) answers as PVE does, each handler
+//     naming the Perl function it follows: token auth (`401 No ticket`, `401
+//     Authentication failed!` after PVE's 3 s delay), `403 Permission check
+//     failed (<path>, <priv>)` with ACLs propagated to child paths, errors in
+//     the status line and the body's `message`, UPID tasks polled through
+//     `/nodes/{node}/tasks/{upid}/status`, `create_disks` (new, `import-from`,
+//     attach with the volume's current size, `format=` mismatch refused),
+//     `check_volume_access`, `resize` (`shrinking disks is not supported`),
+//     `destroy_vm` (only owned volumes referenced by the config are freed, a
+//     holder's volume attached by the node VM is not; `destroy-unreferenced-disks`
+//     frees every volume of the id; a protected or running guest is refused),
+//     `download-url` (content and extension checks, checksum, no overwrite).
+//     Endpoints: `/version`, `/access/permissions`, `/cluster/resources`,
+//     `/cluster/nextid`, `/nodes`, `/pools`, `/nodes/{node}/network`,
+//     `/nodes/{node}/query-url-metadata`, `/nodes/{node}/storage` and
+//     `…/{storage}/status|content|content/{volume}|download-url`,
+//     `/nodes/{node}/tasks/{upid}/status|log`, `/nodes/{node}/qemu` (list,
+//     create) and `…/{vmid}/config` (GET, PUT, POST), `pending`,
+//     `status/current`, `status/start|stop|shutdown|reboot`, `resize`,
+//     `cloudinit`, DELETE. Sources read: the public mirrors of qemu-server
+//     (9.2.6), pve-storage (9.1.7), pve-manager, pve-http-server and
+//     pve-access-control at their newest commits.
+//     What the double caught in Milner's preflight, from those sources: the
+//     holder's `import-from` needs `Datastore.Audit` (or `AllocateSpace`) on
+//     the image datastore (`check_volume_access`, content `import`), which the
+//     preflight did not ask for, so a token granted exactly its list was
+//     refused creating the holder; and attaching another VM's volume does not
+//     need `Datastore.Allocate` (since pve-storage 42352a4, PVE 7.2:
+//     `Datastore.Audit` on the storage and `VM.Config.Disk` on the owner), so
+//     the preflight no longer asks for a datastore administrator. A
+//     `cicustom` snippet needs only `VM.Config.Cloudinit` (no volume check of
+//     it in qemu-server `API2/Qemu.pm`).
+//
+//   - Assumed (PVE behaviour the double has that was not read in source):
+//     the exact reason phrase of a missing VM id in `nextid`, of a failed
+//     download (`download failed: 404 Not Found`) and of a URL that
+//     `query-url-metadata` cannot reach; that a resize answers with a task
+//     (bpg expects one); `GET /access/permissions` listing each ACL path with
+//     its privileges (not every path below it); a task's pid/pstart; the
+//     volume sizes PVE reports for a fresh cloud-init drive (4 MiB); that the
+//     status line of a worker error carries no trailing newline; PVE 8 and 9
+//     agreeing on all of the above (the sources read are PVE 9's). The sshd
+//     double is OpenSSH's part, not PVE's, modelled on what bpg runs: root's
+//     `id -u` is 0 (no sudo), `tee` creates a new file `0644` (root's umask
+//     022) and keeps an existing file's mode, `/var/lib/vz/snippets` exists
+//     on a storage with the snippets content type; that `qm shutdown` of a
+//     guest that powers off on ACPI ends `stopped` (the double applies it at
+//     the task's end); that pve-http-server takes bpg's `DELETE
+//     .../qemu/<id>/` with its trailing slash; that the `imgdel` worker of
+//     bpg's delete of an unmanaged image, which bpg does not wait for, has
+//     freed the file before the `download` worker it starts next checks for it
+//     (the double ends tasks in the order they were forked).
+//
+//   - Checked in upstream sources/docs: bpg's multi-node guide (node-scoped
+//     downloads, `node_name` change = recreate unless `migrate`, SSH for
+//     snippets), the SDK's `storage.File` docs, pve-storage `check_volume_access`,
+//     qemu-server `move_vm_disk` (reassign rules), pve-manager `download_url`
+//     permissions, Talos v1.11.5's nocloud platform (user-data is the machine
+//     config) and config acquisition (STATE before the platform),
+//     terraform-provider-talos' `talosClientOp` (insecure probe, then the client
+//     certificate), bpg's `user_data_file_id` (`ForceNew`), qemu-server's
+//     cloud-init drive rebuild from the snippet at VM start.
 package pveapi
 
 import (

@@ -579,6 +579,258 @@ func volume(drive string) string { v, _, _ := strings.Cut(drive, ","); return v 
 // plugins, against the PVE double (API and each host's sshd) and a Talos
 // API double per node, linked as the VMs boot and stop. Steps, in order,
 // on one stack; each logs its timing.
+//
+//   - The whole prod stack through `milner` (`tests/pveengine`
+//     TestProdOnRealPlugin, in `make integration`; alone: `go test -tags
+//     integration -count=1 -run TestProdOnRealPlugin -v ./tests/pveengine/`,
+//     root): the committed `Pulumi.prod.yaml` with `milner:stopAfter: talos` and
+//     `imageSha256` set, the `milner` binary as a user runs it, the real bpg and
+//     Talos plugins. In the namespace: the PVE double on pve-1:8006, each host's
+//     sshd double on its address:22 (`tests/pveapi` ssh.go: what bpg's
+//     `proxmox/ssh/client.go` runs, its sudo check, `tee` with the file on
+//     stdin, SFTP stat and chmod), the hosts' keys in a `known_hosts` under the
+//     run's `HOME` and the user key in an SSH agent (`ssh.agent: true`, as
+//     committed); a Talos API double per node on its address:50000, powered off
+//     until its VM starts: a node VM's start boots its node with the snippet its
+//     `cicustom` names as the nocloud user-data (PVE rebuilds the drive from it
+//     at start; Talos takes it as the config while the STATE partition holds
+//     none), a VM's stop powers the node off, Talos' `Shutdown` powers the VM
+//     off; a real kube-apiserver on the VIP, each control plane's own
+//     address:6443 forwarded to it. Steps, in order, on one stack (times on two
+//     cores, 2026-12-05; the whole test 168 s, 2 min 25 s of it in the
+//     namespace):
+//     1. privileges (0.4 s): a token without `Datastore.Allocate` on
+//     `/storage/local` is refused before anything, naming it;
+//     2. from empty to health (38 s): one `download-url` per host with
+//     `checksum`/`checksum-algorithm=sha256`; holders stopped and protected,
+//     node VMs running on their hosts attaching the holders' volumes; per
+//     host the snippet `local:snippets/milner-prod-<node>-talos.yaml`
+//     uploaded over SSH (sudo check, `tee` of 11881 bytes, SFTP stat twice,
+//     `chmod 0600`) and mode `0600` on the double's side; each Talos node
+//     booted with exactly the snippet's bytes as its config, no config sent
+//     unauthenticated, one Bootstrap, the health check read the cluster;
+//     3. no-op (3 s): `milner preview` plans nothing, `milner up` makes no
+//     write request (API or SSH) and sends no ApplyConfiguration;
+//     4. cp-2's memory changed (2 s): bpg plans `replace [diff: ~memory]` of
+//     the node VM (ReplaceOnChanges); `milner up` is refused naming `milner
+//     up --stack prod --replace cp-2`, with no write;
+//     5. `milner up --replace cp-2` (12 s): the journal, in order: the
+//     pre-flight reads (permissions, each host's network, an SSH handshake to
+//     each host for its key), the live VMs, Talos `Shutdown` to cp-2 alone,
+//     its VM reported `stopped` (two polls), then bpg: `GET
+//     .../151/status/current` (stopped: no stop, no shutdown), `DELETE
+//     /nodes/pve-2/qemu/151/?destroy-unreferenced-disks=1&purge=1` (the
+//     task: the cloud-init drive freed, the holder's volumes left), the
+//     create of 151 with `memory=20480`, `virtio0=local-lvm:vm-1151-disk-0`,
+//     `virtio1=local-lvm:vm-1151-disk-1`, the same `cicustom`, then its
+//     start; cp-2 booted configured from its kept disk. VMs 150, 152, 1150,
+//     1151, 1152 unchanged, no write to the holder, the two volumes' bytes
+//     and sizes the same; no ApplyConfiguration; a preview after plans
+//     nothing;
+//     6. a changed host key (5 s): pve-3's sshd shows another key; `milner up`
+//     is refused by the pre-flight naming the new key's fingerprint, with no
+//     write; bpg itself, through the engine with the snippet removed on the
+//     host and refreshed away, fails its upload: `REMOTE HOST IDENTIFICATION
+//     HAS CHANGED for host 192.168.1.13:22`; with the key back, `milner up`
+//     uploads it again, `0600`;
+//     7. a Talos bump to v1.9.6 (24 s): `milner preview` is refused by the
+//     versions interlock and plans a create of `milner-prod-<host>-image-v1.9.6`
+//     per host, the applies' updates and no VM; `milner upgrade` upgrades the
+//     three nodes through Talos (18 s) and skips its record step (the images
+//     are other changes pending); the `milner up` after it downloads the three
+//     images (with the new checksum) and records the configs: no other write,
+//     no VM touched; a preview after plans nothing;
+//     8. a disk grow (cp-3's data disk 128 -> 160 GiB, 12 s): bpg plans an update
+//     of the holder and a replace of the node VM (its attached size follows
+//     the holder's), so `milner up` is refused naming `--replace cp-3`; with
+//     it: the holder's config written again, `PUT /nodes/pve-3/qemu/1152/resize
+//     disk=scsi1&size=171798691840`, then the node VM's delete and create
+//     attaching the same `vm-1152-disk-1`, now 160 GiB;
+//     9. refused before any write (8 s), each with `up` and `up --replace
+//     cp-1`, cp-1 still running after: cp-1 moved to pve-2 (config validation
+//     refuses two control planes on one host first; with the override, the
+//     holder's Protect fails the engine's preview: `unable to replace
+//     resource ... milner-prod-cp-1-disks`), a new image URL at the same
+//     version (the gate: each host's image is persistent substrate and would
+//     be replaced), a data disk shrink 128 -> 100 GiB (the new
+//     `proxmox-disk-shrink` refusal; with `--replace cp-1` it is the only one);
+//     10. guards (13 s): a fresh project (state lost) with the operator's
+//     stack file as it stands (cp-2's memory, cp-3's data disk, Talos
+//     v1.9.6) and `milner:stopAfter: substrate` is refused by
+//     `substrate-in-state` listing the six VMs and naming `milner adopt`;
+//     cp-3's VM recreated out of band as VM 162 (same name) is refused by
+//     `state-identity` (`the cluster's "milner-prod-cp-3" is VM 162 on
+//     pve-3`); then adoption by import: `milner adopt --node cp-N
+//     --holder --id 115N` and `milner adopt --node cp-N --id 15N` for the
+//     three nodes, each exiting 0 (1.2-2.4 s) with its preview planning the
+//     adopted VMs' `import` and no diff; the `milner preview` after all six
+//     plans the six VMs' `import` with no diff, and no create, update,
+//     replace or delete of any VM; besides, the creates of the three hosts'
+//     v1.9.6 images (no adoption records them). No write request from the
+//     first adopt to that preview. The `milner up --yes` after it, with the
+//     image unpinned as the committed `Pulumi.prod.yaml` is (no
+//     `imageSha256`), exits 0 (3.6 s): it imports the six VMs with no
+//     write to any of them, and on each host bpg's `download-url` is
+//     refused (`refusing to override existing file`), bpg stops that task,
+//     deletes the file (`DELETE .../storage/local/content/import/<file>`)
+//     and downloads it again; a
+//     `milner preview` after it plans no changes. Before the fix, cp-1's
+//     node VM adoption was refused (`adopt-replaces-nothing`, bpg planning a
+//     replace), and the up after the adoption failed on the images:
+//     "caught" below;
+//     11. teardown (5 s): `milner teardown` without confirmation lists every
+//     resource, the holders and the secrets bundle `(protected)`, the three
+//     images and three snippets `(retained: left where it is, not
+//     deleted)`, "6 retained resources are removed from the state only",
+//     and is refused (`refused: not confirmed`, exit 3 in that run, before milner took Pulumi's exit codes) with no write; `milner teardown
+//     --yes` (5 s) deletes 24 resources; its writes, in order: each holder's
+//     `PUT .../config protection=0` (milner's unprotect), each node VM's
+//     `POST .../status/stop` then `DELETE
+//     /nodes/<host>/qemu/<vmid>/?destroy-unreferenced-disks=1&purge=1`,
+//     then each holder's (the double, as qemu-server's `destroy_vm`,
+//     refuses a protected VM); the
+//     images and snippets leave the state only (`[retain]`); after it no VM is
+//     left and no volume on any host's `local-lvm`; each host's `local`
+//     keeps exactly the retained files: the v1.9.5 and v1.9.6 images and
+//     that host's node's snippet.
+//     What the real provider and the doubles caught, fixed:
+//   - bpg's snippet upload first reads the datastore's configuration (`GET
+//     /storage/local`, for its path), which PVE allows with
+//     `Datastore.Allocate` only (pve-storage `Config.pm` `read`): the
+//     privilege preflight did not ask for it (it asked nothing of the
+//     snippets datastore), so a token granted its list would have failed
+//     mid-apply, after the images and holders. It now asks
+//     `Datastore.Allocate` and `Datastore.Audit` on the snippets datastore
+//     when the stack has the Talos layer (`internal/pve` `Needs`).
+//   - bpg refuses a changed host key only at the upload, mid-apply; milner's
+//     pre-flight now asks each known host for its key of the known type and
+//     refuses another before anything is touched (`internal/guard`
+//     `KnownHosts`, `DialHostKey`).
+//   - a disk shrink: bpg refuses it only in the holder's update
+//     (`vmUpdateDiskLocationAndSize`, "Cannot shrink"), and with `--replace`
+//     after Talos' Shutdown had stopped the node: now a `proxmox-disk-shrink`
+//     refusal with the delta.
+//   - with three control planes, milner waits after each control plane's
+//     apply for that node's own API server (`internal/apiready`): the test
+//     forwards each address's 6443 to the VIP's API server.
+//   - `milner upgrade`'s record step updates configs only: on Proxmox a bump
+//     also creates each host's new image, so the record is skipped and the
+//     `milner up` after it records the configs with the images.
+//   - adoption by import planned a replace of every node VM (and an update
+//     of its holder), which `milner adopt` refused: the holder's import
+//     diffed on `agent`, `cpu`, `memory`, `operatingSystem`, `watchdog`,
+//     `hookScriptFileId` and `disks`, the node VM's on `agent`, `disks`,
+//     `hookScriptFileId`, `watchdog` (ReplaceOnChanges). Causes, attribute by
+//     attribute: (a) the double stored bpg's CD-ROM drive as sent,
+//     `file=cdrom,media=cdrom,`, where qemu-server writes `print_drive`'s
+//     `cdrom,media=cdrom` (`API2/Qemu.pm` `$create_disks`): bpg read the
+//     trailing comma as an empty volume. Fixed in the double (and a drive's
+//     empty fields dropped, as `parse_property_string` does); with PVE's
+//     answer the import reads `cdrom` as the CD-ROM's file too, one more
+//     diff. (b) bpg v0.95.0's import: `disk/disk.go` `Read` skips only
+//     `none` drives and the VM's own cloud-init volume, and with no disks in
+//     the prior state keeps every drive it found, so both VMs' imported
+//     disks began with bpg's own CD-ROM drive `ide3` and the node VM's
+//     `virtio0` paired with the holder's `ide3` (`pathInDatastore` empty,
+//     `virtio1` with the holder's OS disk); `vm.go` `vmReadCustom` sets the
+//     agent, cpu, memory and operating_system blocks only where PVE's values
+//     differ from bpg's defaults, the watchdog to an empty list when there
+//     is none, and `vmReadPrimitiveValues` never reads
+//     `hook_script_file_id`, while the bridge fills each block's default
+//     into the inputs. (c) the program: the node VM declares the agent off
+//     (bpg's default) and both VMs took bpg's default CD-ROM (the host's
+//     drive). Fixed: both VMs declare the CD-ROM drive empty (`none`, bpg's
+//     documented value; ignored after creation, so VMs made before keep
+//     theirs and are not replaced; the guard's fix then prints `qm set
+//     <vmid> --ide3 none,media=cdrom` before their adoption), and an adopted
+//     VM ignores exactly what the import cannot read back
+//     (`components/substrate` `ProxmoxNodeImportUnread`,
+//     `ProxmoxHolderImportUnread`, [adopt.md](runbooks/adopt.md)); applying
+//     the update instead would stop and start a running node VM (bpg's
+//     `vmUpdate` marks an agent change `rebootRequired`). Reverted once
+//     (`components/substrate/proxmox.go` as before, the double fixed): the
+//     holder's adoption preview plans `import ... : agent, cdrom, cpu, disks,
+//     hookScriptFileId, memory, operatingSystem, watchdog`, and `milner adopt
+//     --node cp-1 --id 150` exits 5, `adopting node "cp-1" (150) would plan
+//     [delete-replaced ... replace ... create-replacement ...]` `[rule
+//     adopt-replaces-nothing]` (bpg's `[diff:
+//     +agent,hookScriptFileId,watchdog~cdrom,disks]`, the imported disks
+//     starting with `ide3` `pathInDatastore: cdrom`). With only the empty
+//     CD-ROM drive reverted: the holder's import plans `disks,
+//     hookScriptFileId` and cp-1's VM adoption is refused the same way
+//     (`[diff: +hookScriptFileId~disks]`). With only the adopted VMs' ignores
+//     reverted: the holder's import plans `agent, cpu, hookScriptFileId,
+//     memory, operatingSystem, watchdog` and cp-1's VM adoption is refused
+//     (`[diff: +agent,hookScriptFileId,watchdog]`, no `disks`).
+//   - bpg stops a failed download's task (`DELETE
+//     /nodes/{node}/tasks/{upid}`, pve-manager `Tasks.pm` `stop_task`), which
+//     the double did not serve (501); it does now.
+//   - the images after a lost state (or a teardown, which retains them):
+//     bpg v0.95.0's `download_file` has no importer (no `ImportState` in
+//     `fwprovider/nodes/resource_download_file.go`), so the `up` after an
+//     adoption creates each host's image resource over the file already
+//     there. PVE's `download_url` worker (pve-common
+//     `PVE::Tools::download_file_from_url`; the API never sets
+//     `allow_overwrite`) keeps an existing file whose checksum matches the
+//     one asked, refuses a mismatch, and without a checksum refuses with
+//     `refusing to override existing file`, which bpg reads as "File already
+//     exists in the datastore, it was created outside of Terraform" and
+//     fails the up, no VM imported. The double had refused every existing
+//     file, checksum or not (so a pinned stack, which PVE lets through,
+//     failed too), and answered the delete of a volume id with a slash 501
+//     (PVE routes `.../content/<volume>` with `fragmentDelimiter ”`,
+//     pve-storage `Status.pm`): both fixed, `tests/pveapi`
+//     TestDownloadOverAnExistingFile. The committed prod stack is unpinned,
+//     so the program sets `overwrite_unmanaged` on each image (ignored
+//     after creation): bpg then deletes the file (`DELETE
+//     .../storage/<ds>/content/import%2F<file>`, `Datastore.Allocate` on the
+//     image datastore) and downloads it again (`Create`, around line 430).
+//     The file is this cluster's own image at that version and URL (its
+//     name carries cluster, version and a hash of the URL); no VM uses it (a
+//     holder's disks are `import-from` copies). Reverted once (no
+//     `overwrite_unmanaged`, the double fixed): the up after the adoption
+//     exits 1, `File already exists in the datastore, it was created outside
+//     of Terraform or is managed by another resource`.
+//
+// Not checked without a real Proxmox cluster:
+// The tests run the program under mocks, the PVE client against the PVE API
+// double (written from PVE's source, not captured from a host), and the whole
+// prod stack through `milner` with the real bpg and Talos plugins against the
+// PVE double (API and the hosts' sshd) and Talos API doubles (above).
+// Nothing here was run against a real PVE host or cluster, nor with a
+// booting Talos node. What ran only against the doubles, so still unverified
+// on PVE: the holder's disks attached by `pathInDatastore` without a perpetual
+// diff, bpg's delete of a node VM leaving the holder's disks (qemu-server's
+// `destroy_vm` frees only volumes the VM owns: read in source, modelled, and
+// bpg's `DELETE ...?destroy-unreferenced-disks=1&purge=1` ran against it), the
+// snippet upload over SSH and the file's mode on the host, the teardown's
+// unprotect; PVE's own answers
+// where the double assumes them (the list above). Not run at all: that the
+// factory's `nocloud-amd64.qcow2` imports through the `import` content type;
+// that Talos' nocloud platform takes the cloud-init address and boots the
+// image with the snippet as its config (the Talos double takes the bytes as
+// Talos' source says it does). Not run either: a reinstall after `milner teardown` (the
+// images it retains are downloaded over the same way as after an adoption,
+// not run here); adopting VMs made before the empty CD-ROM
+// drive (the guard's `qm set ... --ide3 none,media=cdrom` on a running VM);
+// the exact privilege list on a real PVE (and
+// the `/access/permissions` reading of it); the reassignment commands of
+// [adopt.md](runbooks/adopt.md); the move procedure; that adding the `ssh`
+// block to an existing stack's provider is an in-place provider update
+// (pulumi-terraform-bridge's `DiffConfig` replaces a provider only for
+// settings marked `ForcesProviderReplace`, pulumi-terraform-bridge PR #1683;
+// `milner up`'s gate would refuse the cascade otherwise); two running VMs
+// sharing a disk (nothing in PVE refuses it; Milner's rule is that it never
+// happens).
+//
+// The steps numbered above were written before three more were added
+// between the guards and the teardown: a worker added, a fourth control
+// plane added (the up waits for its etcd promotion), and a control plane
+// removed: `up --remove cp-3` (cp-3 out of the config, Vault's replicas
+// lowered with it): its etcd member removed through cp-1, Talos Shutdown,
+// then the only DELETE, of its node VM 152; its disk holder 1152 unwritten,
+// kept and listed with its `pvesh` commands; the other members kept; a
+// no-op after; 17 s.
 func TestProdOnRealPlugin(t *testing.T) {
 	for _, b := range []string{"pulumi", "pulumi-resource-proxmoxve", "pulumi-resource-talos", "etcd", "kube-apiserver", "kube-controller-manager"} {
 		if _, err := os.Stat(filepath.Join(repo, ".tools", "bin", b)); err != nil {

@@ -99,4 +99,21 @@
 // node listens on its address whatever its config's network section
 // says), and drain (Shutdown and Upgrade answer at once, cordoning and
 // draining nothing; Upgrade pulls no installer image).
+//
+// Where a model of each would be read from (Talos v1.13.9): boot to
+// maintenance mode and reboot,
+// internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go
+// (Initialize, Boot, Reboot); Bootstrap's FailedPrecondition until CRI runs
+// and time is in sync, internal/app/machined/internal/server/v1alpha1/
+// v1alpha1_server.go (Bootstrap) and pkg/machinery/resources/time; a
+// learner joining etcd and its promotion (WithLearnerPromotion times it),
+// internal/app/machined/pkg/controllers/etcd/member.go and
+// internal/pkg/etcd/; cordon and drain before Shutdown and Upgrade
+// (PodDisruptionBudgets, the drain's timeout), v1alpha1_sequencer_tasks.go
+// (CordonAndDrainNode) and pkg/kubernetes/kubernetes.go (Drain); Upgrade
+// pulling the installer, cmd/installer/pkg/install/install.go; the static
+// address taken only where deviceSelector matches the MAC,
+// internal/app/machined/pkg/controllers/network/link_config.go and
+// address_config.go; the VIP answered only by the etcd-elected control
+// plane, internal/app/machined/pkg/controllers/network/operator/vip.go.
 package talosapi
