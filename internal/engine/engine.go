@@ -209,7 +209,7 @@ func (s *Stack) stackFile() (*workspace.ProjectStack, error) {
 		return nil, fmt.Errorf("stack %q: %w", s.name, err)
 	}
 	if ps.Environment != nil {
-		return nil, fmt.Errorf("stack %q: %s: environment: %w", s.name, s.file, ErrEnvironment)
+		return nil, fmt.Errorf("stack %q: %s: %w", s.name, s.file, ErrEnvironment)
 	}
 	return ps, nil
 }
