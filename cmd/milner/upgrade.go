@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/milner/milner/internal/pipeline"
@@ -11,6 +13,7 @@ func upgradeCmd() *cobra.Command {
 	f := &stackFlags{}
 	var talosconfigFile string
 	var dryRun bool
+	var drainTimeout time.Duration
 	// The record's update runs the cluster health check (the default
 	// RunOptions): it changes the Talos layer.
 	run := &stacks.RunOptions{}
@@ -27,7 +30,10 @@ no alarm), and every StatefulSet and Deployment of the apps layer must be
 fully Ready: after a node, up to 10 minutes (a rebooted node's Vault pod
 is Ready only once unsealed; the run stops, naming the sealed pod, rather
 than take the next node down). A node is upgraded with the declared installer image, its data
-preserved, and must come back on the declared version. The first failure
+preserved, and must come back on the declared version; it is cordoned
+and drained first (PodDisruptionBudgets hold; a blocked drain stops the
+run naming the pod, before the node is upgraded) and uncordoned once back.
+The first failure
 stops the run and names the node; a rerun skips nodes already upgraded.
 Kubernetes follows with upstream's upgrade-k8s sequence.
 
@@ -43,7 +49,7 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A dry run sends nothing, so takes no lock and needs no gate.
 			return f.run(!dryRun, func(o *pipeline.Op) error {
-				_, err := pipeline.Run(o, pipeline.Upgrade(), pipeline.Input{Talosconfig: talosconfigFile, DryRun: dryRun, RunOpts: run})
+				_, err := pipeline.Run(o, pipeline.Upgrade(), pipeline.Input{Talosconfig: talosconfigFile, DryRun: dryRun, DrainTimeout: drainTimeout, RunOpts: run})
 				return err
 			})(cmd, args)
 		},
@@ -51,6 +57,7 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 	f.addStack(cmd, true)
 	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", 0, "how long each node's drain before its upgrade may wait on its pods' evictions (PodDisruptionBudgets); default 5m, as talosctl's")
 	f.addYes(cmd)
 	return cmd
 }

@@ -28,8 +28,9 @@ type Input struct {
 	// Remove is the node named with --remove: taken out of the cluster and
 	// its VM deleted, its volumes retained on the host (remove.go).
 	Remove string
-	// DrainTimeout is --drain-timeout: how long a removed node's drain
-	// may take (zero: 5 minutes, talosctl's).
+	// DrainTimeout is --drain-timeout: how long the drain of a removed
+	// node, or of a node before its upgrade, may take (zero: 5 minutes,
+	// talosctl's).
 	DrainTimeout time.Duration
 	// Refresh is --refresh: every resource read back first.
 	Refresh bool

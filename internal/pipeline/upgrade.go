@@ -32,6 +32,7 @@ func upgradePlan(o *Op) error {
 		return err
 	}
 	u.opts = upgrade.DefaultOptions(os.Stdout)
+	u.opts.DrainTimeout = o.in.DrainTimeout
 	if !o.in.DryRun { // a dry run sends nothing, so needs no gate
 		if u.opts.Apps, err = o.Apps(true); err != nil {
 			return err

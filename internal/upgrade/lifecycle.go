@@ -51,15 +51,7 @@ func (c *Cluster) upgradeLifecycle(ctx context.Context, n Node, image string, o 
 		return "upgrade", err
 	}
 	_, _ = fmt.Fprintf(o.Out, "%s: installed %s; cordon and drain\n", what, image)
-	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, cl)
-	if err != nil {
-		return "drain", err
-	}
-	cs, err := kubeclient.FromTalosClient(ctx, cl)
-	if err != nil {
-		return "drain", err
-	}
-	if err := Drain(ctx, cs, nodeName, o.DrainTimeout, o.Out); err != nil {
+	if err := c.drain(ctx, n, o); err != nil {
 		return "drain", fmt.Errorf("%w (the new Talos is installed and runs at the next reboot; the node is cordoned: fix the cause and rerun `milner upgrade`)", err)
 	}
 	if err := cl.Reboot(ctx, client.WithRebootMode(machine.RebootRequest_DEFAULT)); err != nil {
@@ -68,9 +60,25 @@ func (c *Cluster) upgradeLifecycle(ctx context.Context, n Node, image string, o 
 	return "", nil
 }
 
-// uncordonLifecycle waits for a node upgraded through LifecycleService to
-// be Ready and uncordons it, as talosctl does after the reboot.
-func (c *Cluster) uncordonLifecycle(ctx context.Context, n Node, o Options, what string) error {
+// drain cordons and drains node n's Kubernetes node (Drain), reached
+// through the Kubernetes API with a kubeconfig from its Talos API, as
+// talosctl's nodedrain does.
+func (c *Cluster) drain(ctx context.Context, n Node, o Options) error {
+	cl := c.clients[n.Name]
+	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, cl)
+	if err != nil {
+		return err
+	}
+	cs, err := kubeclient.FromTalosClient(ctx, cl)
+	if err != nil {
+		return err
+	}
+	return Drain(ctx, cs, nodeName, o.DrainTimeout, o.Out)
+}
+
+// uncordon waits for an upgraded node to be Ready and uncordons it, as
+// talosctl does after a LifecycleService upgrade's reboot.
+func (c *Cluster) uncordon(ctx context.Context, n Node, o Options, what string) error {
 	cl := c.clients[n.Name]
 	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, cl)
 	if err != nil {

@@ -722,17 +722,7 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 	})
 
 	step("remove a worker", func(t *testing.T, mark int) {
-		api := s.clusterAPI()
-		// A pod on w-2 that a PodDisruptionBudget keeps (a Running pod: a
-		// Pending one is evicted whatever its budget).
-		if err := api.ReadyPod("kube-system", "keeper", "keeper", "w-2", nil); err != nil {
-			t.Fatal(err)
-		}
-		pdb := map[string]any{"metadata": map[string]any{"name": "keeper"},
-			"spec": map[string]any{"minAvailable": 1, "selector": map[string]any{"matchLabels": map[string]any{"k8s-app": "keeper"}}}}
-		if b, code, err := api.Do(http.MethodPost, "/apis/policy/v1/namespaces/kube-system/poddisruptionbudgets", "", pdb); err != nil || code != http.StatusCreated {
-			t.Fatalf("create the budget: %d %s %v", code, b, err)
-		}
+		release := s.keepPodOn("w-2")
 		domains, applies := s.uuids(), s.stateIDs(gate.TypeConfigApply)
 		s.drop("w-2")
 		refused(t, "preview without --remove", s.milner("preview"), "[rule remove-named]", "--remove w-2")
@@ -746,9 +736,7 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		}
 		s.kept(domains, applies)
 		s.volumesProtected("w-2", true)
-		if b, code, err := api.Do(http.MethodDelete, "/apis/policy/v1/namespaces/kube-system/poddisruptionbudgets/keeper", "", nil); err != nil || code != http.StatusOK {
-			t.Fatalf("delete the budget: %d %s %v", code, b, err)
-		}
+		release()
 		up := s.mustMilner("up", "--yes", "--remove", "w-2")
 		j := s.c.Journal()[mark:]
 		t.Logf("journal of w-2's removal (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
@@ -952,6 +940,29 @@ func (s *talosLayer) joinWhenBooted(d *talosapi.Node, n tnode) <-chan struct{} {
 		}
 	}()
 	return done
+}
+
+// keepPodOn puts a Running pod kube-system/keeper on node, kept there by
+// a PodDisruptionBudget that allows no disruption (a Pending pod is
+// evicted whatever its budget); release deletes the budget.
+func (s *talosLayer) keepPodOn(node string) (release func()) {
+	t := s.t
+	t.Helper()
+	api := s.clusterAPI()
+	if err := api.ReadyPod("kube-system", "keeper", "keeper", node, nil); err != nil {
+		t.Fatal(err)
+	}
+	pdb := map[string]any{"metadata": map[string]any{"name": "keeper"},
+		"spec": map[string]any{"minAvailable": 1, "selector": map[string]any{"matchLabels": map[string]any{"k8s-app": "keeper"}}}}
+	if b, code, err := api.Do(http.MethodPost, "/apis/policy/v1/namespaces/kube-system/poddisruptionbudgets", "", pdb); err != nil || code != http.StatusCreated {
+		t.Fatalf("create the budget: %d %s %v", code, b, err)
+	}
+	return func() {
+		t.Helper()
+		if b, code, err := api.Do(http.MethodDelete, "/apis/policy/v1/namespaces/kube-system/poddisruptionbudgets/keeper", "", nil); err != nil || code != http.StatusOK {
+			t.Fatalf("delete the budget: %d %s %v", code, b, err)
+		}
+	}
 }
 
 // controlPlaneAdded requires an up that added the control plane node to
