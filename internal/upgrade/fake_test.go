@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"github.com/milner/milner/components/vocab"
 	"math/big"
 	"net"
 	"path/filepath"
@@ -37,6 +36,13 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/milner/milner/components/vocab"
 )
 
 // The fake cluster: one gRPC server per node on a loopback TLS listener,
@@ -300,9 +306,19 @@ func connect(t *testing.T, d Declared, talosconfig string) *Cluster {
 	return c
 }
 
-// testOptions are short waits for the fake.
+// testOptions are short waits for the fake, and a Kubernetes API (fake
+// clientset) where each node's drain and uncordon find its Node, Ready.
 func testOptions(out *strings.Builder) Options {
-	return Options{Out: out, Poll: 5 * time.Millisecond, RebootTimeout: 2 * time.Second, HealthTimeout: 300 * time.Millisecond}
+	cs := k8sfake.NewClientset()
+	kube := func(ctx context.Context, n Node) (kubernetes.Interface, string, error) {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, "", err
+		}
+		return cs, n.Name, nil
+	}
+	return Options{Out: out, Poll: 5 * time.Millisecond, RebootTimeout: 2 * time.Second, HealthTimeout: 300 * time.Millisecond, Kube: kube}
 }
 
 func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {

@@ -13,6 +13,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/reporter"
 	"golang.org/x/mod/semver"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Talos v1.13 upgrades through LifecycleService (api/machine/lifecycle.proto,
@@ -60,16 +61,28 @@ func (c *Cluster) upgradeLifecycle(ctx context.Context, n Node, image string, o 
 	return "", nil
 }
 
-// drain cordons and drains node n's Kubernetes node (Drain), reached
-// through the Kubernetes API with a kubeconfig from its Talos API, as
-// talosctl's nodedrain does.
-func (c *Cluster) drain(ctx context.Context, n Node, o Options) error {
+// kube is the Kubernetes API node n's drain and uncordon go through, and
+// its name there: o.Kube, or, as talosctl's nodedrain reaches them, a
+// kubeconfig from the node's Talos API and its nodename resource.
+func (c *Cluster) kube(ctx context.Context, n Node, o Options) (kubernetes.Interface, string, error) {
+	if o.Kube != nil {
+		return o.Kube(ctx, n)
+	}
 	cl := c.clients[n.Name]
 	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, cl)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	cs, err := kubeclient.FromTalosClient(ctx, cl)
+	if err != nil {
+		return nil, "", err
+	}
+	return cs, nodeName, nil
+}
+
+// drain cordons and drains node n's Kubernetes node (Drain).
+func (c *Cluster) drain(ctx context.Context, n Node, o Options) error {
+	cs, nodeName, err := c.kube(ctx, n, o)
 	if err != nil {
 		return err
 	}
@@ -79,12 +92,7 @@ func (c *Cluster) drain(ctx context.Context, n Node, o Options) error {
 // uncordon waits for an upgraded node to be Ready and uncordons it, as
 // talosctl does after a LifecycleService upgrade's reboot.
 func (c *Cluster) uncordon(ctx context.Context, n Node, o Options, what string) error {
-	cl := c.clients[n.Name]
-	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, cl)
-	if err != nil {
-		return err
-	}
-	cs, err := kubeclient.FromTalosClient(ctx, cl)
+	cs, nodeName, err := c.kube(ctx, n, o)
 	if err != nil {
 		return err
 	}
