@@ -178,6 +178,25 @@ func newProd(t *testing.T) *prod {
 // initProject writes a project: the repo's Pulumi.yaml, the committed
 // Pulumi.prod.yaml with milner:stopAfter talos and the image's digest, the
 // token set as a secret with the pinned CLI, a file backend of its own.
+// vmDeletedAlone requires the PVE journal since mark to hold one DELETE,
+// of VM vm on host, and no write to its disk holder; it returns when the
+// delete came.
+func (p *prod) vmDeletedAlone(t *testing.T, mark int, host string, vm, holder int) (del time.Time) {
+	t.Helper()
+	for _, e := range p.pve.Journal()[mark:] {
+		if e.Method == "DELETE" {
+			if strings.TrimSuffix(e.Path, "/") != fmt.Sprintf("/nodes/%s/qemu/%d", host, vm) {
+				t.Errorf("a delete of another object: %s", e)
+			}
+			del = e.Time
+		}
+		if strings.Contains(e.Path, fmt.Sprintf("/qemu/%d", holder)) && e.Method != "GET" {
+			t.Errorf("the holder was written: %s", e)
+		}
+	}
+	return del
+}
+
 func (p *prod) initProject() {
 	p.dir = p.t.TempDir()
 	for _, f := range []string{"Pulumi.yaml", "Pulumi.prod.yaml"} {
@@ -984,7 +1003,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 				t.Errorf("volume %s changed across the replace", v)
 			}
 		}
-		var shutdown, del time.Time
+		var shutdown time.Time
 		for _, e := range p.talos.Journal()[talosMark:] {
 			if e.Name() == "Shutdown" && shutdown.IsZero() {
 				if e.Node != "cp-2" {
@@ -993,17 +1012,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 				shutdown = e.Time
 			}
 		}
-		for _, e := range p.pve.Journal()[mark:] {
-			if e.Method == "DELETE" {
-				if strings.TrimSuffix(e.Path, "/") != "/nodes/pve-2/qemu/151" {
-					t.Errorf("a delete of another object: %s", e)
-				}
-				del = e.Time
-			}
-			if strings.Contains(e.Path, "/qemu/1151") && e.Method != "GET" {
-				t.Errorf("the holder was written: %s", e)
-			}
-		}
+		del := p.vmDeletedAlone(t, mark, "pve-2", 151, 1151)
 		if shutdown.IsZero() || del.IsZero() || !shutdown.Before(del) {
 			t.Errorf("want Talos' Shutdown of cp-2 (%v) before the VM's delete (%v)", shutdown, del)
 		}
@@ -1323,7 +1332,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 		})
 		r := p.must("up", "--yes", "--remove", "cp-3")
 		t.Logf("journal of cp-3's removal:\n%s", strings.Join(p.merged(mark, talosMark), "\n"))
-		var removed, shutdown, del time.Time
+		var removed, shutdown time.Time
 		for _, e := range p.talos.Journal()[talosMark:] {
 			switch e.Name() {
 			case "EtcdRemoveMemberByID":
@@ -1340,17 +1349,7 @@ func TestProdOnRealPlugin(t *testing.T) {
 				t.Errorf("%s was sent: %s", e.Name(), e)
 			}
 		}
-		for _, e := range p.pve.Journal()[mark:] {
-			if e.Method == "DELETE" {
-				if strings.TrimSuffix(e.Path, "/") != "/nodes/pve-3/qemu/152" {
-					t.Errorf("a delete of another object: %s", e)
-				}
-				del = e.Time
-			}
-			if strings.Contains(e.Path, "/qemu/1152") && e.Method != "GET" {
-				t.Errorf("the holder was written: %s", e)
-			}
-		}
+		del := p.vmDeletedAlone(t, mark, "pve-3", 152, 1152)
 		if removed.IsZero() || shutdown.IsZero() || del.IsZero() || !removed.Before(shutdown) || !shutdown.Before(del) {
 			t.Errorf("want the member removal (%v), then the Shutdown (%v), then the VM's delete (%v)", removed, shutdown, del)
 		}
