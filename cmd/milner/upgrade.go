@@ -30,10 +30,10 @@ no alarm), and every StatefulSet and Deployment of the apps layer must be
 fully Ready: after a node, up to 10 minutes (a rebooted node's Vault pod
 is Ready only once unsealed; the run stops, naming the sealed pod, rather
 than take the next node down). A node is upgraded with the declared installer image, its data
-preserved, and must come back on the declared version; it is cordoned
-and drained first (PodDisruptionBudgets hold; a blocked drain stops the
-run naming the pod, before the node is upgraded) and uncordoned once back.
-The first failure
+preserved, and must come back on the declared version (a node on v1.13
+or later is drained by milner first, PodDisruptionBudgets holding, and
+uncordoned once back; an older one is drained by Talos itself). The first
+failure
 stops the run and names the node; a rerun skips nodes already upgraded.
 Kubernetes follows with upstream's upgrade-k8s sequence.
 
@@ -57,7 +57,7 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 	f.addStack(cmd, true)
 	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
-	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", 0, "how long each node's drain before its upgrade may wait on its pods' evictions (PodDisruptionBudgets); default 5m, as talosctl's")
+	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", 0, "how long the drain of a node on Talos v1.13 or later may wait on its pods' evictions (PodDisruptionBudgets); default 5m, as talosctl's")
 	f.addYes(cmd)
 	return cmd
 }

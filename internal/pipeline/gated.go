@@ -29,8 +29,8 @@ type Input struct {
 	// its VM deleted, its volumes retained on the host (remove.go).
 	Remove string
 	// DrainTimeout is --drain-timeout: how long the drain of a removed
-	// node, or of a node before its upgrade, may take (zero: 5 minutes,
-	// talosctl's).
+	// node, or of a node upgraded from v1.13 on, may take (zero: 5
+	// minutes, talosctl's).
 	DrainTimeout time.Duration
 	// Refresh is --refresh: every resource read back first.
 	Refresh bool

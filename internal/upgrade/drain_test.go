@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	fakediscovery "k8s.io/client-go/discovery/fake"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -78,40 +75,6 @@ func blockedOn(node string, objs ...runtime.Object) *fake.Clientset {
 		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 	})
 	return cs
-}
-
-// A node below v1.13 is drained by Milner before its Upgrade: a drain a
-// PodDisruptionBudget blocks stops the run at that node, naming the pod,
-// with no Upgrade sent to it; the nodes upgraded before it are back,
-// uncordoned. Fails with the drain before MachineService.Upgrade removed
-// (w-1 is sent its Upgrade) and with the uncordon removed.
-func TestBlockedDrainStopsBeforeTheUpgrade(t *testing.T) {
-	fc, d, tc := newFake(t, fiveNodes()...)
-	var nodes []runtime.Object
-	for _, n := range fiveNodes() {
-		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}})
-	}
-	cs := blockedOn("w-1", nodes...)
-	var out strings.Builder
-	o := testOptions(&out)
-	o.DrainTimeout = time.Second
-	o.Kube = func(_ context.Context, n Node) (kubernetes.Interface, string, error) { return cs, n.Name, nil }
-	err := Execute(context.Background(), connect(t, d, tc), o, false, yes)
-	require.Error(t, err, out.String())
-	for _, want := range []string{`node "w-1" (drain)`, "pod apps/keeper", "no upgrade was sent"} {
-		assert.Contains(t, err.Error(), want)
-	}
-	var got []string
-	for _, u := range fc.upgrades() {
-		got = append(got, strings.Fields(u)[0])
-	}
-	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3"}, got, "Upgrade sent")
-	for _, n := range []string{"cp-1", "cp-2", "cp-3", "w-1"} {
-		node, err := cs.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, n == "w-1", node.Spec.Unschedulable, "%s cordoned", n)
-	}
 }
 
 // A node Kubernetes does not know has nothing to drain.

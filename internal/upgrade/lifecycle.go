@@ -62,22 +62,28 @@ func (c *Cluster) upgradeLifecycle(ctx context.Context, n Node, image string, o 
 }
 
 // kube is the Kubernetes API node n's drain and uncordon go through, and
-// its name there: o.Kube, or, as talosctl's nodedrain reaches them, a
-// kubeconfig from the node's Talos API and its nodename resource.
+// its name there: o.Kube, or as talosctl's drain reaches them (talos
+// v1.13.9 cmd/talosctl/cmd/talos/drain.go): the node's name from its own
+// nodename resource, and the cluster's admin kubeconfig from a control
+// plane (a worker answers Kubeconfig Unimplemented), the first that
+// answers.
 func (c *Cluster) kube(ctx context.Context, n Node, o Options) (kubernetes.Interface, string, error) {
 	if o.Kube != nil {
 		return o.Kube(ctx, n)
 	}
-	cl := c.clients[n.Name]
-	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, cl)
+	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, c.clients[n.Name])
 	if err != nil {
 		return nil, "", err
 	}
-	cs, err := kubeclient.FromTalosClient(ctx, cl)
-	if err != nil {
-		return nil, "", err
+	var errs []error
+	for _, cp := range c.declared.controlPlanes() {
+		cs, err := kubeclient.FromTalosClient(ctx, c.clients[cp.Name])
+		if err == nil {
+			return cs, nodeName, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", cp.Name, err))
 	}
-	return cs, nodeName, nil
+	return nil, "", errors.Join(errs...)
 }
 
 // drain cordons and drains node n's Kubernetes node (Drain).

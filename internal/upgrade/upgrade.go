@@ -289,8 +289,8 @@ type Options struct {
 	Apps *Apps
 	// AppsTimeout bounds the wait for the apps to be Ready after a node.
 	AppsTimeout time.Duration
-	// DrainTimeout bounds a node's drain before its upgrade; zero:
-	// talosctl's 5 minutes.
+	// DrainTimeout bounds the drain of a node upgraded through
+	// LifecycleService (lifecycle.go); zero: talosctl's 5 minutes.
 	DrainTimeout time.Duration
 	// Kube, when set, is the Kubernetes API a node's drain and uncordon go
 	// through, and the node's name there; nil: reached through the node's
@@ -427,17 +427,9 @@ func untouched(s *Step) []string {
 // upgradeNode upgrades one node and waits for it to run the step's
 // version; the stage names what failed. The node counts as upgraded once
 // it took the upgrade. A node on Talos v1.13 or later is upgraded as
-// talosctl v1.13 does (lifecycle.go); an older one through
-// MachineService.Upgrade, drained by Milner first: Talos' own drain in
-// its upgrade sequence (talos v1.13.9 v1alpha1_sequencer_tasks.go
-// CordonAndDrainNode, pkg/kubernetes Drain) gives up after its drain
-// timeout with the cause only in the node's log, and the node keeps
-// running, so the wait for its reboot would run out after 15 minutes
-// saying only that it has not rebooted. Drained first, a blocked drain
-// stops the run naming the pod and its budget, and no Upgrade is sent.
-// Either way the node comes back cordoned by Milner, which Talos does not
-// undo (it uncordons only a node it cordoned: node_apply.go,
-// constants.AnnotationCordonedKey), so Milner uncordons it.
+// talosctl v1.13 does (lifecycle.go): drained by Milner, uncordoned once
+// back; an older one through MachineService.Upgrade, which drains and
+// uncordons it itself.
 func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Options, what string, upgraded *[]string) (string, error) {
 	boot, err := c.bootID(ctx, s.Node)
 	if err != nil {
@@ -448,14 +440,8 @@ func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Optio
 		if stage, err := c.upgradeLifecycle(ctx, s.Node, image, o, what); err != nil {
 			return stage, err
 		}
-	} else {
-		_, _ = fmt.Fprintf(o.Out, "%s: cordon and drain\n", what)
-		if err := c.drain(ctx, s.Node, o); err != nil {
-			return "drain", fmt.Errorf("%w (no upgrade was sent; the node is cordoned: fix the cause and rerun `milner upgrade`)", err)
-		}
-		if err := c.upgrade(ctx, s.Node, image); err != nil {
-			return "upgrade", err
-		}
+	} else if err := c.upgrade(ctx, s.Node, image); err != nil {
+		return "upgrade", err
 	}
 	*upgraded = append(*upgraded, s.Node.Name)
 	if err := c.waitReboot(ctx, s.Node, boot, o); err != nil {
@@ -467,8 +453,10 @@ func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Optio
 	case v != s.To:
 		return "version", fmt.Errorf("came back on Talos %s, want %s (Talos boots the previous image when the new one fails; check the installer image %s)", v, s.To, image)
 	}
-	if err := c.uncordon(ctx, s.Node, o, what); err != nil {
-		return "uncordon", err
+	if lifecycleAPI(s.From) {
+		if err := c.uncordon(ctx, s.Node, o, what); err != nil {
+			return "uncordon", err
+		}
 	}
 	_, _ = fmt.Fprintf(o.Out, "%s: runs %s\n", what, s.To)
 	return "", nil

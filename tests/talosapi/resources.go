@@ -33,6 +33,9 @@ import (
 //     conditions services, staticPods and nodeReady.
 //   - k8s.KubeletSpec and (control planes) k8s.APIServerConfig with the
 //     images of the running config.
+//   - k8s.Nodename on a configured node: its hostname, the Kubernetes
+//     node name (controllers/k8s/nodename.go; registerWithFQDN is not
+//     modelled), which talosctl's nodedrain reads to find the node.
 //   - block.VolumeStatus EPHEMERAL: the system disk less Talos' other
 //     partitions (pkg/cluster/check AllNodesDiskSizes).
 //   - k8s.StaticPodStatus for kube-apiserver, kube-controller-manager and
@@ -100,6 +103,9 @@ func (n *Node) syncLocked() {
 	}
 	putIf(ctx, st, configured, k8s.NewKubeletSpec(k8s.NamespaceName, k8s.KubeletID), func(r *k8s.KubeletSpec) {
 		r.TypedSpec().Image = n.active.cfg.Machine().Kubelet().Image()
+	})
+	putIf(ctx, st, configured, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID), func(r *k8s.Nodename) {
+		r.TypedSpec().Nodename = n.hostnameLocked()
 	})
 	n.syncMachineConfigLocked(ctx)
 	putIf(ctx, st, cp, k8s.NewAPIServerConfig(), func(r *k8s.APIServerConfig) {
