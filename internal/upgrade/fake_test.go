@@ -36,11 +36,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/milner/milner/components/vocab"
 )
@@ -306,19 +301,9 @@ func connect(t *testing.T, d Declared, talosconfig string) *Cluster {
 	return c
 }
 
-// testOptions are short waits for the fake, and a Kubernetes API (fake
-// clientset) where each node's drain and uncordon find its Node, Ready.
+// testOptions are short waits for the fake.
 func testOptions(out *strings.Builder) Options {
-	cs := k8sfake.NewClientset()
-	kube := func(ctx context.Context, n Node) (kubernetes.Interface, string, error) {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, "", err
-		}
-		return cs, n.Name, nil
-	}
-	return Options{Out: out, Poll: 5 * time.Millisecond, RebootTimeout: 2 * time.Second, HealthTimeout: 300 * time.Millisecond, Kube: kube}
+	return Options{Out: out, Poll: 5 * time.Millisecond, RebootTimeout: 2 * time.Second, HealthTimeout: 300 * time.Millisecond}
 }
 
 func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {

@@ -62,15 +62,12 @@ func (c *Cluster) upgradeLifecycle(ctx context.Context, n Node, image string, o 
 }
 
 // kube is the Kubernetes API node n's drain and uncordon go through, and
-// its name there: o.Kube, or as talosctl's drain reaches them (talos
+// its name there, as talosctl's drain reaches them (talos
 // v1.13.9 cmd/talosctl/cmd/talos/drain.go): the node's name from its own
 // nodename resource, and the cluster's admin kubeconfig from a control
 // plane (a worker answers Kubeconfig Unimplemented), the first that
 // answers.
-func (c *Cluster) kube(ctx context.Context, n Node, o Options) (kubernetes.Interface, string, error) {
-	if o.Kube != nil {
-		return o.Kube(ctx, n)
-	}
+func (c *Cluster) kube(ctx context.Context, n Node) (kubernetes.Interface, string, error) {
 	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, c.clients[n.Name])
 	if err != nil {
 		return nil, "", err
@@ -88,7 +85,7 @@ func (c *Cluster) kube(ctx context.Context, n Node, o Options) (kubernetes.Inter
 
 // drain cordons and drains node n's Kubernetes node (Drain).
 func (c *Cluster) drain(ctx context.Context, n Node, o Options) error {
-	cs, nodeName, err := c.kube(ctx, n, o)
+	cs, nodeName, err := c.kube(ctx, n)
 	if err != nil {
 		return err
 	}
@@ -98,7 +95,7 @@ func (c *Cluster) drain(ctx context.Context, n Node, o Options) error {
 // uncordon waits for an upgraded node to be Ready and uncordons it, as
 // talosctl does after a LifecycleService upgrade's reboot.
 func (c *Cluster) uncordon(ctx context.Context, n Node, o Options, what string) error {
-	cs, nodeName, err := c.kube(ctx, n, o)
+	cs, nodeName, err := c.kube(ctx, n)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/milner/milner/components/vocab"
 	"github.com/milner/milner/stacks/config"
@@ -292,10 +291,6 @@ type Options struct {
 	// DrainTimeout bounds the drain of a node upgraded through
 	// LifecycleService (lifecycle.go); zero: talosctl's 5 minutes.
 	DrainTimeout time.Duration
-	// Kube, when set, is the Kubernetes API a node's drain and uncordon go
-	// through, and the node's name there; nil: reached through the node's
-	// Talos API (kube).
-	Kube func(ctx context.Context, n Node) (kubernetes.Interface, string, error)
 }
 
 // DefaultOptions are the timeouts of a real cluster: an upgrade pulls the
