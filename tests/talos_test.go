@@ -12,7 +12,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -189,10 +188,9 @@ func stackCluster(t testing.TB, stack string) config.ClusterConfig {
 // nextPatch is the patch release after v (v1.13.9 -> v1.13.10).
 func nextPatch(t testing.TB, v string) string {
 	t.Helper()
-	i := strings.LastIndex(v, ".")
-	n, err := strconv.Atoi(v[i+1:])
+	next, err := config.NextPatch(v)
 	require.NoError(t, err)
-	return v[:i+1] + strconv.Itoa(n+1)
+	return next
 }
 
 // Item 4: the health check never runs in a preview, nor in an update the

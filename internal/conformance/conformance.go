@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/blang/semver"
-
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/internal/stackfile"
 	"github.com/milner/milner/stacks"
@@ -79,7 +77,7 @@ func bumpTalos(raw map[string]string) (map[string]string, string, error) {
 		return nil, "", fmt.Errorf("bump talosVersion: %s: %w", k, err)
 	}
 	v, _ := cluster["talosVersion"].(string)
-	next, err := nextPatch(v)
+	next, err := config.NextPatch(v)
 	if err != nil {
 		return nil, "", fmt.Errorf("bump talosVersion: %w", err)
 	}
@@ -91,16 +89,6 @@ func bumpTalos(raw map[string]string) (map[string]string, string, error) {
 	out := maps.Clone(raw)
 	out[k] = string(b)
 	return out, next, nil
-}
-
-// nextPatch returns the next patch release of an exact version: v1.9.5 -> v1.9.6.
-func nextPatch(v string) (string, error) {
-	sv, err := semver.Parse(strings.TrimPrefix(v, "v"))
-	if err != nil || !strings.HasPrefix(v, "v") || len(sv.Pre) > 0 || len(sv.Build) > 0 {
-		return "", fmt.Errorf("%q is not an exact release version", v)
-	}
-	sv.Patch++
-	return "v" + sv.String(), nil
 }
 
 // Result is one rule's verdict on one stack.

@@ -269,21 +269,6 @@ func TestFigureString(t *testing.T) {
 	}
 }
 
-func TestNextPatch(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"v1.9.5", "v1.9.6"},
-		{"v1.10.0", "v1.10.1"},
-		{"v1.9", ""},
-		{"v1.9.5-beta.1", ""},
-	}
-	for _, tt := range tests {
-		got, err := nextPatch(tt.in)
-		if got != tt.want || (err != nil) != (tt.want == "") {
-			t.Errorf("nextPatch(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-	}
-}
-
 // bootMediaTypes are retained on delete instead of protected.
 var bootMediaTypes = []string{gate.TypeProxmoxImage, gate.TypeProxmoxFile}
 

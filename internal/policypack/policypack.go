@@ -40,7 +40,10 @@ import (
 // Name is the pack's name (PulumiPolicy.yaml's, policyx.NewPolicyPack's).
 const Name = "milner"
 
-// Version is the pack's version.
+// Version is the pack's version. Pulumi's policy API types it as
+// github.com/blang/semver's Version (policyx, plugin.AnalyzerInfo), so
+// that library appears where Pulumi's types need it and nowhere else;
+// Milner's own version logic is golang.org/x/mod/semver.
 var Version = blang.MustParse("1.0.0")
 
 // Resource is what a policy judges of one resource: its type, logical

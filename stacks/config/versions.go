@@ -119,6 +119,20 @@ func release(v string) bool {
 	return semver.IsValid(v) && semver.Canonical(v) == v && semver.Prerelease(v) == ""
 }
 
+// NextPatch is the patch release after an exact release version:
+// v1.9.5 -> v1.9.6; anything else is refused.
+func NextPatch(v string) (string, error) {
+	if !release(v) {
+		return "", fmt.Errorf("%q is not an exact release version", v)
+	}
+	i := strings.LastIndex(v, ".")
+	n, err := strconv.Atoi(v[i+1:])
+	if err != nil {
+		return "", fmt.Errorf("%q is not an exact release version", v)
+	}
+	return v[:i+1] + strconv.Itoa(n+1), nil
+}
+
 // NextMinor is the minor after vX.N: vX.N+1.
 func NextMinor(minor string) string { return addMinor(minor, 1) }
 

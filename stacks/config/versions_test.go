@@ -45,3 +45,20 @@ func TestSupportedVersionsTableRefusesBadRows(t *testing.T) {
 		})
 	}
 }
+
+func TestNextPatch(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"v1.9.5", "v1.9.6"},
+		{"v1.13.9", "v1.13.10"},
+		{"v1.9", ""},
+		{"1.9.5", ""},
+		{"v1.9.5-beta.1", ""},
+		{"v1.9.5+build", ""},
+	}
+	for _, tt := range tests {
+		got, err := NextPatch(tt.in)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("NextPatch(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
