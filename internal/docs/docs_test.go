@@ -130,8 +130,10 @@ func TestCommittedDocsCiteOnlyWhatExists(t *testing.T) {
 
 // TestBadPathsAreCaught: a cited file that does not exist, a link to a
 // missing runbook, a package the Layout table leaves out and a doc
-// section Go code cites that has no heading are each reported; another
-// repository's path and a glob that matches are not.
+// section Go code cites that has no heading are each reported, and so is a
+// deep path under a folder that does not exist when its paragraph names no
+// tag (the adopt runbook's `tests/testdata/pve/opentofu`); another
+// repository's path, its tag in the paragraph, and a glob that matches are not.
 func TestBadPathsAreCaught(t *testing.T) {
 	dir := t.TempDir()
 	for _, d := range []string{"docs/runbooks", "stacks/config", "internal/engine", "internal/gate", "tools/talos-validate-v1.9.5", "bin", "cmd/milner"} {
@@ -148,7 +150,8 @@ func TestBadPathsAreCaught(t *testing.T) {
 		"README.md": "# x\n\n## Layout\n\n| path | what |\n|---|---|\n| `stacks/` | config |\n| `internal/engine` | engine |\n| `docs/`, `tools/` | docs |\n\n## Next\n\n" +
 			"Tested in `stacks/config/mirrors_test.go`, not `stacks/mirrors_test.go`.\n" +
 			"See [state](docs/runbooks/state.md#restore) and [recover](docs/runbooks/recover.md).\n" +
-			"Talos' `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_runtime.go`; `tools/talos-validate-v*`; `stacks/nope-v*`; `stacks/config.Load`; `stacks/config.go`.\n",
+			"Talos v1.11.5 `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_runtime.go`; `tools/talos-validate-v*`; `stacks/nope-v*`; `stacks/config.Load`; `stacks/config.go`.\n" +
+			"\nFrom the live VM's config (`stacks/testdata/pve/opentofu`), no tag in its paragraph.\n",
 		"docs/runbooks/adopt.md": "[state](state.md), [cli](../cli.md), `cmd/milner/bootstrap.go`\n",
 		"internal/gate/cite.go":  "package gate\n\n// docs/runbooks/state.md \"Restore\"\nconst a = \"see docs/runbooks/state.md \\\"State\\\"\"\nconst b = \"see docs/runbooks/state.md \\\"Gone\\\" and docs/missing.md \\\"X\\\"\"\n",
 	} {
@@ -165,6 +168,7 @@ func TestBadPathsAreCaught(t *testing.T) {
 		"README.md:14: links to docs/runbooks/recover.md, which does not exist",
 		"README.md:15: cites `stacks/nope-v*`, which does not exist",
 		"README.md:15: cites `stacks/config.go`, which does not exist",
+		"README.md:17: cites `stacks/testdata/pve/opentofu`, which does not exist",
 		"docs/runbooks/adopt.md:1: links to ../cli.md, which does not exist",
 		"docs/runbooks/adopt.md:1: cites `cmd/milner/bootstrap.go`, which does not exist",
 		"README.md: the ## Layout table does not name the folder `cmd/`",

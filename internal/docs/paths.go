@@ -58,8 +58,11 @@ var (
 // that starts with one of the repository's top-level folders
 // (`stacks/config/mirrors_test.go`, `tools/talos-validate-v*`, resolved
 // from root). A code span whose second segment is no entry of that folder
-// and that goes deeper (`internal/app/machined/...`, cited from Talos'
-// tree) is another repository's path and is not checked.
+// and that goes deeper is another repository's path, and not checked, only
+// when its paragraph names that repository's tag, as a citation does
+// (Talos v1.11.5 `internal/app/machined/...`); without a tag it is a
+// missing path of this one (`tests/testdata/pve/opentofu`, cited once
+// by the adopt runbook, was).
 func CheckPaths(root string) ([]string, error) {
 	top, err := topFolders(root)
 	if err != nil {
@@ -78,10 +81,20 @@ func CheckPaths(root string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		var lines []string
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-		for n := 1; sc.Scan(); n++ {
-			line := sc.Text()
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		err = sc.Err()
+		_ = f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", doc, err)
+		}
+		tagged := taggedParagraphs(lines)
+		for i, line := range lines {
+			n := i + 1
 			for _, m := range link.FindAllStringSubmatch(line, -1) {
 				target, _, _ := strings.Cut(m[1], "#")
 				if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
@@ -98,8 +111,8 @@ func CheckPaths(root string) ([]string, error) {
 					continue
 				}
 				second, deeper, _ := strings.Cut(strings.TrimSuffix(rest, "/"), "/")
-				if deeper != "" && !strings.Contains(second, "*") && !exists(filepath.Join(root, first, second)) {
-					continue // another repository's tree
+				if deeper != "" && !strings.Contains(second, "*") && !exists(filepath.Join(root, first, second)) && tagged[i] {
+					continue // another repository's tree, its tag in the paragraph
 				}
 				if goIdent(root, p) {
 					continue // a package's identifier: `stacks/config.Load`
@@ -108,11 +121,6 @@ func CheckPaths(root string) ([]string, error) {
 					problems = append(problems, fmt.Sprintf("%s:%d: cites `%s`, which does not exist", doc, n, p))
 				}
 			}
-		}
-		err = sc.Err()
-		_ = f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", doc, err)
 		}
 	}
 	layout, err := checkLayout(root, top)
@@ -124,6 +132,28 @@ func CheckPaths(root string) ([]string, error) {
 		return nil, err
 	}
 	return append(append(problems, layout...), sections...), nil
+}
+
+// tag is a release tag as a citation of another repository names it
+// (v1.11.5, v0.95.0).
+var tag = regexp.MustCompile(`\bv\d+\.\d+`)
+
+// taggedParagraphs reports, for each line, whether its paragraph (the
+// lines between two blank ones) names a tag.
+func taggedParagraphs(lines []string) []bool {
+	out := make([]bool, len(lines))
+	for start := 0; start < len(lines); {
+		end := start
+		for end < len(lines) && strings.TrimSpace(lines[end]) != "" {
+			end++
+		}
+		has := slices.ContainsFunc(lines[start:end], tag.MatchString)
+		for i := start; i < end; i++ {
+			out[i] = has
+		}
+		start = end + 1
+	}
+	return out
 }
 
 // citedSection is how Milner's messages point to a doc's section:
