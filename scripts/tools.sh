@@ -21,18 +21,31 @@
 #                               pulumi-talos SDK asks for (go.mod), built from its unmodified
 #                               upstream source in $MILNER_PROVIDERS_DIR (default ../shared/providers:
 #                               pulumi-talos-v<ver> bridging terraform-provider-talos)
+#   kubectl                   - the Kubernetes client the quick start and the runbooks run,
+#                               pinned by tools/kubectl/go.mod (tools/kube-apiserver's release)
+#   age-keygen                - the age key for `milner secrets export` and `etcd snapshot`,
+#                               the program's own filippo.io/age pin (go.mod)
+#   kubectl-oidc_login        - kubelogin, `kubectl oidc-login` for a stack with
+#                               milner:cluster.oidc, pinned by tools/kubelogin/go.mod
 #   terraform-provider-libvirt - for bench/ only (target bench), into .tools/tf (Terraform's
 #                               dev_overrides directory), pinned by tools/terraform-provider-libvirt/go.mod
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubelet|kubernetes|talos-validate|talos|proxmoxve]...
+# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubelet|kubernetes|talos-validate|talos|proxmoxve|kubectl|age|kubelogin]...
 #   (default: pulumi libvirt; kubeapi is kube-apiserver, kube-controller-manager and etcd)
+# Run as root (scripts/run.sh, sudo) in a clone a user owns, what it writes
+# into .tools is handed to the clone's owner when it ends, so the user's own
+# run (the dev quick start) can rebuild there.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$root/.tools/bin"
 mkdir -p "$bin"
+if ((EUID == 0)); then
+  # -H: .tools may be a link (a worktree's to its main clone's).
+  trap 'chown -RH --reference="$root" "$root/.tools"' EXIT
+fi
 # The tool modules are separate from the program's module; never let a
 # go.work at the repo root pull them together.
 export GOWORK=off
@@ -191,6 +204,13 @@ for t in "${targets[@]}"; do
       [[ -n $tf && -d $src/$tf ]] || { echo "tools: $src/go.mod replaces terraform-provider-talos with no sibling folder" >&2; exit 1; }
       trees="$src $src/$tf" build pulumi-resource-talos "$src" ./cmd/pulumi-resource-talos \
         "-X github.com/pulumiverse/pulumi-talos/provider/pkg/version.Version=$talos_ver" ;;
-    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubelet, kubernetes, talos-validate, talos or proxmoxve)" >&2; exit 2 ;;
+    kubectl)
+      build kubectl "$root/tools/kubectl" k8s.io/kubernetes/cmd/kubectl "$kube_ldflags" ;;
+    age) # from the program's module: the same age as milner's own encryption
+      build age-keygen "$root" filippo.io/age/cmd/age-keygen "" ;;
+    kubelogin) # kubectl finds `kubectl oidc-login` as kubectl-oidc_login on PATH
+      build kubectl-oidc_login "$root/tools/kubelogin" github.com/int128/kubelogin \
+        "-X main.version=$(sed -n 's#^require github.com/int128/kubelogin \(v[^ ]*\)$#\1#p' "$root/tools/kubelogin/go.mod")" ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubelet, kubernetes, talos-validate, talos, proxmoxve, kubectl, age or kubelogin)" >&2; exit 2 ;;
   esac
 done

@@ -7,10 +7,12 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -28,23 +30,61 @@ import (
 // quickStartHeading is the README section TestQuickStart follows.
 const quickStartHeading = "## Quick start: a dev cluster on a KVM workstation"
 
-// quickStart returns the commands of the README's dev quick start: the
-// first sh block under its heading, continuation lines joined.
+// quickStart returns the commands of the README's dev quick start: every
+// sh block of its section, in order, continuation lines joined.
 func quickStart(t *testing.T, readme string) []string {
+	t.Helper()
+	var cmds []string
+	for _, block := range quickStartBlocks(t, readme) {
+		cmds = append(cmds, block.cmds...)
+	}
+	return cmds
+}
+
+// shBlock is one sh block of a Markdown text: its commands (continuation
+// lines joined) and the prose before it, back to the previous block.
+type shBlock struct {
+	before string
+	cmds   []string
+}
+
+// shBlocks returns the sh blocks of a Markdown text.
+func shBlocks(t *testing.T, text string) []shBlock {
+	t.Helper()
+	var blocks []shBlock
+	for {
+		before, rest, ok := strings.Cut(text, "```sh\n")
+		if !ok {
+			return blocks
+		}
+		body, after, ok := strings.Cut(rest, "```")
+		require.True(t, ok, "an unclosed sh block")
+		var cmds []string
+		for _, l := range strings.Split(strings.ReplaceAll(body, "\\\n", " "), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				cmds = append(cmds, l)
+			}
+		}
+		blocks = append(blocks, shBlock{before: before, cmds: cmds})
+		text = after
+	}
+}
+
+// quickStartSection is the README's dev quick start, its heading to the next.
+func quickStartSection(t *testing.T, readme string) string {
 	t.Helper()
 	_, section, ok := strings.Cut(readme, "\n"+quickStartHeading+"\n")
 	require.True(t, ok, "README has no %q", quickStartHeading)
-	_, block, ok := strings.Cut(section, "```sh\n")
-	require.True(t, ok, "no sh block under %q", quickStartHeading)
-	block, _, ok = strings.Cut(block, "```")
-	require.True(t, ok)
-	var cmds []string
-	for _, l := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			cmds = append(cmds, l)
-		}
-	}
-	return cmds
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
+// quickStartBlocks returns the sh blocks of the README's dev quick start.
+func quickStartBlocks(t *testing.T, readme string) []shBlock {
+	t.Helper()
+	blocks := shBlocks(t, quickStartSection(t, readme))
+	require.NotEmpty(t, blocks, "no sh block under %q", quickStartHeading)
+	return blocks
 }
 
 // shellWords splits a command line the way the shell does for the forms
@@ -273,4 +313,190 @@ func TestSecretsGenerateRefuses(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.Symlink(abs, link))
 	assert.Equal(t, pipeline.ExitRefused, run([]string{"secrets", "generate", "--stack", "dev", "-C", "../..", "--out", filepath.Join(link, "s")}), "a link into the repository is the repository")
+}
+
+// toolTargets reads scripts/tools.sh: for each target, the binaries it
+// builds (its case arm's `build NAME` calls).
+func toolTargets(t *testing.T) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile("../../scripts/tools.sh")
+	require.NoError(t, err)
+	arm := regexp.MustCompile(`^    ([a-z][a-z-]*)\)`)
+	build := regexp.MustCompile(`\bbuild ([a-z][a-z0-9_-]*) `)
+	targets := map[string][]string{}
+	var cur string
+	for _, l := range strings.Split(string(b), "\n") {
+		if m := arm.FindStringSubmatch(l); m != nil {
+			cur = m[1]
+		}
+		if cur == "" {
+			continue
+		}
+		for _, m := range build.FindAllStringSubmatch(l, -1) {
+			targets[cur] = append(targets[cur], m[1])
+		}
+		if strings.Contains(l, ";;") {
+			cur = ""
+		}
+	}
+	return targets
+}
+
+// onFreshDebian are the commands a fresh Debian 12 with Go has: bash and
+// its builtins, coreutils, passwd (usermod), openssl (ca-certificates,
+// which fetching Go needs, depends on it), and Go itself.
+var onFreshDebian = []string{"export", "cd", "kill", "printf", "cat", "install", "id", "usermod", "openssl", "go", "git"}
+
+// commandWords returns the command each simple command of line runs: the
+// first word after &&, ||, |, ; and &, past `sudo` and VAR=value; a comment
+// ends the line.
+func commandWords(line string) []string {
+	if i := strings.Index(line, " #"); i >= 0 {
+		line = line[:i]
+	}
+	var words []string
+	for _, part := range regexp.MustCompile(`&&|\|\||[|;&]`).Split(line, -1) {
+		for _, w := range strings.Fields(part) {
+			if w == "sudo" || regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`).MatchString(w) {
+				continue
+			}
+			words = append(words, w)
+			break
+		}
+	}
+	return words
+}
+
+// TestQuickStartInstallsEveryTool: every command the dev quick start runs,
+// and the runbooks its "Then:" line sends you to next, is on a fresh
+// Debian 12 with Go, is a script of the repository, is milner (the block's
+// `go build`), or is built by the block's own `scripts/tools.sh` line. A
+// fresh Debian has no make, kubectl or age-keygen: the quick start once
+// used all three and installed none.
+func TestQuickStartInstallsEveryTool(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	blocks := quickStartBlocks(t, readme)
+
+	targets := toolTargets(t)
+	provided := map[string]string{}
+	for _, c := range onFreshDebian {
+		provided[c] = "a fresh Debian 12 with Go"
+	}
+	var lines []string
+	for _, bl := range blocks {
+		lines = append(lines, bl.cmds...)
+	}
+	for _, l := range lines {
+		words := strings.Fields(l)
+		switch {
+		case l == "go build -o bin/milner ./cmd/milner":
+			provided["milner"] = l
+		case len(words) > 1 && words[0] == "scripts/tools.sh":
+			for _, target := range words[1:] {
+				bins, ok := targets[target]
+				require.True(t, ok, "%q: scripts/tools.sh has no target %s", l, target)
+				for _, bin := range bins {
+					provided[bin] = l
+				}
+			}
+		}
+	}
+	require.Contains(t, provided, "milner", "the quick start builds bin/milner")
+	require.True(t, slices.ContainsFunc(lines, func(l string) bool {
+		return strings.HasPrefix(l, "export PATH=$PWD/bin:$PWD/.tools/bin:")
+	}), "the quick start puts bin and .tools/bin on PATH")
+
+	// The runbooks the "Then:" paragraph after the block links.
+	sources := map[string][]string{"README's quick start": lines}
+	_, then, ok := strings.Cut(quickStartSection(t, readme), "\nThen: ")
+	require.True(t, ok, "the quick start ends with a Then: paragraph")
+	then, _, _ = strings.Cut(then, "\n\n")
+	for _, m := range regexp.MustCompile(`\]\((docs/[^)#]+\.md)`).FindAllStringSubmatch(then, -1) {
+		doc, err := os.ReadFile(filepath.Join("../..", m[1]))
+		require.NoError(t, err)
+		for _, bl := range shBlocks(t, string(doc)) {
+			sources[m[1]] = append(sources[m[1]], bl.cmds...)
+		}
+	}
+	require.Greater(t, len(sources), 2, "the Then: paragraph links runbooks")
+
+	for src, cmds := range sources {
+		for _, l := range cmds {
+			for _, c := range commandWords(l) {
+				if strings.HasPrefix(c, "scripts/") {
+					_, err := os.Stat(filepath.Join("../..", c))
+					assert.NoError(t, err, "%s runs %s", src, c)
+					continue
+				}
+				if _, ok := provided[c]; !ok {
+					t.Errorf("%s runs %s (%q), which neither a fresh Debian 12 with Go nor the quick start's steps install", src, c, l)
+				}
+			}
+		}
+	}
+}
+
+// TestQuickStartGroupBeforeExports: `usermod -aG libvirt` takes effect only
+// at a new login, which also loses a shell's exports; so the block that
+// adds the group ends there, and the exports come in a later block, after
+// the README says to log out and in.
+func TestQuickStartGroupBeforeExports(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	blocks := quickStartBlocks(t, string(b))
+	group, exports := -1, -1
+	for i, bl := range blocks {
+		for j, l := range bl.cmds {
+			if strings.Contains(l, "usermod -aG libvirt") {
+				group = i
+				assert.Equal(t, len(bl.cmds)-1, j, "usermod ends its block: %q", bl.cmds)
+			}
+			if strings.HasPrefix(l, "export ") && exports < 0 {
+				exports = i
+			}
+		}
+	}
+	require.GreaterOrEqual(t, group, 0, "the quick start adds the user to libvirt")
+	require.Greater(t, exports, group, "the exports come in a block after the group change")
+	assert.Contains(t, blocks[exports].before, "log out and in", "between the group change and the exports, a new login")
+}
+
+// TestToolsShLeavesToolsToTheCloneOwner: scripts/tools.sh run as root (the
+// local quick start, sudo) in a clone a user owns hands .tools to that
+// user, also when it fails, so the user's own run can write there again.
+func TestToolsShLeavesToolsToTheCloneOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it runs scripts/tools.sh as root in a clone owned by nobody")
+	}
+	const nobody = 65534
+	clone := t.TempDir()
+	for _, f := range []string{"scripts/tools.sh", "go.mod", "tools/pulumi/go.mod", "tools/kube-apiserver/go.mod"} {
+		b, err := os.ReadFile(filepath.Join("../..", f))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(clone, filepath.Dir(f)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(clone, f), b, 0o755))
+	}
+	// What an earlier root run left: a root-owned tool.
+	require.NoError(t, os.MkdirAll(filepath.Join(clone, ".tools", "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(clone, ".tools", "bin", "pulumi"), nil, 0o755))
+	require.NoError(t, filepath.WalkDir(clone, func(p string, d os.DirEntry, err error) error {
+		if err != nil || strings.Contains(p, ".tools") {
+			return err
+		}
+		return os.Lchown(p, nobody, nobody)
+	}))
+
+	// An unknown target: the script stops (exit 2) after making .tools/bin.
+	cmd := exec.Command("/bin/bash", filepath.Join(clone, "scripts", "tools.sh"), "no-such-tool")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	for _, p := range []string{".tools", ".tools/bin", ".tools/bin/pulumi"} {
+		fi, err := os.Stat(filepath.Join(clone, p))
+		require.NoError(t, err)
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		require.True(t, ok)
+		assert.Equal(t, uint32(nobody), st.Uid, "%s belongs to the clone's owner after a root run", p)
+	}
 }
