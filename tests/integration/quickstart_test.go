@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -15,7 +16,7 @@ import (
 const quickStartHeading = "## Quick start: a dev cluster on a KVM workstation"
 
 // readmeQuickStart returns the commands of the README's dev quick start:
-// the first sh block under its heading, continuation lines joined.
+// every sh block of its section, in order, continuation lines joined.
 func readmeQuickStart(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repo, "README.md"))
@@ -26,38 +27,101 @@ func readmeQuickStart(t *testing.T) []string {
 	if !ok {
 		t.Fatalf("README has no %q", quickStartHeading)
 	}
-	_, block, ok := strings.Cut(section, "```sh\n")
-	if !ok {
-		t.Fatalf("no sh block under %q", quickStartHeading)
-	}
-	block, _, _ = strings.Cut(block, "```")
+	section, _, _ = strings.Cut(section, "\n## ")
 	var cmds []string
-	for _, l := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			cmds = append(cmds, l)
+	for {
+		_, rest, ok := strings.Cut(section, "```sh\n")
+		if !ok {
+			break
 		}
+		var block string
+		block, section, _ = strings.Cut(rest, "```")
+		for _, l := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				cmds = append(cmds, l)
+			}
+		}
+	}
+	if len(cmds) == 0 {
+		t.Fatalf("no sh block under %q", quickStartHeading)
 	}
 	return cmds
 }
 
+// quickStartProject is the copy of the working tree the quick start runs
+// in: a fixed path, so that the block's `go build` reuses the build cache
+// from one run to the next; the integration lock keeps it to one run.
+const quickStartProject = "/tmp/milner-quickstart"
+
+// copyWorkingTree copies the repository's files as git lists them (tracked,
+// and new ones not ignored), as they are in the working tree, into dst,
+// owned like the repository, with .tools linked to the repository's.
+func copyWorkingTree(t *testing.T, dst string) {
+	t.Helper()
+	ls := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	ls.Dir = repo
+	out, err := ls.Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		src := filepath.Join(repo, f)
+		fi, err := os.Lstat(src)
+		if os.IsNotExist(err) || (err == nil && !fi.Mode().IsRegular()) {
+			continue // deleted in the working tree, or a link (.tools)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(dst, ".tools")); err != nil {
+		t.Fatal(err)
+	}
+	// scripts/tools.sh run as root hands .tools to the owner of its clone:
+	// the copy's owner is the repository's, so .tools stays whose it was.
+	fi, err := os.Stat(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if err := os.Chown(dst, int(st.Uid), int(st.Gid)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestQuickStartOnAFreshHome runs the README's dev quick start, each command
 // as written, through bash in a fresh HOME (no ~/.pulumi, no backend
-// directory, no login) with the pinned CLI from .tools/bin, as far as this
-// machine can. The substitutions, each named where it happens:
-//   - `make build`: the test builds bin/milner into the project directory
-//     (the Go caches are the machine's: a cold cache takes half an hour);
-//     `scripts/tools.sh` and `scripts/libvirt-up.sh` ran before the test
-//     (TestMain checks the plugin and libvirtd);
-//   - `usermod`: the test runs as root, which qemu:///system admits;
-//   - the project directory is a copy of Pulumi.yaml and Pulumi.dev.yaml
-//     with .tools linked: `stack init` and `set-all` write the stack file,
-//     and the repository's must stay as committed;
-//   - no `pulumi plugin install`: nothing can be downloaded here.
+// directory, no login), in a copy of the working tree, with Go and the
+// system's PATH only, as far as this machine can. Run as written: the
+// block's `go build`, its `scripts/tools.sh` line (the tools are up to date
+// in the shared .tools, or built), `scripts/libvirt-up.sh`, the exports,
+// `secrets generate`, `install`, `stack init`, `set-all`, `milner preview`.
+// The substitutions left, each named where it happens:
+//   - the project directory is a copy of the working tree (.tools linked):
+//     `stack init` and `set-all` write its stack file, and the
+//     repository's must stay as committed;
+//   - `sudo`: the test runs as root, and this machine has no sudo: a shim
+//     on PATH runs its command;
+//   - `usermod`: not run (it would change this machine's groups; root
+//     needs no group for qemu:///system), and so no new login;
+//   - `pulumi plugin install`: not run, nothing can be downloaded here;
+//   - `milner up`, `milner kubeconfig`, `kubectl get nodes`: not run, they
+//     need a booting Talos node; the test checks instead that kubectl and
+//     age-keygen resolve, on the block's PATH, to what its tools line built.
 //
-// It stops at `milner preview`: the dev stack's Talos layer needs the
-// Talos provider plugin, which cannot be installed here, so the preview
-// must fail naming the README's own install command for it. Everything
-// from `milner up` on needs a booting Talos node and is not run.
+// At `milner preview` the dev stack's Talos layer needs the Talos provider
+// plugin, which cannot be installed here, so the preview must fail naming
+// the README's own install command for it.
 //
 // With the Talos plugin built (scripts/tools.sh talos), the preview's
 // outcome is only logged: on a machine without /dev/kvm, as this one, the
@@ -69,19 +133,12 @@ func TestQuickStartOnAFreshHome(t *testing.T) {
 		t.Fatalf("%v (run scripts/tools.sh pulumi)", err)
 	}
 	home := t.TempDir()
-	project := t.TempDir()
-	for _, f := range []string{"Pulumi.yaml", "Pulumi.dev.yaml"} {
-		b, err := os.ReadFile(filepath.Join(repo, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(project, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(filepath.Join(repo, ".tools"), filepath.Join(project, ".tools")); err != nil {
+	project := quickStartProject
+	if err := os.RemoveAll(project); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = os.RemoveAll(project) })
+	copyWorkingTree(t, project)
 	goEnv := func(k string) string {
 		out, err := exec.Command("go", "env", k).Output()
 		if err != nil {
@@ -89,14 +146,21 @@ func TestQuickStartOnAFreshHome(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(project, "bin", "milner"), "./cmd/milner") // substitutes `make build`
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/milner: %v\n%s", err, out)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shims := t.TempDir()
+	if _, err := exec.LookPath("sudo"); err != nil {
+		// substitutes sudo: the test runs as root
+		if err := os.WriteFile(filepath.Join(shims, "sudo"), []byte("#!/bin/sh\nexec \"$@\"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	env := []string{
-		"HOME=" + home, "USER=root", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + home, "USER=root",
+		"PATH=" + filepath.Dir(goBin) + ":" + shims + ":/usr/sbin:/usr/bin:/sbin:/bin",
 		"GOCACHE=" + goEnv("GOCACHE"), "GOMODCACHE=" + goEnv("GOMODCACHE"),
 		"PULUMI_SKIP_UPDATE_CHECK=true", // no network here
 	}
@@ -115,14 +179,14 @@ func TestQuickStartOnAFreshHome(t *testing.T) {
 		return lines[len(lines)-1]
 	}
 
-	_, err := os.Stat(filepath.Join(repo, ".tools", "bin", "pulumi-resource-talos"))
+	_, err = os.Stat(filepath.Join(repo, ".tools", "bin", "pulumi-resource-talos"))
 	var fi os.FileInfo
 	talosBuilt := err == nil
 	ran := map[string]bool{}
 	for _, line := range readmeQuickStart(t) {
 		word := strings.Fields(line)[0]
 		switch {
-		case strings.HasPrefix(line, "make build"), strings.HasPrefix(line, "sudo usermod"):
+		case strings.HasPrefix(line, "sudo usermod"):
 			continue // substituted: see the doc comment
 		case word == "export":
 			exports = append(exports, line)
@@ -165,9 +229,20 @@ func TestQuickStartOnAFreshHome(t *testing.T) {
 		t.Logf("%s: last line: %s", word, lastLine(out))
 		ran[strings.Join(strings.Fields(line)[:2], " ")] = true
 	}
-	for _, want := range []string{"milner secrets", "install -d", "pulumi stack", "pulumi config", "milner preview"} {
+	for _, want := range []string{"go build", "scripts/tools.sh pulumi", "sudo scripts/libvirt-up.sh", "milner secrets", "install -d", "pulumi stack", "pulumi config", "milner preview"} {
 		if !ran[want] {
 			t.Errorf("the quick start did not run %q", want)
+		}
+	}
+	// What the block's PATH finds for the tools the steps after it run:
+	// the ones its tools line built, not the machine's.
+	found, err := sh("command -v milner pulumi kubectl age-keygen")
+	if err != nil {
+		t.Errorf("the quick start's PATH lacks a tool: %v", err)
+	}
+	for _, l := range strings.Fields(found) {
+		if !strings.HasPrefix(l, project+"/bin/") && !strings.HasPrefix(l, project+"/.tools/bin/") {
+			t.Errorf("on the quick start's PATH, %s is not what the block built", l)
 		}
 	}
 
