@@ -500,3 +500,42 @@ func TestToolsShLeavesToolsToTheCloneOwner(t *testing.T) {
 		assert.Equal(t, uint32(nobody), st.Uid, "%s belongs to the clone's owner after a root run", p)
 	}
 }
+
+// TestCheckNamesAMissingValidator: on a fresh clone (no .tools) `milner
+// check --all` says which validator is not built and how to build it; it
+// does not refuse the stacks (ExitRefused is "layer rules fail").
+func TestCheckNamesAMissingValidator(t *testing.T) {
+	clone := t.TempDir()
+	files, err := filepath.Glob("../../Pulumi*.yaml")
+	require.NoError(t, err)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(clone, filepath.Base(f)), b, 0o644))
+	}
+	stderr := captureStderr(t, func() {
+		assert.Equal(t, pipeline.ExitError, run([]string{"check", "--all", "-C", clone}))
+	})
+	assert.Contains(t, stderr, "not built; run scripts/tools.sh talos-validate")
+	assert.NotContains(t, stderr, "layer rules fail")
+}
+
+// captureStderr returns what f writes to os.Stderr.
+func captureStderr(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	saved := os.Stderr
+	os.Stderr = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	func() {
+		defer func() { os.Stderr = saved }()
+		f()
+	}()
+	require.NoError(t, w.Close())
+	return <-done
+}
