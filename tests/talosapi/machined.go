@@ -151,8 +151,10 @@ func (m *machined) ApplyConfiguration(ctx context.Context, in *machine.ApplyConf
 		n.c.syncLocked()
 	case in.Mode == machine.ApplyConfigurationRequest_STAGED:
 		n.persisted = next
+		n.c.syncLocked() // the persistent MachineConfig moves ahead
 	case in.Mode == machine.ApplyConfigurationRequest_REBOOT:
 		n.persisted = next
+		n.c.syncLocked()
 		n.rebootLater("ApplyConfiguration")
 	default:
 		return nil, fmt.Errorf("incorrect mode '%s' specified for the apply config call", in.Mode.String())
