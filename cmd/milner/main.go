@@ -37,6 +37,12 @@ every lock is released; a second one terminates). Pulumi's 3
 (authentication), 4 (resource), 9 (timeout) and 10 (await) are not used:
 a failed step is 1, as in Pulumi.`
 
+// noJSON are the verbs without --json, each with the reason its help
+// states (TestCLIConventions holds every other verb to --json).
+var noJSON = map[string]string{
+	"milner completion": "No --json: each completion verb prints a shell script, which is its one output.",
+}
+
 // refusal is an error that a rule refused the operation before anything
 // was changed (pipeline.ExitRefused); it names its rule (internal/pipeline).
 type refusal = pipeline.Refusal
@@ -76,15 +82,24 @@ func run(args []string) int {
 	root.SetArgs(args)
 	in := watchInterrupts(context.Background(), os.Stderr, exit)
 	defer in.stop()
-	err := root.ExecuteContext(context.WithValue(in.ctx, interruptKey{}, in))
+	emitted = false
+	cmd, err := root.ExecuteContextC(context.WithValue(in.ctx, interruptKey{}, in))
 	if err == nil {
 		return pipeline.ExitOK
 	}
 	fmt.Fprintf(os.Stderr, "milner: %s\n", err) // masked on its way out (redact.Stdio)
+	code := exitCode(err)
 	if in.interrupted() {
-		return pipeline.ExitCancelled
+		code = pipeline.ExitCancelled
 	}
-	return exitCode(err)
+	if asJSON, _ := cmd.Flags().GetBool("json"); asJSON && !emitted {
+		f := failure{Error: err.Error(), ExitCode: code}
+		if r := (*refusal)(nil); errors.As(err, &r) {
+			f.Rule = r.Rule
+		}
+		_ = emit(true, f, nil, nil)
+	}
+	return code
 }
 
 // exitCode is the exit code of a failed command, by the error's type:
@@ -174,6 +189,9 @@ nothing is confirmed.
 		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), etcdCmd(), stateCmd(), checkCmd(), docsCmd(), versionCmd(),
 	)
 	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Long += "\n\n" + noJSON["milner completion"]
+	}
 	typedUsage(root)
 	return root
 }
@@ -216,7 +234,7 @@ func versionCmd() *cobra.Command {
 			}, nil)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the versions as JSON")
+	addJSON(cmd, &asJSON)
 	return cmd
 }
 

@@ -13,6 +13,20 @@ import (
 // ErrNoDigest is Digest's error for an operation that was not a preview.
 var ErrNoDigest = errors.New("no preview digest: the operation was not a preview")
 
+// JSON is what `pulumi <operation> --json` prints for the operation, as
+// one JSON value: for a preview its Digest; for an update, refresh or
+// destroy, which Pulumi's CLI streams as engine events instead
+// (backend/display/display.go ShowEvents: ShowPreviewDigest only for a
+// preview, else ShowJSONEvents, one apitype.EngineEvent a line), the
+// array of those events: the lines of the operation's event log, which
+// the same logJSONEvent writes.
+func (r *Result) JSON() (json.RawMessage, error) {
+	if r.raw != nil {
+		return r.Digest()
+	}
+	return json.Marshal(r.Events)
+}
+
 // Digest is the preview's steps as Pulumi's own JSON document: the one
 // `pulumi preview --json` prints (display.PreviewDigest: config, steps
 // with old and new state and detailed diff, diagnostics, changeSummary,
