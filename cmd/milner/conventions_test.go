@@ -172,6 +172,7 @@ func TestExitCodesDocumentedOnce(t *testing.T) {
 	ref, err := docs.CLIReference(newRoot())
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(ref, exitCodes))
+	assert.Equal(t, 1, strings.Count(ref, jsonOutput), "--json is described once")
 	for _, sub := range []string{"## milner secrets export", "## milner state restore", "## milner vault unseal", "## milner secrets generate"} {
 		assert.Contains(t, ref, sub+"\n", "the reference has every sub-verb")
 	}

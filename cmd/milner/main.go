@@ -37,6 +37,20 @@ every lock is released; a second one terminates). Pulumi's 3
 (authentication), 4 (resource), 9 (timeout) and 10 (await) are not used:
 a failed step is 1, as in Pulumi.`
 
+// jsonOutput is the root help's (and so docs/cli.md's) one description of
+// --json (emit, failure, pipeline.Outcome).
+const jsonOutput = `--json, on every verb but completion: stdout holds exactly one JSON
+document, the verb's result; its text and Pulumi's progress go to stderr.
+A verb that fails before its result prints {"error", "rule" (a refusal's),
+"exitCode"} instead; a refusal or failure after it (a preview the rules
+refuse, a failed apply) prints the result, and the exit code says which.
+The gated verbs (preview, up, adopt, teardown, upgrade and its "record",
+secrets import) print {stack, backend, report, refusals, applied, ...}
+with Pulumi's own JSON, unchanged, under "pulumi": the document 'pulumi
+preview --json' prints for the plan they previewed (steps, changeSummary,
+diagnostics), or for teardown the destroy's engine events, as 'pulumi
+destroy --json' streams them; refresh's "pulumi" holds the refresh's.`
+
 // noJSON are the verbs without --json, each with the reason its help
 // states (TestCLIConventions holds every other verb to --json).
 var noJSON = map[string]string{
@@ -174,7 +188,7 @@ restore, which destroy or overwrite, take only an explicit --stack. A confirmati
 you to type the stack name; -y/--yes skips it, and without a terminal
 nothing is confirmed.
 
-` + exitCodes,
+` + exitCodes + "\n\n" + jsonOutput,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pulumi/pulumi/pkg/v3/display"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
@@ -63,12 +64,21 @@ func TestDigestIsPulumisPreviewDigest(t *testing.T) {
 	if len(d.Steps) != 1 || d.Steps[0].URN.Name() != "displaytest-s" || d.Steps[0].Op != "same" || d.ChangeSummary["same"] != 2 {
 		t.Errorf("digest after the up: steps %+v, summary %v; want only the stack's (always shown), 2 same", d.Steps, d.ChangeSummary)
 	}
-	// An operation that is no preview has none.
+	// An operation that is no preview has no digest; its JSON is its
+	// engine events, as `pulumi refresh --json` streams them.
 	r, err := st.Refresh(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Digest(); !errors.Is(err, ErrNoDigest) {
 		t.Errorf("a refresh's digest: %v, want ErrNoDigest", err)
+	}
+	raw, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []apitype.EngineEvent
+	if err := json.Unmarshal(raw, &evs); err != nil || len(evs) == 0 || evs[0].PreludeEvent == nil || evs[len(evs)-1].SummaryEvent == nil {
+		t.Errorf("a refresh's JSON: %v, %.300s; want its engine events, prelude to summary", err, raw)
 	}
 }
