@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,18 +11,20 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/cmdutil"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/logging"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/pipeline"
+	"github.com/milner/milner/tests/ptytest"
 )
 
 // TestEveryVerbTakesPulumisFlags: every verb takes Pulumi's display and
 // logging flags, under Pulumi's names and shorthands.
 func TestEveryVerbTakesPulumisFlags(t *testing.T) {
 	for path, cmd := range verbs(newRoot()) {
-		for name, short := range map[string]string{"event-log": "", "diff": "", "color": "", "verbose": "v", "debug": "d"} {
+		for name, short := range map[string]string{"event-log": "", "diff": "", "color": "", "verbose": "v", "debug": "d", "non-interactive": ""} {
 			f := cmd.InheritedFlags().Lookup(name)
 			if assert.NotNil(t, f, "%s --%s", path, name) {
 				assert.Equal(t, short, f.Shorthand, "%s --%s", path, name)
@@ -60,6 +63,43 @@ func TestColorAsPulumiReadsIt(t *testing.T) {
 	}
 	assert.Equal(t, pipeline.ExitUsage, run([]string{"version", "--color", "sometimes"}))
 	assert.Equal(t, pipeline.ExitUsage, run([]string{"version", "-v", "-1"}))
+}
+
+// TestInteractiveAsPulumiDecidesIt: on a terminal Pulumi's interactive
+// display is used (engine.Display.Terminal), not with --non-interactive
+// nor in a CI environment; --non-interactive also refuses the typed
+// confirmation on a terminal (usage, exit 2), which --yes skips.
+func TestInteractiveAsPulumiDecidesIt(t *testing.T) {
+	master, tty := ptytest.Open(t)
+	t.Cleanup(func() { terminal = nil })
+	terminal = tty
+	for _, tc := range []struct {
+		args []string
+		ci   bool
+		want bool
+	}{
+		{[]string{"version"}, false, true},
+		{[]string{"version", "--non-interactive"}, false, false},
+		{[]string{"version"}, true, false},
+	} {
+		if tc.ci {
+			t.Setenv("PULUMI_DISABLE_CI_DETECTION", "")
+			t.Setenv("PULUMI_CI_SYSTEM", "woodpecker")
+		} else {
+			t.Setenv("PULUMI_DISABLE_CI_DETECTION", "1")
+			t.Setenv("PULUMI_CI_SYSTEM", "")
+		}
+		stdout(t, func() { require.Equal(t, pipeline.ExitOK, run(tc.args)) })
+		assert.Equal(t, tc.want, global.display.Terminal != nil, "%v, CI %v", tc.args, tc.ci)
+	}
+	t.Cleanup(func() { cmdutil.DisableInteractive = false })
+	cmdutil.DisableInteractive = true
+	_, err := master.WriteString("dev\n")
+	require.NoError(t, err)
+	err = confirm(context.Background(), tty, &bytes.Buffer{}, "Apply?", "dev")
+	require.Error(t, err, "--non-interactive: the stack name typed on a terminal confirms nothing")
+	assert.Equal(t, pipeline.ExitUsage, exitCode(err), "%v", err)
+	assert.Contains(t, err.Error(), "--yes")
 }
 
 // TestVerboseFlowsToPlugins: -v N is Pulumi's logging at level N, flowed

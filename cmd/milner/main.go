@@ -15,7 +15,9 @@ import (
 	"runtime/debug"
 	"slices"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/cmdutil"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/milner/milner/internal/clientfiles"
@@ -29,7 +31,7 @@ import (
 const exitCodes = `Exit codes, the same for every verb, as Pulumi's (pkg/cmd/pulumi exit
 codes): 0 ok; 1 error; 2 usage (a flag, argument or verb milner does not
 take, a required flag missing, a confirmation with neither a terminal nor
---yes); 5 refused by a rule (Pulumi's policy violation), nothing was
+--yes, or with --non-interactive and no --yes); 5 refused by a rule (Pulumi's policy violation), nothing was
 changed; 6 no stack given or selected; 7 changes pending or drift (--expect-no-changes, docs --check); 8 cancelled: a
 declined confirmation, or an interrupt (the first SIGINT, SIGTERM or
 SIGHUP cancels gracefully: the steps in flight finish, the state is saved,
@@ -77,6 +79,9 @@ func (u usageError) Unwrap() error { return u.error }
 
 func main() {
 	stdoutTerminal = term.IsTerminal(1)
+	if cmdutil.InteractiveTerminal() {
+		terminal = dupTerminal()
+	}
 	flush, err := redact.Stdio()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "milner: %v\n", err)
@@ -84,6 +89,17 @@ func main() {
 	}
 	exit = func(code int) { flush(); os.Exit(code) }
 	exit(run(os.Args[1:]))
+}
+
+// dupTerminal returns a descriptor of its own on the terminal stdout is
+// (close-on-exec: no plugin inherits it), kept for Pulumi's interactive
+// display once internal/redact's pipe has taken fd 1; nil if none.
+func dupTerminal() *os.File {
+	fd, err := unix.FcntlInt(1, unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "terminal")
 }
 
 // exit ends the process with code once what it printed has been written
@@ -186,7 +202,9 @@ The stack is --stack, else the one 'pulumi stack select' chose (or
 PULUMI_STACK); teardown, state restore, secrets import, upgrade and etcd
 restore, which destroy or overwrite, take only an explicit --stack. A confirmation asks
 you to type the stack name; -y/--yes skips it, and without a terminal
-nothing is confirmed.
+(or with --non-interactive) nothing is confirmed. On a terminal, Pulumi's
+progress is its interactive display, as in pulumi (--non-interactive, a
+CI environment or TERM=dumb: progress lines).
 
 ` + exitCodes + "\n\n" + jsonOutput,
 		SilenceUsage:  true,

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/pulumi/pulumi/pkg/v3/backend/display"
@@ -33,6 +34,15 @@ type Display struct {
 	// Debug shows the engine's and the plugins' debug messages
 	// (`pulumi up --debug`: UpdateOptions.Debug and display.Options.Debug).
 	Debug bool
+	// Terminal is the terminal milner's standard output was when it
+	// started, as a descriptor of its own (internal/redact's pipe takes
+	// fd 1), set when the Pulumi CLI would be interactive
+	// (cmdutil.Interactive: stdin and stdout terminals, TERM not dumb,
+	// not in CI, no --non-interactive). An operation whose progress is
+	// os.Stdout then shows Pulumi's interactive display: its rows
+	// rewritten in place, sized to the terminal, its keys read (ctrl+c
+	// interrupts, as in Pulumi). Nil: progress lines.
+	Terminal *os.File
 }
 
 // ErrEnvironment refuses a stack file's environment: key (Pulumi ESC).
@@ -93,6 +103,31 @@ func (d Display) options(log string) display.Options {
 		ShowReplacementSteps: d.Diff, EventLogPath: log,
 	}
 }
+
+// showOn sets where an operation is shown: on progress, or, when that is
+// milner's stdout and it was a terminal, Pulumi's interactive display on
+// it.
+func (d Display) showOn(o *display.Options, progress io.Writer) {
+	o.Stdout, o.Stderr = progress, progress
+	if d.Terminal == nil || progress != os.Stdout {
+		return
+	}
+	o.IsInteractive = true
+	o.Stdout = terminalOut{fd: d.Terminal.Fd(), w: progress}
+}
+
+// terminalOut is the interactive display's stdout: Pulumi's terminal.Open
+// (pkg/v3 v3.276.0 backend/display/internal/terminal/term.go) takes the
+// size and sets raw mode through its Fd, the terminal's; what the display
+// writes still goes to w, milner's stdout, through the masking pipe.
+// Only Write is offered, so nothing reaches the terminal unmasked.
+type terminalOut struct {
+	fd uintptr
+	w  io.Writer
+}
+
+func (t terminalOut) Fd() uintptr                 { return t.fd }
+func (t terminalOut) Write(b []byte) (int, error) { return t.w.Write(b) }
 
 // keepEvents copies an operation's event log (from) to the --event-log
 // file: made anew by the Stack's first operation, appended to by the rest.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"golang.org/x/sys/unix"
+
+	"github.com/milner/milner/tests/ptytest"
 )
 
 // displayProject writes a project with one stack, stack, whose file is text.
@@ -145,5 +149,49 @@ func TestEnvironmentRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "state")); !os.IsNotExist(err) {
 		t.Errorf("the backend was touched: %v", err)
+	}
+}
+
+// TestInteractiveDisplayOnATerminal: with the terminal milner started on,
+// an operation whose progress is milner's stdout shows Pulumi's
+// interactive display there (its rows rewritten in place: the erase-line
+// sequence "\x1b[K" the line renderer never writes); the same operation
+// with its progress elsewhere (a verb under --json) keeps progress lines.
+func TestInteractiveDisplayOnATerminal(t *testing.T) {
+	master, tty := ptytest.Open(t)
+	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 120}); err != nil {
+		t.Fatal(err)
+	}
+	var shown bytes.Buffer
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		_, _ = io.Copy(&shown, master) // ends with EIO once tty is closed
+	}()
+	stdin, stdout := os.Stdin, os.Stdout
+	os.Stdin, os.Stdout = tty, tty
+	t.Cleanup(func() { os.Stdin, os.Stdout = stdin, stdout })
+
+	dir := displayProject(t, "s", "config: {}\n")
+	var elsewhere bytes.Buffer
+	if _, _, err := openDisplay(t, dir, Display{Terminal: tty}, &elsewhere).Preview(context.Background(), PlanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(context.Background(), Options{Stack: "s", Dir: dir, Backend: "file://" + filepath.Join(dir, "state"),
+		Passphrase: "correct horse battery staple 42", Progress: os.Stdout, Display: Display{Terminal: tty},
+		Program: func(ctx *pulumi.Context) error { ctx.Export("answer", pulumi.Int(42)); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Preview(context.Background(), PlanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = tty.Close()
+	<-drained
+	if !strings.Contains(shown.String(), "\x1b[K") || !strings.Contains(shown.String(), "displaytest-s") {
+		t.Errorf("progress on the terminal: not Pulumi's interactive display:\n%q", shown.String())
+	}
+	if strings.Contains(elsewhere.String(), "\x1b[") || !strings.Contains(elsewhere.String(), "displaytest-s") {
+		t.Errorf("progress elsewhere (--json): not progress lines:\n%q", elsewhere.String())
 	}
 }

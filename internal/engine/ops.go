@@ -237,7 +237,7 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 		op.Opts.Engine.LocalPolicyPacks = s.policyPacks()
 		op.Opts.Engine.HostFactory = policyHostFactory(s.backend, filepath.Join(s.dir, PolicyDir))
 	}
-	op.Opts.Display.Stdout, op.Opts.Display.Stderr = s.progress, s.progress
+	s.display.showOn(&op.Opts.Display, s.progress)
 	op.Opts.Engine.Debug = s.display.Debug
 	set(&op.Opts.Engine)
 	// The DIY backend prints its banner ("Previewing update (dev):") with

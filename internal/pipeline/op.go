@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/cmdutil"
+
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/stackfile"
@@ -140,6 +142,9 @@ func Confirm(ctx context.Context, in *os.File, out io.Writer, question, stack st
 	}
 	if fi, err := in.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return &Refusal{Err: ErrNoTerminal, Msg: "standard input is not a terminal, so nothing can be confirmed; pass --yes to go on without the prompt"}
+	}
+	if cmdutil.DisableInteractive {
+		return &Refusal{Err: ErrNoTerminal, Msg: "--non-interactive: nothing is asked, so nothing can be confirmed; pass --yes to go on without the prompt"}
 	}
 	_, _ = fmt.Fprintf(out, "%s Type the stack name (%s) to go on: ", question, stack)
 	typed := make(chan string, 1)
