@@ -8,6 +8,7 @@ import (
 
 	"github.com/pulumi/pulumi/pkg/v3/backend/display"
 	pkgengine "github.com/pulumi/pulumi/pkg/v3/engine"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 )
 
 // ErrNoDigest is Digest's error for an operation that was not a preview.
@@ -24,7 +25,11 @@ func (r *Result) JSON() (json.RawMessage, error) {
 	if r.raw != nil {
 		return r.Digest()
 	}
-	return json.Marshal(r.Events)
+	evs := make([]apitype.EngineEvent, 0, len(r.Events))
+	for _, ev := range r.Events { // without the automation API's Error field
+		evs = append(evs, ev.EngineEvent)
+	}
+	return json.Marshal(evs)
 }
 
 // Digest is the preview's steps as Pulumi's own JSON document: the one
