@@ -53,7 +53,7 @@ func TestDigestIsPulumisPreviewDigest(t *testing.T) {
 	d := decode()
 	ops := map[string]string{}
 	for _, s := range d.Steps {
-		ops[string(s.URN.Name())] = string(s.Op)
+		ops[s.URN.Name()] = string(s.Op)
 	}
 	if ops["thing"] != "create" || ops["displaytest-s"] != "create" || d.ChangeSummary["create"] != 2 {
 		t.Errorf("digest of the first preview: steps %v, summary %v; want the component and the stack created", ops, d.ChangeSummary)

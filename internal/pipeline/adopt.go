@@ -83,7 +83,7 @@ func adoptPlan(o *Op) (err error) {
 			fmt.Fprintf(os.Stderr, "milner adopt: the apps layer of a stack that declares the Talos layer is not adopted here (its kubeconfig is a Talos output, unknown before the next up): see docs/runbooks/recover.md\n")
 		}
 		if len(a.found.Nodes)+len(a.found.Objects) == 0 {
-			fmt.Fprintf(o.Out, "milner adopt: every live object of stack %q is in its state or already recorded; nothing to adopt\n", o.St.Name())
+			_, _ = fmt.Fprintf(o.Out, "milner adopt: every live object of stack %q is in its state or already recorded; nothing to adopt\n", o.St.Name())
 			return errNothingToDo
 		}
 		a.id = fmt.Sprintf("%d domains, %d pools, networks and volumes", len(a.found.Nodes), len(a.found.Objects))
@@ -167,7 +167,7 @@ func (o *Op) recordBootstrap() (before []byte, err error) {
 	if before, err = stackfile.Edit(o.Ctx, o.St, o.St.File(), stackfile.ClusterFlag("adoptBootstrap")); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(o.Out, "milner adopt: the cluster was bootstrapped (%s): recorded milner:cluster.adoptBootstrap, so the program declares no <cluster>-bootstrap and never bootstraps etcd again\n", b.Etcd)
+	_, _ = fmt.Fprintf(o.Out, "milner adopt: the cluster was bootstrapped (%s): recorded milner:cluster.adoptBootstrap, so the program declares no <cluster>-bootstrap and never bootstraps etcd again\n", b.Etcd)
 	return before, nil
 }
 
@@ -251,10 +251,10 @@ func adoptApply(o *Op, _ *Outcome) error {
 		return nil // recordBootstrap said what it recorded
 	}
 	if !a.imported {
-		fmt.Fprintf(o.Out, "milner adopt: %s already in the state of stack %q; recorded %s in %s (no import needed)\n", a.what, o.St.Name(), a.id, o.St.File())
+		_, _ = fmt.Fprintf(o.Out, "milner adopt: %s already in the state of stack %q; recorded %s in %s (no import needed)\n", a.what, o.St.Name(), a.id, o.St.File())
 		return nil
 	}
-	fmt.Fprintf(o.Out, "milner adopt: %s will be imported (%s) by the next `milner up --stack %s`; the preview plans no replace and no delete. Recorded in %s: commit it.\n", a.what, a.id, o.St.Name(), o.St.File())
+	_, _ = fmt.Fprintf(o.Out, "milner adopt: %s will be imported (%s) by the next `milner up --stack %s`; the preview plans no replace and no delete. Recorded in %s: commit it.\n", a.what, a.id, o.St.Name(), o.St.File())
 	return nil
 }
 

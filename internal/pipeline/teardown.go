@@ -46,7 +46,7 @@ func teardownPlan(o *Op) error {
 
 // teardownReport lists everything the teardown deletes.
 func teardownReport(o *Op, found []Finding) *Outcome {
-	fmt.Fprintf(o.Out, "milner teardown will DELETE every resource of stack %q (cluster %s), protected disks and data included:\n", o.St.Name(), o.cfg.Cluster.Name)
+	_, _ = fmt.Fprintf(o.Out, "milner teardown will DELETE every resource of stack %q (cluster %s), protected disks and data included:\n", o.St.Name(), o.cfg.Cluster.Name)
 	retained := 0
 	for _, r := range o.teardown.resources {
 		mark := ""
@@ -58,10 +58,10 @@ func teardownReport(o *Op, found []Finding) *Outcome {
 		case r.Protect:
 			mark = " (protected)"
 		}
-		fmt.Fprintf(o.Out, "  - %s %s%s\n", r.Type, r.Name(), mark)
+		_, _ = fmt.Fprintf(o.Out, "  - %s %s%s\n", r.Type, r.Name(), mark)
 	}
 	if retained > 0 {
-		fmt.Fprintf(o.Out, "%d retained resources are removed from the state only and stay where they are (remove them by hand, docs/proxmox.md)\n", retained)
+		_, _ = fmt.Fprintf(o.Out, "%d retained resources are removed from the state only and stay where they are (remove them by hand, docs/proxmox.md)\n", retained)
 	}
 	return &Outcome{Stack: o.St.Name(), Backend: o.St.Backend(), Refusals: found}
 }
@@ -174,7 +174,7 @@ func teardownAfter(o *Op) error {
 			return err
 		}
 	}
-	fmt.Fprintf(o.Out, "milner teardown: stack %q is empty; the %s contexts are removed from the kubeconfig and talosconfig\n", o.St.Name(), cluster)
+	_, _ = fmt.Fprintf(o.Out, "milner teardown: stack %q is empty; the %s contexts are removed from the kubeconfig and talosconfig\n", o.St.Name(), cluster)
 	return nil
 }
 

@@ -55,7 +55,7 @@ func upgradeApply(o *Op, _ *Outcome) error {
 	var declined error
 	err := upgrade.Execute(o.Ctx, u.cluster, u.opts, o.in.DryRun, func(*upgrade.Plan) bool {
 		if !o.Yes {
-			fmt.Fprintln(o.Out, "then: record the nodes' Talos configs in the state (a gated up of those configs only)")
+			_, _ = fmt.Fprintln(o.Out, "then: record the nodes' Talos configs in the state (a gated up of those configs only)")
 		}
 		declined = o.Confirm("Upgrade these nodes, one at a time?")
 		return declined == nil
@@ -84,10 +84,10 @@ func upgradeHealthGate(o *Op) ([]gate.Refusal, error) {
 // same pipeline.
 func upgradeAfter(o *Op) error {
 	if o.in.DryRun {
-		fmt.Fprintln(o.Out, "then: `milner upgrade` records the nodes' Talos configs in the state (a gated up of those configs only)")
+		_, _ = fmt.Fprintln(o.Out, "then: `milner upgrade` records the nodes' Talos configs in the state (a gated up of those configs only)")
 		return nil
 	}
-	fmt.Fprintln(o.Out, "\nrecord: the nodes' Talos configs in the state")
+	_, _ = fmt.Fprintln(o.Out, "\nrecord: the nodes' Talos configs in the state")
 	in := o.in
 	in.DryRun = false
 	rec, err := Run(o, UpgradeRecord(), in)
@@ -103,11 +103,11 @@ func recordVerdict(o *Op, g *Outcome) error {
 		return err
 	}
 	if g.Report.Empty() {
-		fmt.Fprintln(o.Out, "record: the state already matches; `milner up` plans no change")
+		_, _ = fmt.Fprintln(o.Out, "record: the state already matches; `milner up` plans no change")
 		return errNothingToDo // not even the volumes' file identities (Outcome.Records): `milner up` records them
 	}
 	if other := notConfigUpdates(g.Report); len(other) > 0 {
-		fmt.Fprintf(o.Out, "record: skipped: the stack has other changes pending (%s); review them with `milner preview`, then `milner up` records the Talos configs with them\n", strings.Join(other, ", "))
+		_, _ = fmt.Fprintf(o.Out, "record: skipped: the stack has other changes pending (%s); review them with `milner preview`, then `milner up` records the Talos configs with them\n", strings.Join(other, ", "))
 		return errNothingToDo
 	}
 	return nil
@@ -118,7 +118,7 @@ func recordApply(o *Op, _ *Outcome) error {
 	if _, err := o.St.UpPlan(o.Ctx, o.plan.plan); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
-	fmt.Fprintln(o.Out, "record: done; `milner up` plans no change for the upgraded nodes")
+	_, _ = fmt.Fprintln(o.Out, "record: done; `milner up` plans no change for the upgraded nodes")
 	return nil
 }
 
