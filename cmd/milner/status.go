@@ -40,7 +40,6 @@ word, which a reboot since makes stale.`,
 		}),
 	}
 	f.addStack(cmd, false)
-	f.addJSON(cmd)
 	cmd.Flags().BoolVar(&versions, "versions", false, "ask every node which Talos and Kubernetes versions it runs (Talos API)")
 	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file for --versions (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 	return cmd
@@ -82,7 +81,6 @@ func outputCmd() *cobra.Command {
 		}),
 	}
 	f.addStack(cmd, false)
-	f.addJSON(cmd)
 	cmd.Flags().BoolVar(&show, "show-secrets", false, "print secret outputs in the clear")
 	return cmd
 }
