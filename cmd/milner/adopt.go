@@ -53,8 +53,7 @@ records only that (e.g. after the gate refused a second bootstrap).`,
 		// Under Milner's lock: adopt writes the stack file (and, for the apps
 		// layer, the state) and previews what it wrote.
 		RunE: f.run(true, func(o *pipeline.Op) error {
-			_, err := pipeline.Run(o, pipeline.Adopt(), pipeline.Input{RunOpts: run, Adopt: pipeline.AdoptInput{Node: node, ID: id, Holder: holder, All: all, Bootstrap: bootstrap}})
-			return err
+			return f.gated(o, pipeline.Adopt(), pipeline.Input{RunOpts: run, Adopt: pipeline.AdoptInput{Node: node, ID: id, Holder: holder, All: all, Bootstrap: bootstrap}})
 		}),
 	}
 	f.addStack(cmd, false)

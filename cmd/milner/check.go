@@ -52,7 +52,7 @@ built is reported as not checked, and check fails saying which to build.`,
 	}
 	cmd.Flags().StringVarP(&stack, "stack", "s", "", "stack to check; its config is Pulumi.<stack>.yaml")
 	cmd.Flags().BoolVar(&all, "all", false, "check every committed stack")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the figures as JSON")
+	addJSON(cmd, &asJSON)
 	cmd.MarkFlagsOneRequired("stack", "all")
 	cmd.MarkFlagsMutuallyExclusive("stack", "all")
 	_ = cmd.RegisterFlagCompletionFunc("stack", completeStacks)

@@ -11,6 +11,13 @@ import (
 	"github.com/milner/milner/internal/pipeline"
 )
 
+// merged is kubeconfig's and talosconfig's result (--json): the file the
+// stack's config was merged into.
+type merged struct {
+	Stack string `json:"stack"`
+	File  string `json:"file"`
+}
+
 func clientCmd(c clientfiles.Config) *cobra.Command {
 	f := &stackFlags{}
 	var file string
@@ -37,12 +44,17 @@ every expiry).`, c.Output, c.Output, c.Tool, c.Env, c.Home),
 				_, err := fmt.Print(raw)
 				return err
 			}
-			return pipeline.MergeClientConfig(o, c, raw, file, admin, os.Stdout, os.Stderr)
+			if err := pipeline.MergeClientConfig(o, c, raw, file, admin, o.Out, os.Stderr); err != nil {
+				return err
+			}
+			path, err := c.Path(file)
+			return emit(f.json, merged{Stack: o.St.Name(), File: path}, nil, err)
 		}),
 	}
 	f.addStack(cmd, false)
 	cmd.Flags().StringVar(&file, "file", "", fmt.Sprintf("the %s config to merge into (default $%s or ~/%s)", c.Tool, c.Env, c.Home))
 	cmd.Flags().BoolVar(&stdout, "stdout", false, "print the config instead of merging it")
+	cmd.MarkFlagsMutuallyExclusive("stdout", "json") // the config is the output
 	if c.Output == clientfiles.Kube.Output {
 		cmd.Long += `
 For a stack with milner:cluster.oidc, kubeconfig writes a context that

@@ -24,7 +24,8 @@ type stackFlags struct {
 	program pulumi.RunFunc
 }
 
-// addStack declares --stack, completed from Pulumi.*.yaml. Without it the
+// addStack declares --stack, completed from Pulumi.*.yaml, and --json
+// (every verb on a stack prints its result with emit). Without --stack the
 // verb works on the current stack (name), unless explicit: a verb that
 // destroys or overwrites (teardown, state restore, secrets import,
 // upgrade, etcd restore) never falls back to it, so the stack it changes is always typed.
@@ -34,6 +35,7 @@ func (f *stackFlags) addStack(cmd *cobra.Command, explicit bool) {
 		usage = "stack name; its config is Pulumi.<stack>.yaml (required: this verb destroys or overwrites)"
 	}
 	cmd.Flags().StringVarP(&f.stack, "stack", "s", "", usage)
+	f.addJSON(cmd)
 	if explicit {
 		_ = cmd.MarkFlagRequired("stack")
 	}
@@ -62,17 +64,30 @@ func (f *stackFlags) addYes(cmd *cobra.Command) {
 	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "skip the confirmation (typing the stack name); needed without a terminal")
 }
 
+// jsonUsage is --json's usage wherever it is declared: what stdout holds
+// under it, on success and on failure (failure).
+const jsonUsage = "print the result as one JSON document on stdout (text and Pulumi's progress go to stderr); a run that fails before its result prints {error, rule, exitCode} instead"
+
 // addJSON declares --json.
-func (f *stackFlags) addJSON(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.json, "json", false, "print the result as JSON on stdout (Pulumi's progress goes to stderr)")
+func (f *stackFlags) addJSON(cmd *cobra.Command) { addJSON(cmd, &f.json) }
+
+// addJSON declares --json on a verb without a stack.
+func addJSON(cmd *cobra.Command, asJSON *bool) {
+	cmd.Flags().BoolVar(asJSON, "json", false, jsonUsage)
 }
+
+// emitted says that the running verb printed its result (emit): run then
+// prints no failure document.
+var emitted bool
 
 // emit is every verb's one printer of its result: v as indented JSON on
 // stdout under --json, else text (nil: the text is printed already); then
-// it returns err.
+// it returns err (a refusal or failure after the result: the document is
+// the result, the error goes to stderr and the exit code says it).
 func emit(asJSON bool, v any, text func(), err error) error {
 	switch {
 	case asJSON:
+		emitted = true
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		if jerr := enc.Encode(v); jerr != nil {
@@ -82,6 +97,30 @@ func emit(asJSON bool, v any, text func(), err error) error {
 		text()
 	}
 	return err
+}
+
+// failure is what --json prints on stdout when a verb fails before
+// printing its result (a usage error, a refusal before the plan, an
+// engine error): the error as stderr says it, the rule of a refusal, and
+// the exit code.
+type failure struct {
+	Error    string `json:"error"`
+	Rule     string `json:"rule,omitempty"`
+	ExitCode int    `json:"exitCode"`
+}
+
+// gated runs a gated verb through the pipeline and prints its outcome; a
+// run with nothing to do prints the stack's empty outcome.
+func (f *stackFlags) gated(o *pipeline.Op, v pipeline.Verb, in pipeline.Input) error {
+	in.JSON = f.json
+	g, err := pipeline.Run(o, v, in)
+	switch {
+	case g == nil && err != nil:
+		return err
+	case g == nil:
+		g = &pipeline.Outcome{Stack: o.St.Name()}
+	}
+	return emit(f.json, g, nil, err)
 }
 
 // projectDir is the -C/--cwd of the command line.

@@ -86,6 +86,14 @@ func TestCLIConventions(t *testing.T) {
 			if cmd.Runnable() && !strings.HasPrefix(path, "milner completion") {
 				assert.NotEmpty(t, cmd.Example, "every verb's --help has examples")
 			}
+			// --json on every verb, one flag with one usage, or the reason
+			// its help gives (noJSON, by the verb or its parent).
+			if reason, ok := noJSON[cmd.Parent().CommandPath()]; ok {
+				assert.Nil(t, cmd.Flags().Lookup("json"))
+				assert.Contains(t, cmd.Parent().Long, reason, "the help says why there is no --json")
+			} else if assert.NotNil(t, cmd.Flags().Lookup("json"), "every verb has --json") {
+				assert.Equal(t, jsonUsage, cmd.Flags().Lookup("json").Usage)
+			}
 		})
 	}
 }
@@ -141,7 +149,14 @@ func TestDocsDriftExitsPending(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
 	}
 	assert.Equal(t, pipeline.ExitPending, run([]string{"docs", "--check", "-C", dir}), "docs/cli.md, docs/stacks.md and docs/compatibility.md are missing: drift")
-	assert.Equal(t, pipeline.ExitOK, run([]string{"docs", "-C", dir}))
+	var drift docsChecked
+	decode(t, stdout(t, func() {
+		assert.Equal(t, pipeline.ExitPending, run([]string{"docs", "--check", "--json", "-C", dir}))
+	}), &drift)
+	assert.Contains(t, drift.Drifted, "docs/cli.md", "--json: the drifted files")
+	var wrote docsChecked
+	decode(t, stdout(t, func() { assert.Equal(t, pipeline.ExitOK, run([]string{"docs", "--json", "-C", dir})) }), &wrote)
+	assert.Contains(t, wrote.Wrote, "docs/cli.md")
 	assert.Equal(t, pipeline.ExitOK, run([]string{"docs", "--check", "-C", dir}))
 }
 
@@ -157,6 +172,7 @@ func TestExitCodesDocumentedOnce(t *testing.T) {
 	ref, err := docs.CLIReference(newRoot())
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(ref, exitCodes))
+	assert.Equal(t, 1, strings.Count(ref, jsonOutput), "--json is described once")
 	for _, sub := range []string{"## milner secrets export", "## milner state restore", "## milner vault unseal", "## milner secrets generate"} {
 		assert.Contains(t, ref, sub+"\n", "the reference has every sub-verb")
 	}
@@ -196,4 +212,60 @@ func stdout(t *testing.T, f func()) string {
 	os.Stdout = old
 	require.NoError(t, w.Close())
 	return <-done
+}
+
+// decode decodes out, which must be exactly one JSON document, into v.
+func decode(t *testing.T, out string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(v), out)
+	require.False(t, dec.More(), "one document on stdout: %s", out)
+}
+
+// TestJSONFailureDocument: under --json a verb that fails before its
+// result still prints one JSON document, the failure, with the exit code
+// it exits with (no stack: 6; a refusal: 5).
+func TestJSONFailureDocument(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("PULUMI_HOME", filepath.Join(home, ".pulumi"))
+	t.Setenv("PULUMI_BACKEND_URL", "file://"+filepath.Join(home, "state"))
+	require.NoError(t, os.Mkdir(filepath.Join(home, "state"), 0o700))
+	t.Setenv("PULUMI_STACK", "")
+	require.NoError(t, os.Unsetenv("PULUMI_STACK"))
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"status", "--json"}, pipeline.ExitNoStack},
+		{[]string{"teardown", "--json", "--no-such-flag"}, pipeline.ExitUsage},
+		{[]string{"secrets", "generate", "--json", "--stack", "dev", "--out", filepath.Join("..", "..", "docs", "generated-secrets")}, pipeline.ExitRefused},
+	} {
+		var f failure
+		decode(t, stdout(t, func() { assert.Equal(t, tc.code, run(append(tc.args, "-C", "../.."))) }), &f)
+		assert.Equal(t, tc.code, f.ExitCode, "%v", tc.args)
+		assert.NotEmpty(t, f.Error, "%v", tc.args)
+	}
+}
+
+// TestJSONResults decodes the --json results of the verbs that run here
+// without a cluster: version, and secrets generate (the files it wrote).
+func TestJSONResults(t *testing.T) {
+	var v version
+	decode(t, stdout(t, func() { require.Equal(t, pipeline.ExitOK, run([]string{"version", "--json"})) }), &v)
+	assert.NotEmpty(t, v.Go)
+
+	out := t.TempDir()
+	var w wroteSecrets
+	decode(t, stdout(t, func() {
+		require.Equal(t, pipeline.ExitOK, run([]string{"secrets", "generate", "--json", "--stack", "dev", "-C", "../..", "--out", out}))
+	}), &w)
+	files, err := os.ReadDir(out)
+	require.NoError(t, err)
+	require.Len(t, w.Files, len(files))
+	for _, f := range files {
+		assert.Contains(t, w.Files, f.Name())
+	}
+	assert.Equal(t, "dev", w.Stack)
 }

@@ -57,7 +57,6 @@ inspect'; the schedule and the restore: docs/runbooks/backup.md.`,
 		}),
 	}
 	f.addStack(cmd, false)
-	f.addJSON(cmd)
 	cmd.Flags().StringVarP(&in.Out, "out", "o", "", "the file to write, or a directory for the default name (default: the current directory)")
 	cmd.Flags().BoolVar(&in.Force, "force", false, "replace the --out file if it exists")
 	cmd.Flags().StringArrayVar(&in.Recipients, "recipient", nil, "an age public key (age1..., from age-keygen) that may decrypt it (repeatable)")
@@ -94,9 +93,17 @@ snapshot or on a schedule; a backup never checked is not a backup.`,
 		},
 	}
 	cmd.Flags().StringVarP(&identity, "identity", "i", "", "the age key file (AGE-SECRET-KEY-1...) of one of its recipients (required)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON on stdout")
+	addJSON(cmd, &asJSON)
 	_ = cmd.MarkFlagRequired("identity")
 	return cmd
+}
+
+// etcdRestored is etcd restore's result (--json): the node whose etcd
+// was bootstrapped from the file.
+type etcdRestored struct {
+	Stack string `json:"stack"`
+	Node  string `json:"node"`
+	From  string `json:"from"`
 }
 
 func etcdRestoreCmd() *cobra.Command {
@@ -116,7 +123,10 @@ member answers. The other control planes rejoin once their etcd data is
 empty. docs/runbooks/backup.md has the whole procedure.`,
 		Example: `  milner etcd restore --stack prod --from milner-etcd-20261206T020000Z-rev4711.snapshot.age --identity ~/milner-prod-etcd.key --node cp-1`,
 		RunE: f.run(true, func(o *pipeline.Op) error {
-			return pipeline.EtcdRestore(o, in)
+			if err := pipeline.EtcdRestore(o, in); err != nil {
+				return err
+			}
+			return emit(f.json, etcdRestored{Stack: o.St.Name(), Node: in.Node, From: in.From}, nil, nil)
 		}),
 	}
 	f.addStack(cmd, true)

@@ -31,7 +31,6 @@ type gatedFlags struct {
 
 func (f *gatedFlags) add(cmd *cobra.Command) {
 	f.addStack(cmd, false)
-	f.addJSON(cmd)
 	cmd.Flags().StringArrayVar(&f.replace, "replace", nil, "recreate this node's VM (repeatable); the replaced VMs must be exactly the named ones")
 	_ = cmd.RegisterFlagCompletionFunc("replace", completeNodes)
 	cmd.Flags().StringVar(&f.remove, "remove", "", "take this node, already gone from milner:nodes, out of the cluster: drain it, remove its etcd member, shut it down, delete its VM; its volumes stay on the host (docs/runbooks/remove-node.md)")
@@ -43,7 +42,7 @@ func (f *gatedFlags) add(cmd *cobra.Command) {
 // input is what the flags ask of the pipeline.
 func (f *gatedFlags) input() pipeline.Input {
 	return pipeline.Input{Replace: f.replace, Remove: f.remove, DrainTimeout: f.drainTimeout, Refresh: f.refresh, ExpectNoChanges: f.expectNoChanges, OSDisk: f.osDisk,
-		AllowContract: f.allowContract, AcceptRecreated: f.acceptRecreated, Talosconfig: f.talosconfig, JSON: f.json, RunOpts: f.runOpts}
+		AllowContract: f.allowContract, AcceptRecreated: f.acceptRecreated, Talosconfig: f.talosconfig, RunOpts: f.runOpts}
 }
 
 // newGatedFlags are a gated verb's flags, with the program of its run options.
@@ -75,19 +74,14 @@ verb's rules with the file and function that hold them.`,
   milner preview --stack dev --remove w-2          # what removing w-2 (gone from milner:nodes) would do
   milner preview --stack prod --expect-no-changes  # CI drift check: exit 7 on any change
   milner preview --stack dev --json | jq .report
+  milner preview --stack dev --json | jq .pulumi.steps   # Pulumi's own preview digest
   milner preview --explain                         # where each refusal comes from`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if explain {
 				pipeline.Explain(os.Stdout)
 				return nil
 			}
-			return f.run(false, func(o *pipeline.Op) error {
-				g, err := pipeline.Run(o, pipeline.Preview(), f.input())
-				if g == nil {
-					return err
-				}
-				return emit(f.json, g, nil, err)
-			})(cmd, args)
+			return f.run(false, func(o *pipeline.Op) error { return f.gated(o, pipeline.Preview(), f.input()) })(cmd, args)
 		},
 	}
 	f.add(cmd)

@@ -126,6 +126,11 @@ func TestEventLogAndJSONThroughAVerb(t *testing.T) {
 	var got refreshed
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
 	assert.Equal(t, "local", got.Stack)
+	// pulumi: the engine events `pulumi refresh --json` prints.
+	var evs []apitype.EngineEvent
+	require.NoError(t, json.Unmarshal(got.Pulumi, &evs), string(got.Pulumi))
+	require.NotEmpty(t, evs)
+	assert.NotNil(t, evs[0].PreludeEvent, "the refresh's events, from its prelude")
 	b, err := os.ReadFile(log)
 	require.NoError(t, err)
 	var preludes int

@@ -39,6 +39,26 @@ every lock is released; a second one terminates). Pulumi's 3
 (authentication), 4 (resource), 9 (timeout) and 10 (await) are not used:
 a failed step is 1, as in Pulumi.`
 
+// jsonOutput is the root help's (and so docs/cli.md's) one description of
+// --json (emit, failure, pipeline.Outcome).
+const jsonOutput = `--json, on every verb but completion: stdout holds exactly one JSON
+document, the verb's result; its text and Pulumi's progress go to stderr.
+A verb that fails before its result prints {"error", "rule" (a refusal's),
+"exitCode"} instead; a refusal or failure after it (a preview the rules
+refuse, a failed apply) prints the result, and the exit code says which.
+The gated verbs (preview, up, adopt, teardown, upgrade and its "record",
+secrets import) print {stack, backend, report, refusals, applied, ...}
+with Pulumi's own JSON, unchanged, under "pulumi": the document 'pulumi
+preview --json' prints for the plan they previewed (steps, changeSummary,
+diagnostics), or for teardown the destroy's engine events, as 'pulumi
+destroy --json' streams them; refresh's "pulumi" holds the refresh's.`
+
+// noJSON are the verbs without --json, each with the reason its help
+// states (TestCLIConventions holds every other verb to --json).
+var noJSON = map[string]string{
+	"milner completion": "No --json: each completion verb prints a shell script, which is its one output.",
+}
+
 // refusal is an error that a rule refused the operation before anything
 // was changed (pipeline.ExitRefused); it names its rule (internal/pipeline).
 type refusal = pipeline.Refusal
@@ -92,15 +112,24 @@ func run(args []string) int {
 	root.SetArgs(args)
 	in := watchInterrupts(context.Background(), os.Stderr, exit)
 	defer in.stop()
-	err := root.ExecuteContext(context.WithValue(in.ctx, interruptKey{}, in))
+	emitted = false
+	cmd, err := root.ExecuteContextC(context.WithValue(in.ctx, interruptKey{}, in))
 	if err == nil {
 		return pipeline.ExitOK
 	}
 	fmt.Fprintf(os.Stderr, "milner: %s\n", err) // masked on its way out (redact.Stdio)
+	code := exitCode(err)
 	if in.interrupted() {
-		return pipeline.ExitCancelled
+		code = pipeline.ExitCancelled
 	}
-	return exitCode(err)
+	if asJSON, _ := cmd.Flags().GetBool("json"); asJSON && !emitted {
+		f := failure{Error: err.Error(), ExitCode: code}
+		if r := (*refusal)(nil); errors.As(err, &r) {
+			f.Rule = r.Rule
+		}
+		_ = emit(true, f, nil, nil)
+	}
+	return code
 }
 
 // exitCode is the exit code of a failed command, by the error's type:
@@ -177,7 +206,7 @@ you to type the stack name; -y/--yes skips it, and without a terminal
 progress is its interactive display, as in pulumi (--non-interactive, a
 CI environment or TERM=dumb: progress lines).
 
-` + exitCodes,
+` + exitCodes + "\n\n" + jsonOutput,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -192,6 +221,9 @@ CI environment or TERM=dumb: progress lines).
 		adoptCmd(), teardownCmd(), upgradeCmd(), vaultCmd(), secretsCmd(), etcdCmd(), stateCmd(), checkCmd(), docsCmd(), versionCmd(),
 	)
 	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Long += "\n\n" + noJSON["milner completion"]
+	}
 	typedUsage(root)
 	return root
 }
@@ -234,7 +266,7 @@ func versionCmd() *cobra.Command {
 			}, nil)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the versions as JSON")
+	addJSON(cmd, &asJSON)
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,9 @@ type refreshed struct {
 	Stack    string `json:"stack"`
 	Read     int    `json:"read"`
 	Differed int    `json:"differed"`
+	// Pulumi is what `pulumi refresh --json` prints: its engine events
+	// (engine.Result.JSON).
+	Pulumi json.RawMessage `json:"pulumi,omitempty"`
 }
 
 func refreshCmd() *cobra.Command {
@@ -34,6 +38,11 @@ shows the difference between the program and what is live. Use
 				return err
 			}
 			res := refreshed{Stack: o.St.Name(), Read: len(r.Steps), Differed: len(r.Changes())}
+			if f.json {
+				if res.Pulumi, err = r.JSON(); err != nil {
+					return err
+				}
+			}
 			return emit(f.json, res, func() {
 				fmt.Printf("milner refresh: stack %q: %d resources read, %d differed from state\n", res.Stack, res.Read, res.Differed)
 			}, nil)
@@ -41,6 +50,5 @@ shows the difference between the program and what is live. Use
 	}
 	f.addStack(cmd, false)
 	f.addYes(cmd)
-	f.addJSON(cmd)
 	return cmd
 }

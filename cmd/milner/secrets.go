@@ -22,6 +22,15 @@ func secretsCmd() *cobra.Command {
 	return cmd
 }
 
+// wroteSecrets is secrets export's and generate's result (--json): where
+// they wrote, and for whom or which files.
+type wroteSecrets struct {
+	Stack      string   `json:"stack"`
+	Out        string   `json:"out"`
+	Recipients int      `json:"recipients,omitempty"`
+	Files      []string `json:"files,omitempty"`
+}
+
 func secretsExportCmd() *cobra.Command {
 	f := &stackFlags{}
 	var out string
@@ -35,8 +44,10 @@ func secretsExportCmd() *cobra.Command {
 			if err := pipeline.ExportSecrets(o, out, recipients); err != nil {
 				return err
 			}
-			fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", o.St.Name(), len(recipients), out)
-			return nil
+			res := wroteSecrets{Stack: o.St.Name(), Out: out, Recipients: len(recipients)}
+			return emit(f.json, res, func() {
+				fmt.Printf("milner secrets: wrote the secrets bundle of stack %q, age-encrypted for %d recipients, to %s; keep it off this machine and out of git\n", res.Stack, res.Recipients, res.Out)
+			}, nil)
 		}),
 	}
 	f.addStack(cmd, false)
@@ -76,8 +87,7 @@ nodes; docs/runbooks/recover.md.`,
 			f.program = stacks.SecretsBundle(clear.Path())
 			// Under Milner's stack lock: an import writes state, as up does.
 			return f.run(true, func(o *pipeline.Op) error {
-				_, err := pipeline.Run(o, pipeline.SecretsImport(), pipeline.Input{})
-				return err
+				return f.gated(o, pipeline.SecretsImport(), pipeline.Input{})
 			})(cmd, nil)
 		},
 	}
@@ -117,7 +127,15 @@ secret come from the forge, not from here.`,
 			if err != nil {
 				return err
 			}
-			return pipeline.GenerateSecrets(os.Stdout, projectDir(cmd), name, out)
+			w := os.Stdout
+			if f.json {
+				w = os.Stderr
+			}
+			files, err := pipeline.GenerateSecrets(w, projectDir(cmd), name, out)
+			if err != nil {
+				return err
+			}
+			return emit(f.json, wroteSecrets{Stack: name, Out: out, Files: files}, nil, nil)
 		},
 	}
 	f.addStack(cmd, false)

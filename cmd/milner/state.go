@@ -20,6 +20,12 @@ func stateCmd() *cobra.Command {
 	return cmd
 }
 
+// restored is state restore's result (--json).
+type restored struct {
+	Stack  string `json:"stack"`
+	Backup string `json:"backup"`
+}
+
 func stateBackupsCmd() *cobra.Command {
 	f := &stackFlags{}
 	cmd := &cobra.Command{
@@ -40,7 +46,6 @@ func stateBackupsCmd() *cobra.Command {
 		}),
 	}
 	f.addStack(cmd, false)
-	f.addJSON(cmd)
 	return cmd
 }
 
@@ -57,7 +62,13 @@ the same way. Afterwards 'milner preview' shows how reality differs from
 the restored state; docs/runbooks/state.md.`,
 		Example: `  milner state backups --stack dev
   milner state restore --stack dev --backup 1764561234567890123`,
-		RunE: f.run(true, func(o *pipeline.Op) error { return pipeline.RestoreState(o, id) }),
+		RunE: f.run(true, func(o *pipeline.Op) error {
+			err := pipeline.RestoreState(o, id)
+			if err != nil {
+				return err
+			}
+			return emit(f.json, restored{Stack: o.St.Name(), Backup: id}, nil, nil)
+		}),
 	}
 	f.addStack(cmd, true)
 	cmd.Flags().StringVar(&id, "backup", "", "the backup id from 'milner state backups', or latest (required)")
@@ -84,7 +95,6 @@ milner command, pid, user@host and since when). It changes nothing.`,
 		}),
 	}
 	f.addStack(cmd, false)
-	f.addJSON(cmd)
 	return cmd
 }
 
@@ -110,7 +120,13 @@ first: clearing a live run's lock lets a second run write the same state.`,
 		Example: `  milner state locks --stack dev
   milner state unlock --stack dev          # asks for the stack name; --yes in scripts
   milner state unlock --stack dev --force  # the holder is on another host, or stuck`,
-		RunE: f.run(false, func(o *pipeline.Op) error { return pipeline.Unlock(o, force) }),
+		RunE: f.run(false, func(o *pipeline.Op) error {
+			if err := pipeline.Unlock(o, force); err != nil {
+				return err
+			}
+			locks, err := o.St.Locks(o.Ctx)
+			return emit(f.json, locks, nil, err)
+		}),
 	}
 	f.addStack(cmd, false)
 	f.addYes(cmd)

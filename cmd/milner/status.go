@@ -24,7 +24,10 @@ layer, protected count, nodes, and when the talosconfig and kubeconfig
 client certificates and the cluster CAs expire (a warning within 30 days;
 'milner talosconfig|kubeconfig --renew' renews a client certificate). With --versions it also asks every node,
 through the Talos API, which Talos and Kubernetes versions it runs, against
-the declared ones, marking every difference ('milner upgrade' closes it).`,
+the declared ones, marking every difference ('milner upgrade' closes it),
+and whether it holds a config staged for its next reboot (Talos v1.10 and
+later), whoever staged it: without --versions, "staged" is the state's
+word, which a reboot since makes stale.`,
 		Example: `  milner status --stack dev
   milner status --stack dev --versions
   milner status --stack dev --json`,
@@ -37,7 +40,6 @@ the declared ones, marking every difference ('milner upgrade' closes it).`,
 		}),
 	}
 	f.addStack(cmd, false)
-	f.addJSON(cmd)
 	cmd.Flags().BoolVar(&versions, "versions", false, "ask every node which Talos and Kubernetes versions it runs (Talos API)")
 	cmd.Flags().StringVar(&talosconfigFile, "talosconfig", "", "talosconfig file for --versions (default: the stack state's, else $TALOSCONFIG or ~/.talos/config)")
 	return cmd
@@ -79,7 +81,6 @@ func outputCmd() *cobra.Command {
 		}),
 	}
 	f.addStack(cmd, false)
-	f.addJSON(cmd)
 	cmd.Flags().BoolVar(&show, "show-secrets", false, "print secret outputs in the clear")
 	return cmd
 }

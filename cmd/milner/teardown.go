@@ -30,8 +30,7 @@ and not yet deleted is protected again.`,
 			return nil
 		},
 		RunE: f.run(true, func(o *pipeline.Op) error {
-			_, err := pipeline.Run(o, pipeline.Teardown(), pipeline.Input{ConfirmName: confirmName})
-			return err
+			return f.gated(o, pipeline.Teardown(), pipeline.Input{ConfirmName: confirmName})
 		}),
 	}
 	f.addStack(cmd, true)

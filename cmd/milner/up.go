@@ -49,11 +49,7 @@ host, listed with the command that deletes them.`,
 			case f.osDisk && len(f.replace) != 1:
 				return usageError{fmt.Errorf("--os-disk recovers one node at a time (got --replace %v)", f.replace)}
 			}
-			g, err := pipeline.Run(o, pipeline.Up(), f.input())
-			if g == nil {
-				return err
-			}
-			return emit(f.json, g, nil, err)
+			return f.gated(o, pipeline.Up(), f.input())
 		}),
 	}
 	f.add(cmd)

@@ -49,8 +49,7 @@ stack's lock, so no 'milner up' pushes a config while nodes move.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A dry run sends nothing, so takes no lock and needs no gate.
 			return f.run(!dryRun, func(o *pipeline.Op) error {
-				_, err := pipeline.Run(o, pipeline.Upgrade(), pipeline.Input{Talosconfig: talosconfigFile, DryRun: dryRun, DrainTimeout: drainTimeout, RunOpts: run})
-				return err
+				return f.gated(o, pipeline.Upgrade(), pipeline.Input{Talosconfig: talosconfigFile, DryRun: dryRun, DrainTimeout: drainTimeout, RunOpts: run})
 			})(cmd, args)
 		},
 	}

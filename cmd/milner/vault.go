@@ -8,11 +8,19 @@ import (
 	"github.com/milner/milner/internal/vault"
 )
 
+// audited is vault audit's result (--json): the audit log file, and
+// whether this run enabled the device (false: one already wrote there).
+type audited struct {
+	Path    string `json:"path"`
+	Enabled bool   `json:"enabled"`
+}
+
 // vaultCmd is `milner vault status|unseal|audit --addr <https://...>
 // --ca-file <ca.crt>`. Key shares and tokens are read from a file, stdin
 // ("-") or the terminal without echo, used once, and never written anywhere.
 func vaultCmd() *cobra.Command {
 	var addr, caFile, shares, tokenFile, auditPath string
+	var asJSON bool
 	// withClient is a subcommand's RunE on a client of --addr with --ca-file.
 	withClient := func(do func(cmd *cobra.Command, c *vault.Client) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
@@ -48,11 +56,10 @@ used once and never written anywhere.`,
 			if err != nil {
 				return err
 			}
-			fmt.Println(s)
 			if s.Sealed {
-				return fmt.Errorf("vault at %s is sealed; unseal it: milner vault unseal --addr %s --ca-file %s", addr, addr, caFile)
+				err = fmt.Errorf("vault at %s is sealed; unseal it: milner vault unseal --addr %s --ca-file %s", addr, addr, caFile)
 			}
-			return nil
+			return emit(asJSON, s, func() { fmt.Println(s) }, err)
 		}),
 	}
 	unseal := &cobra.Command{
@@ -65,8 +72,7 @@ used once and never written anywhere.`,
 			if err != nil {
 				return err
 			}
-			fmt.Println(s)
-			return nil
+			return emit(asJSON, s, func() { fmt.Println(s) }, nil)
 		}),
 	}
 	unseal.Flags().StringVar(&shares, "shares-file", "", "a file of key shares, one per line, or - for stdin (default: ask on the terminal)")
@@ -83,16 +89,20 @@ used once and never written anywhere.`,
 			if err != nil {
 				return err
 			}
-			if enabled {
-				fmt.Printf("milner vault: file audit device enabled, writing to %s\n", auditPath)
-			} else {
-				fmt.Printf("milner vault: a file audit device already writes to %s\n", auditPath)
-			}
-			return nil
+			return emit(asJSON, audited{Path: auditPath, Enabled: enabled}, func() {
+				if enabled {
+					fmt.Printf("milner vault: file audit device enabled, writing to %s\n", auditPath)
+				} else {
+					fmt.Printf("milner vault: a file audit device already writes to %s\n", auditPath)
+				}
+			}, nil)
 		}),
 	}
 	audit.Flags().StringVar(&tokenFile, "token-file", "", "a file holding a token allowed to enable audit devices, or - for stdin (default: ask on the terminal)")
 	audit.Flags().StringVar(&auditPath, "path", vault.DefaultAuditPath, "the audit log file")
+	addJSON(status, &asJSON)
+	addJSON(unseal, &asJSON)
+	addJSON(audit, &asJSON)
 	cmd.AddCommand(status, unseal, audit)
 	return cmd
 }

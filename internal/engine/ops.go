@@ -40,6 +40,8 @@ type Result struct {
 	// Violations are the policy pack's mandatory violations
 	// (internal/policypack), in the order the engine reported them.
 	Violations []Violation
+	// raw are a preview's engine events as the engine sent them (Digest).
+	raw []pkgengine.Event
 }
 
 // Violation is one mandatory violation of a policy of the stack's policy
@@ -249,9 +251,19 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 		defer func() { os.Stdout = stdout }()
 	}
 	var plan *deploy.Plan
+	var raw []pkgengine.Event // a preview's own events, for its Digest
 	switch ectx := engineContext(ctx); kind {
 	case apitype.PreviewUpdate:
-		plan, _, err = backend.PreviewStack(ectx, st, op, nil)
+		evs, collected := make(chan pkgengine.Event), make(chan struct{})
+		go func() {
+			defer close(collected)
+			for e := range evs {
+				raw = append(raw, e)
+			}
+		}()
+		plan, _, err = backend.PreviewStack(ectx, st, op, evs)
+		close(evs)
+		<-collected
 	case apitype.UpdateUpdate:
 		_, err = backend.UpdateStack(ectx, st, op, nil)
 	case apitype.RefreshUpdate:
@@ -266,6 +278,7 @@ func (s *Stack) run(ctx context.Context, kind apitype.UpdateKind, set func(*pkge
 	if rerr != nil {
 		return nil, nil, fmt.Errorf("stack %q: %s: %w", s.name, name, rerr)
 	}
+	r.raw = raw
 	if err != nil {
 		if len(r.Violations) > 0 {
 			err = fmt.Errorf("%w: %w", ErrPolicyViolations, err)

@@ -83,7 +83,7 @@ func adoptPlan(o *Op) (err error) {
 			fmt.Fprintf(os.Stderr, "milner adopt: the apps layer of a stack that declares the Talos layer is not adopted here (its kubeconfig is a Talos output, unknown before the next up): see docs/runbooks/recover.md\n")
 		}
 		if len(a.found.Nodes)+len(a.found.Objects) == 0 {
-			fmt.Printf("milner adopt: every live object of stack %q is in its state or already recorded; nothing to adopt\n", o.St.Name())
+			_, _ = fmt.Fprintf(o.Out, "milner adopt: every live object of stack %q is in its state or already recorded; nothing to adopt\n", o.St.Name())
 			return errNothingToDo
 		}
 		a.id = fmt.Sprintf("%d domains, %d pools, networks and volumes", len(a.found.Nodes), len(a.found.Objects))
@@ -130,7 +130,7 @@ func (o *Op) adoptApps() error {
 		return fmt.Errorf("stack %q: milner:%s: %w", o.St.Name(), config.KubeconfigKey, err)
 	}
 	r, err := appsadopt.Run(o.Ctx, appsadopt.Options{
-		Stack: o.St, Cluster: cluster, ProjectDir: o.file.Dir, Out: os.Stdout,
+		Stack: o.St, Cluster: cluster, ProjectDir: o.file.Dir, Out: o.Out,
 		SetAdopt: func(ids map[string]string) { o.in.RunOpts.Adopt = ids },
 	})
 	if err != nil {
@@ -167,7 +167,7 @@ func (o *Op) recordBootstrap() (before []byte, err error) {
 	if before, err = stackfile.Edit(o.Ctx, o.St, o.St.File(), stackfile.ClusterFlag("adoptBootstrap")); err != nil {
 		return nil, err
 	}
-	fmt.Printf("milner adopt: the cluster was bootstrapped (%s): recorded milner:cluster.adoptBootstrap, so the program declares no <cluster>-bootstrap and never bootstraps etcd again\n", b.Etcd)
+	_, _ = fmt.Fprintf(o.Out, "milner adopt: the cluster was bootstrapped (%s): recorded milner:cluster.adoptBootstrap, so the program declares no <cluster>-bootstrap and never bootstraps etcd again\n", b.Etcd)
 	return before, nil
 }
 
@@ -218,7 +218,7 @@ func adoptReplacesNothing(o *Op) ([]gate.Refusal, error) {
 
 // adoptReport prints the edited stack's preview.
 func adoptReport(o *Op, found []Finding) *Outcome {
-	o.plan.report.Write(os.Stdout)
+	o.plan.report.Write(o.Out)
 	return &Outcome{Stack: o.St.Name(), Report: o.plan.report, Refusals: found}
 }
 
@@ -251,10 +251,10 @@ func adoptApply(o *Op, _ *Outcome) error {
 		return nil // recordBootstrap said what it recorded
 	}
 	if !a.imported {
-		fmt.Printf("milner adopt: %s already in the state of stack %q; recorded %s in %s (no import needed)\n", a.what, o.St.Name(), a.id, o.St.File())
+		_, _ = fmt.Fprintf(o.Out, "milner adopt: %s already in the state of stack %q; recorded %s in %s (no import needed)\n", a.what, o.St.Name(), a.id, o.St.File())
 		return nil
 	}
-	fmt.Printf("milner adopt: %s will be imported (%s) by the next `milner up --stack %s`; the preview plans no replace and no delete. Recorded in %s: commit it.\n", a.what, a.id, o.St.Name(), o.St.File())
+	_, _ = fmt.Fprintf(o.Out, "milner adopt: %s will be imported (%s) by the next `milner up --stack %s`; the preview plans no replace and no delete. Recorded in %s: commit it.\n", a.what, a.id, o.St.Name(), o.St.File())
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +85,14 @@ type Outcome struct {
 	// (Op.recordsIdentities): nothing changes on the host, but an up
 	// applies for them even when the report has no change.
 	Records []string `json:"records,omitempty"`
+	// Pulumi is, under --json, what Pulumi's own --json prints for the
+	// verb's engine operation, unchanged (engine.Result.JSON): the preview
+	// digest of its plan (`pulumi preview --json`), or for teardown the
+	// destroy's engine events; absent when the verb ran neither.
+	Pulumi json.RawMessage `json:"pulumi,omitempty"`
+	// Record is upgrade's record: the gated up of the nodes' Talos
+	// configs that follows the upgrade (UpgradeRecord).
+	Record *Outcome `json:"record,omitempty"`
 }
 
 // planned is the plan stage's result: the engine's preview, its plan
@@ -147,6 +156,11 @@ func Run(o *Op, v Verb, in Input) (g *Outcome, err error) {
 		return nil, err
 	}
 	g = v.report(o, found)
+	if in.JSON && o.plan != nil && o.plan.res != nil {
+		if g.Pulumi, err = o.plan.res.JSON(); err != nil {
+			return g, err
+		}
+	}
 	verdict := v.verdict
 	if verdict == nil {
 		verdict = func(o *Op, g *Outcome) error { return g.Verdict(o.in) }
@@ -165,6 +179,7 @@ func Run(o *Op, v Verb, in Input) (g *Outcome, err error) {
 	if err := v.apply(o, g); err != nil {
 		return g, err
 	}
+	g.Applied = !in.DryRun
 	if v.after == nil {
 		return g, nil
 	}

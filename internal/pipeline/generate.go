@@ -14,41 +14,43 @@ import (
 
 // GenerateSecrets is `milner secrets generate`: the secrets stack's config
 // needs (secretgen.ForStack), each written 0600 into out (created 0700),
-// each named on w as it is written. It refuses, before writing anything,
-// an out inside the project directory (symbolic links resolved: secrets
-// never go into the repository) and an out that holds any of the files
-// already (a secret is never overwritten).
-func GenerateSecrets(w io.Writer, project, stack, out string) error {
+// each named on w as it is written; it returns their names. It refuses,
+// before writing anything, an out inside the project directory (symbolic
+// links resolved: secrets never go into the repository) and an out that
+// holds any of the files already (a secret is never overwritten).
+func GenerateSecrets(w io.Writer, project, stack, out string) ([]string, error) {
 	s, err := stackfile.Read(stackfile.Path(project, stack), nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in, err := within(out, project); err != nil {
-		return err
+		return nil, err
 	} else if in {
-		return Refused("--out %s is inside the project directory %s: secrets never go into the repository; choose a directory outside it", out, project)
+		return nil, Refused("--out %s is inside the project directory %s: secrets never go into the repository; choose a directory outside it", out, project)
 	}
 	files, err := secretgen.ForStack(s.Config)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, g := range files {
 		if _, err := os.Lstat(filepath.Join(out, g.Name)); err == nil {
-			return Refused("%s exists: generate never overwrites a secret; nothing was written (remove it, or choose another --out)", filepath.Join(out, g.Name))
+			return nil, Refused("%s exists: generate never overwrites a secret; nothing was written (remove it, or choose another --out)", filepath.Join(out, g.Name))
 		}
 	}
 	if err := os.MkdirAll(out, 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	_, _ = fmt.Fprintf(w, "milner secrets: wrote to %s (keep it out of git):\n", out)
+	var names []string
 	for _, g := range files {
 		// O_EXCL: a file that appeared since the check above is refused, not truncated.
 		if err := engine.CreatePrivateFile(filepath.Join(out, g.Name), g.Data); err != nil {
-			return err
+			return nil, err
 		}
 		_, _ = fmt.Fprintf(w, "  %-24s %s\n", g.Name, g.Use)
+		names = append(names, g.Name)
 	}
-	return nil
+	return names, nil
 }
 
 // within reports whether path is dir or below it, after resolving symbolic

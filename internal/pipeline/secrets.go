@@ -82,6 +82,6 @@ func importApply(o *Op, _ *Outcome) error {
 
 // importAfter says what comes next.
 func importAfter(o *Op) error {
-	fmt.Printf("milner secrets: imported the secrets bundle into stack %q as %s (protected, its outputs secret); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", o.St.Name(), o.bundleName(), o.St.Name())
+	_, _ = fmt.Fprintf(o.Out, "milner secrets: imported the secrets bundle into stack %q as %s (protected, its outputs secret); next: adopt the nodes, then `milner preview --stack %s` must plan no create of a secrets bundle\n", o.St.Name(), o.bundleName(), o.St.Name())
 	return nil
 }

@@ -46,7 +46,7 @@ func teardownPlan(o *Op) error {
 
 // teardownReport lists everything the teardown deletes.
 func teardownReport(o *Op, found []Finding) *Outcome {
-	fmt.Printf("milner teardown will DELETE every resource of stack %q (cluster %s), protected disks and data included:\n", o.St.Name(), o.cfg.Cluster.Name)
+	_, _ = fmt.Fprintf(o.Out, "milner teardown will DELETE every resource of stack %q (cluster %s), protected disks and data included:\n", o.St.Name(), o.cfg.Cluster.Name)
 	retained := 0
 	for _, r := range o.teardown.resources {
 		mark := ""
@@ -58,12 +58,12 @@ func teardownReport(o *Op, found []Finding) *Outcome {
 		case r.Protect:
 			mark = " (protected)"
 		}
-		fmt.Printf("  - %s %s%s\n", r.Type, r.Name(), mark)
+		_, _ = fmt.Fprintf(o.Out, "  - %s %s%s\n", r.Type, r.Name(), mark)
 	}
 	if retained > 0 {
-		fmt.Printf("%d retained resources are removed from the state only and stay where they are (remove them by hand, docs/proxmox.md)\n", retained)
+		_, _ = fmt.Fprintf(o.Out, "%d retained resources are removed from the state only and stay where they are (remove them by hand, docs/proxmox.md)\n", retained)
 	}
-	return &Outcome{Stack: o.St.Name(), Refusals: found}
+	return &Outcome{Stack: o.St.Name(), Backend: o.St.Backend(), Refusals: found}
 }
 
 // teardownClusterName refuses a deprecated --confirm that is not the
@@ -135,7 +135,7 @@ func teardownVerdict(_ *Op, g *Outcome) error {
 // again. Proxmox holders also carry PVE's own protection flag, which
 // Pulumi's unprotect does not clear: it is cleared here, and set again on
 // what is left if the destroy fails.
-func teardownApply(o *Op, _ *Outcome) error {
+func teardownApply(o *Op, g *Outcome) error {
 	reprotect, err := o.unprotectProxmoxHolders()
 	if err != nil {
 		return err
@@ -145,7 +145,11 @@ func teardownApply(o *Op, _ *Outcome) error {
 	st, keep := o.St, context.WithoutCancel(o.Ctx)
 	err = st.UnprotectAll(o.Ctx)
 	if err == nil {
-		_, err = st.Destroy(o.Ctx)
+		var r *engine.Result
+		r, err = st.Destroy(o.Ctx)
+		if r != nil && o.in.JSON {
+			g.Pulumi, _ = r.JSON() // the engine's events: marshalling them cannot fail
+		}
 	}
 	if err == nil {
 		return nil
@@ -170,7 +174,7 @@ func teardownAfter(o *Op) error {
 			return err
 		}
 	}
-	fmt.Printf("milner teardown: stack %q is empty; the %s contexts are removed from the kubeconfig and talosconfig\n", o.St.Name(), cluster)
+	_, _ = fmt.Fprintf(o.Out, "milner teardown: stack %q is empty; the %s contexts are removed from the kubeconfig and talosconfig\n", o.St.Name(), cluster)
 	return nil
 }
 

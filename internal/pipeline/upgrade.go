@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/milner/milner/internal/gate"
@@ -17,6 +16,8 @@ type upgradeRun struct {
 	opts    upgrade.Options
 	// stopped is why the run stopped before it changed anything.
 	stopped error
+	// outcome is the upgrade's; upgradeAfter adds the record's to it.
+	outcome *Outcome
 }
 
 // upgradePlan dials the nodes with the state's talosconfig (or
@@ -31,7 +32,7 @@ func upgradePlan(o *Op) error {
 	if u.cluster, err = upgrade.Connect(o.Ctx, tc, upgrade.FromConfig(o.cfg)); err != nil {
 		return err
 	}
-	u.opts = upgrade.DefaultOptions(os.Stdout)
+	u.opts = upgrade.DefaultOptions(o.Out)
 	u.opts.DrainTimeout = o.in.DrainTimeout
 	if !o.in.DryRun { // a dry run sends nothing, so needs no gate
 		if u.opts.Apps, err = o.Apps(true); err != nil {
@@ -42,7 +43,8 @@ func upgradePlan(o *Op) error {
 }
 
 func upgradeReport(o *Op, found []Finding) *Outcome {
-	return &Outcome{Stack: o.St.Name(), Refusals: found}
+	o.upgrade.outcome = &Outcome{Stack: o.St.Name(), Refusals: found}
+	return o.upgrade.outcome
 }
 
 // upgradeApply moves the nodes one at a time (upgrade.Execute: its own
@@ -53,7 +55,7 @@ func upgradeApply(o *Op, _ *Outcome) error {
 	var declined error
 	err := upgrade.Execute(o.Ctx, u.cluster, u.opts, o.in.DryRun, func(*upgrade.Plan) bool {
 		if !o.Yes {
-			fmt.Println("then: record the nodes' Talos configs in the state (a gated up of those configs only)")
+			_, _ = fmt.Fprintln(o.Out, "then: record the nodes' Talos configs in the state (a gated up of those configs only)")
 		}
 		declined = o.Confirm("Upgrade these nodes, one at a time?")
 		return declined == nil
@@ -82,13 +84,14 @@ func upgradeHealthGate(o *Op) ([]gate.Refusal, error) {
 // same pipeline.
 func upgradeAfter(o *Op) error {
 	if o.in.DryRun {
-		fmt.Println("then: `milner upgrade` records the nodes' Talos configs in the state (a gated up of those configs only)")
+		_, _ = fmt.Fprintln(o.Out, "then: `milner upgrade` records the nodes' Talos configs in the state (a gated up of those configs only)")
 		return nil
 	}
-	fmt.Println("\nrecord: the nodes' Talos configs in the state")
+	_, _ = fmt.Fprintln(o.Out, "\nrecord: the nodes' Talos configs in the state")
 	in := o.in
 	in.DryRun = false
-	_, err := Run(o, UpgradeRecord(), in)
+	rec, err := Run(o, UpgradeRecord(), in)
+	o.upgrade.outcome.Record = rec
 	return err
 }
 
@@ -100,11 +103,11 @@ func recordVerdict(o *Op, g *Outcome) error {
 		return err
 	}
 	if g.Report.Empty() {
-		fmt.Println("record: the state already matches; `milner up` plans no change")
+		_, _ = fmt.Fprintln(o.Out, "record: the state already matches; `milner up` plans no change")
 		return errNothingToDo // not even the volumes' file identities (Outcome.Records): `milner up` records them
 	}
 	if other := notConfigUpdates(g.Report); len(other) > 0 {
-		fmt.Printf("record: skipped: the stack has other changes pending (%s); review them with `milner preview`, then `milner up` records the Talos configs with them\n", strings.Join(other, ", "))
+		_, _ = fmt.Fprintf(o.Out, "record: skipped: the stack has other changes pending (%s); review them with `milner preview`, then `milner up` records the Talos configs with them\n", strings.Join(other, ", "))
 		return errNothingToDo
 	}
 	return nil
@@ -115,7 +118,7 @@ func recordApply(o *Op, _ *Outcome) error {
 	if _, err := o.St.UpPlan(o.Ctx, o.plan.plan); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
-	fmt.Println("record: done; `milner up` plans no change for the upgraded nodes")
+	_, _ = fmt.Fprintln(o.Out, "record: done; `milner up` plans no change for the upgraded nodes")
 	return nil
 }
 

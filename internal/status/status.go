@@ -97,8 +97,9 @@ func (s *Report) Write(w io.Writer) {
 		for _, n := range nodes {
 			m, _ := n.(map[string]any)
 			line := fmt.Sprintf("  %-8v %-13v %v", m["name"], m["role"], m["address"])
-			if name, _ := m["name"].(string); slices.Contains(s.Staged, name) {
-				line += "  staged: its last config applies at its next reboot (`talosctl -n <node> reboot`)"
+			name, _ := m["name"].(string)
+			if note := s.stagedNote(name); note != "" {
+				line += "  " + note
 			}
 			_, _ = fmt.Fprintln(w, line)
 		}
@@ -113,6 +114,37 @@ func (s *Report) Write(w io.Writer) {
 			_, _ = fmt.Fprintf(w, "  %s %s CN %s groups %s serial %s, expires %s, by %s (%s)\n", c.At.UTC().Format("2006-01-02 15:04:05Z"), c.Config,
 				c.Subject, strings.Join(c.Groups, ","), c.Serial, c.NotAfter.UTC().Format(time.DateOnly), c.Who, c.Command)
 		}
+	}
+}
+
+// stagedNote says whether a node has a config waiting for its next
+// reboot: from the node when --versions asked it (upgrade.Row.Staged),
+// else from the state (its last apply was staged), saying which; "" when
+// neither says so.
+func (s *Report) stagedNote(node string) string {
+	const apply = " (`talosctl -n <node> reboot` applies it)"
+	inState := slices.Contains(s.Staged, node)
+	var row *upgrade.Row
+	if s.Versions != nil {
+		if i := slices.IndexFunc(s.Versions.Rows, func(r upgrade.Row) bool { return r.Node.Name == node }); i >= 0 {
+			row = &s.Versions.Rows[i]
+		}
+	}
+	switch {
+	case row != nil && row.Err == "" && row.Staged == upgrade.StagedYes && inState:
+		return "staged: the node holds its last config for its next reboot" + apply
+	case row != nil && row.Err == "" && row.Staged == upgrade.StagedYes:
+		return "staged outside Milner: the node holds a config for its next reboot that Milner did not stage; the next live apply replaces it" + apply
+	case row != nil && row.Err == "" && row.Staged == upgrade.StagedNo && inState:
+		return "staged per the state, but the node runs that config now (rebooted since)"
+	case !inState:
+		return ""
+	case row == nil && s.Versions == nil:
+		return "staged per the state: its last config applies at its next reboot" + apply + "; --versions asks the node"
+	case row == nil || row.Err != "":
+		return "staged per the state; the node could not be asked" + apply
+	default:
+		return "staged per the state; the node cannot say (" + row.Staged + ")" + apply
 	}
 }
 

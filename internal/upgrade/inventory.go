@@ -1,18 +1,23 @@
 package upgrade
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"github.com/milner/milner/components/vocab"
-	"github.com/milner/milner/internal/applymode"
 	"io"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+
+	"github.com/milner/milner/components/vocab"
+	"github.com/milner/milner/internal/applymode"
 )
 
 // Row is one node's declared and running versions.
@@ -26,10 +31,23 @@ type Row struct {
 	// APIServer is the tag of the node's kube-apiserver image
 	// (APIServerConfig resource); control planes only.
 	APIServer string `json:"apiServer,omitempty"`
+	// Staged is the config the node holds for its next boot, when it
+	// differs from the one it runs: a staged apply, Milner's or anyone's
+	// (Talos v1.10 on: config.MachineConfig "persistent" against
+	// "v1alpha1", pkg/machinery resources/config/machine_config.go;
+	// machined's STAGED apply sets only the persistent one,
+	// v1alpha1_server.go). "yes", "no", or why it is not known.
+	Staged string `json:"staged,omitempty"`
 	// Err is why the node could not be asked ("" when it answered); the
 	// other fields are then empty.
 	Err string `json:"error,omitempty"`
 }
+
+// Staged's answers.
+const (
+	StagedYes = "yes"
+	StagedNo  = "no"
+)
 
 // Inventory asks every declared node, at once, which Talos and Kubernetes
 // versions it runs, in config order. A node that cannot be asked has Err
@@ -68,7 +86,33 @@ func (c *Cluster) row(ctx context.Context, n Node) Row {
 		}
 		r.APIServer = imageTag(api.TypedSpec().Image)
 	}
+	r.Staged = staged(ctx, cosi)
 	return r
+}
+
+// staged reads whether a node holds a config for its next boot other
+// than the one it runs (Row.Staged).
+func staged(ctx context.Context, cosi state.State) string {
+	persistent, err := safe.StateGetByID[*config.MachineConfig](ctx, cosi, config.PersistentID)
+	if state.IsNotFoundError(err) {
+		return "not known: this Talos has no persistent MachineConfig (v1.10 and later have)"
+	}
+	if err != nil {
+		return fmt.Sprintf("not known: %v", err)
+	}
+	active, err := safe.StateGetByID[*config.MachineConfig](ctx, cosi, config.ActiveID)
+	if err != nil {
+		return fmt.Sprintf("not known: %v", err)
+	}
+	next, nerr := persistent.Provider().EncodeBytes()
+	now, aerr := active.Provider().EncodeBytes()
+	if err := errors.Join(nerr, aerr); err != nil {
+		return fmt.Sprintf("not known: %v", err)
+	}
+	if bytes.Equal(next, now) {
+		return StagedNo
+	}
+	return StagedYes
 }
 
 // imageTag returns the tag of an image reference (registry:port/name:tag).
@@ -134,8 +178,11 @@ func (v Versions) Write(w io.Writer) {
 		if r.APIServer != "" && r.APIServer != r.Kubelet {
 			k = fmt.Sprintf("kubelet %s, apiserver %s", r.Kubelet, r.APIServer)
 		}
-		_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", r.Node.Name, r.Node.Role,
-			mark(r.Talos, v.TalosVersion), mark(k, v.KubernetesVersion))
+		line := fmt.Sprintf("%-12s %-12s %-22s %-22s", r.Node.Name, r.Node.Role, mark(r.Talos, v.TalosVersion), mark(k, v.KubernetesVersion))
+		if r.Staged == StagedYes {
+			line += " holds a staged config for its next reboot"
+		}
+		_, _ = fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 	if lag := Lagging(v.Declared, v.Rows); len(lag) > 0 {
 		_, _ = fmt.Fprintf(w, "drift on %d nodes: `milner upgrade` moves them; until then `milner up` changes no Talos config\n", len(lag))

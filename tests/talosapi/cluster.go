@@ -26,6 +26,7 @@ type clusterOptions struct {
 	rebootDown    time.Duration
 	kubeconfigTTL time.Duration
 	promoteAfter  time.Duration
+	timeSync      time.Duration
 }
 
 // Option configures a Cluster.
@@ -45,6 +46,17 @@ func OnShutdown(f func(*Node)) Option {
 // SetEtcdErrors).
 func OnBoot(f func(*Node)) Option {
 	return func(o *clusterOptions) { o.onBoot = append(o.onBoot, f) }
+}
+
+// WithTimeSync is how long after each boot a node's time is in sync
+// (default 0: at once). Talos marks it synced when its NTP (or PTP)
+// source answered, or once machine.time.bootTimeout has passed since boot
+// (internal/app/machined/pkg/controllers/time/sync.go; no bootTimeout:
+// only the time source), and Bootstrap waits up to 5 s for it before it
+// answers FailedPrecondition "time is not in sync yet"
+// (v1alpha1_server.go Bootstrap), which the provider retries.
+func WithTimeSync(d time.Duration) Option {
+	return func(o *clusterOptions) { o.timeSync = d }
 }
 
 // WithRebootDowntime is how long a rebooting node does not answer

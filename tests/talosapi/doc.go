@@ -94,8 +94,10 @@
 // # What is not modelled
 //
 // There is no list in code of what the double leaves out. Known gaps:
-// time (a node boots, reboots and joins etcd at once unless a test sets
-// WithBootDelay, WithRebootDowntime or WithManualReady), networking (a
+// time (a node boots, reboots, syncs its clock and joins etcd at once
+// unless a test sets WithBootDelay, WithRebootDowntime, WithTimeSync,
+// WithLearnerPromotion or WithManualReady; no real-plugin scenario sets
+// the boot delay or the time sync yet), networking (a
 // node listens on its address whatever its config's network section
 // says), and drain (Shutdown and Upgrade answer at once, cordoning and
 // draining nothing; Upgrade pulls no installer image).
@@ -104,8 +106,9 @@
 // maintenance mode and reboot,
 // internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go
 // (Initialize, Boot, Reboot); Bootstrap's FailedPrecondition until CRI runs
-// and time is in sync, internal/app/machined/internal/server/v1alpha1/
-// v1alpha1_server.go (Bootstrap) and pkg/machinery/resources/time; a
+// (modelled: until booted) and time is in sync (modelled: WithTimeSync,
+// with Bootstrap's 5 s wait), internal/app/machined/internal/server/
+// v1alpha1/v1alpha1_server.go (Bootstrap) and controllers/time/sync.go; a
 // learner joining etcd and its promotion (WithLearnerPromotion times it),
 // internal/app/machined/pkg/controllers/etcd/member.go and
 // internal/pkg/etcd/; cordon and drain before Shutdown and Upgrade

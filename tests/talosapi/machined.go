@@ -151,8 +151,10 @@ func (m *machined) ApplyConfiguration(ctx context.Context, in *machine.ApplyConf
 		n.c.syncLocked()
 	case in.Mode == machine.ApplyConfigurationRequest_STAGED:
 		n.persisted = next
+		n.c.syncLocked() // the persistent MachineConfig moves ahead
 	case in.Mode == machine.ApplyConfigurationRequest_REBOOT:
 		n.persisted = next
+		n.c.syncLocked()
 		n.rebootLater("ApplyConfiguration")
 	default:
 		return nil, fmt.Errorf("incorrect mode '%s' specified for the apply config call", in.Mode.String())
@@ -205,6 +207,9 @@ func (m *machined) Bootstrap(_ context.Context, in *machine.BootstrapRequest) (*
 	if isWorker(n.active) {
 		return nil, status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
 	}
+	if err := n.waitTimeSyncLocked(); err != nil {
+		return nil, err
+	}
 	if n.etcdData {
 		return nil, status.Error(codes.AlreadyExists, "etcd data directory is not empty")
 	}
@@ -214,6 +219,30 @@ func (m *machined) Bootstrap(_ context.Context, in *machine.BootstrapRequest) (*
 	}
 	n.c.bootstrapLocked(n)
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
+}
+
+// bootstrapTimeWait is how long Bootstrap waits for the time sync
+// (v1alpha1_server.go: context.WithTimeout(ctx, 5*time.Second)).
+const bootstrapTimeWait = 5 * time.Second
+
+// waitTimeSyncLocked waits, as Bootstrap does, up to bootstrapTimeWait for
+// the node's time to be in sync (WithTimeSync), c.mu released meanwhile.
+func (n *Node) waitTimeSyncLocked() error {
+	left := time.Until(n.bootedAt.Add(n.c.opts.timeSync))
+	if left <= 0 {
+		return nil
+	}
+	boot := n.bootID
+	n.c.mu.Unlock()
+	time.Sleep(min(left, bootstrapTimeWait))
+	n.c.mu.Lock()
+	switch {
+	case n.bootID != boot || !n.booted:
+		return status.Error(codes.Unavailable, "talosapi double: the node rebooted during Bootstrap")
+	case time.Until(n.bootedAt.Add(n.c.opts.timeSync)) > 0:
+		return status.Error(codes.FailedPrecondition, "time is not in sync yet")
+	}
+	return nil
 }
 
 // Kubeconfig is Server.Kubeconfig (control planes only; kubeconfig.go).

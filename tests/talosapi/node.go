@@ -40,6 +40,7 @@ type Node struct {
 	persisted, active, platform *machineConfig
 	inc                         *incarnation // nil while powered off or between boots
 	bootID                      string
+	bootedAt                    time.Time // when this boot began: time sync counts from it
 	reachable                   bool
 	booted                      bool // boot sequence done (Talos: CRI up; MachineStatus running)
 	version, nextVersion        string
@@ -455,6 +456,7 @@ func (n *Node) boot() error {
 		n.version, n.nextVersion = n.nextVersion, ""
 	}
 	n.bootID = uuid.NewString()
+	n.bootedAt = time.Now()
 	n.booted = false
 	mode := "configured"
 	if n.active == nil {

@@ -47,7 +47,8 @@ import (
 // watches:
 //
 //   - config.MachineConfig v1alpha1: the running config, replaced (its
-//     version bumped) when another one runs (v1alpha2_state.go, SetConfig).
+//     version bumped) when another one runs (v1alpha2_state.go, SetConfig);
+//     and from v1.10 "persistent", the config the next boot runs.
 //   - k8s.ControllerManagerConfig and k8s.SchedulerConfig beside
 //     APIServerConfig, each the image and extra args of the running
 //     config's component (controllers/k8s/control_plane.go): its version
@@ -151,27 +152,41 @@ func (n *Node) syncLocked() {
 }
 
 // syncMachineConfigLocked keeps config.MachineConfig v1alpha1 the running
-// config (SetConfig: a new resource with the old one's version, updated).
+// config and, from Talos v1.10, "persistent" the one on the STATE
+// partition (v1alpha1_runtime.go SetConfig and SetPersistedConfig: a
+// staged apply sets only the persistent one; a new resource with the old
+// one's version, updated).
 func (n *Node) syncMachineConfigLocked(ctx context.Context) {
+	n.putMachineConfigLocked(ctx, config.ActiveID, n.active)
+	persisted := n.persisted
+	if !apiLevel(n.version).persistentConfig() {
+		persisted = nil
+	}
+	n.putMachineConfigLocked(ctx, config.PersistentID, persisted)
+}
+
+// putMachineConfigLocked makes config.MachineConfig id hold c (nil: no
+// such resource).
+func (n *Node) putMachineConfigLocked(ctx context.Context, id resource.ID, c *machineConfig) {
 	st := n.st
-	md := config.NewMachineConfig(nil).Metadata()
+	md := config.NewMachineConfigWithID(nil, id).Metadata()
 	cur, err := safe.StateGet[*config.MachineConfig](ctx, st, md)
 	switch {
 	case err != nil && !state.IsNotFoundError(err):
 		panic(fmt.Sprintf("talosapi: read %s: %v", md, err))
-	case n.active == nil:
-		putIf(ctx, st, false, config.NewMachineConfig(nil), nil)
+	case c == nil:
+		putIf(ctx, st, false, config.NewMachineConfigWithID(nil, id), nil)
 	case err != nil:
-		if err := st.Create(ctx, config.NewMachineConfig(n.active.cfg)); err != nil {
+		if err := st.Create(ctx, config.NewMachineConfigWithID(c.cfg, id)); err != nil {
 			panic(fmt.Sprintf("talosapi: write %s: %v", md, err))
 		}
 	default:
 		raw, rerr := cur.Provider().EncodeBytes()
-		now, nerr := n.active.cfg.EncodeBytes()
+		now, nerr := c.cfg.EncodeBytes()
 		if rerr == nil && nerr == nil && bytes.Equal(raw, now) {
 			return
 		}
-		next := config.NewMachineConfig(n.active.cfg)
+		next := config.NewMachineConfigWithID(c.cfg, id)
 		next.Metadata().SetVersion(cur.Metadata().Version())
 		if err := st.Update(ctx, next); err != nil {
 			panic(fmt.Sprintf("talosapi: write %s: %v", md, err))

@@ -359,6 +359,22 @@ func TestAutoNeedingARebootReboots(t *testing.T) {
 	waitFor(t, "new config", func() bool { return bytes.Equal(n.Config(), reboot) })
 }
 
+// Bootstrap waits up to 5 s for the node's time to be in sync, then
+// answers FailedPrecondition "time is not in sync yet" (the provider
+// retries it); once in sync it bootstraps.
+func TestBootstrapWaitsForTimeSync(t *testing.T) {
+	e := newEnv(t, talosapi.WithTimeSync(7*time.Second))
+	cp1 := e.configured("cp-1", 1, e.cp)
+	c := ctx(t)
+	start := time.Now()
+	err := e.client(cp1).Bootstrap(c, &machine.BootstrapRequest{})
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err))
+	assert.ErrorContains(t, err, "time is not in sync yet")
+	assert.GreaterOrEqual(t, time.Since(start), 4*time.Second, "Bootstrap waits for the sync before it answers")
+	require.NoError(t, e.client(cp1).Bootstrap(c, &machine.BootstrapRequest{}), "in sync 7 s after boot")
+	assert.Len(t, e.c.Journal().Calls("Bootstrap").Succeeded(), 1)
+}
+
 // Bootstrap as machined: not before the boot got far enough, not on a
 // worker, once, then AlreadyExists; the other control planes join etcd.
 func TestBootstrapOnceThenAlreadyExists(t *testing.T) {

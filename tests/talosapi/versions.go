@@ -11,7 +11,11 @@ import (
 // machine API along Milner's upgrade path (v1.9.5 to v1.13.9), read at
 // the tags of siderolabs/talos:
 //
-//   - v1.10.0: machined's rules let os:reader and os:etcd:backup call
+//   - v1.10.0: the config saved to the STATE partition is a resource of
+//     its own, config.MachineConfig "persistent" beside the running
+//     "v1alpha1" (pkg/machinery resources/config/machine_config.go
+//     PersistentID: ahead of the running one after a staged apply);
+//     machined's rules let os:reader and os:etcd:backup call
 //     EtcdStatus, EtcdAlarmList and EtcdMemberList
 //     (internal/app/machined/pkg/system/services/machined.go); a
 //     configured node refuses a config without a v1alpha1 document
@@ -38,6 +42,7 @@ type apiLevel string
 func (l apiLevel) atLeast(since string) bool { return semver.Compare(string(l), since) >= 0 }
 
 func (l apiLevel) etcdReader() bool             { return l.atLeast("v1.10.0") }
+func (l apiLevel) persistentConfig() bool       { return l.atLeast("v1.10.0") }
 func (l apiLevel) v1alpha1Required() bool       { return l.atLeast("v1.10.0") }
 func (l apiLevel) preserveSkipsEtcdCheck() bool { return l.atLeast("v1.12.0") }
 func (l apiLevel) rbacAlways() bool             { return l.atLeast("v1.12.0") }
