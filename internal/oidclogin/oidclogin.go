@@ -42,7 +42,7 @@ func Kubeconfig(admin string, o *config.OIDCConfig) (string, error) {
 		Args:            KubeloginArgs(o),
 		InteractiveMode: clientcmdapi.IfAvailableExecInteractiveMode,
 		InstallHint: "milner's OIDC context needs kubelogin as a kubectl plugin: " +
-			"kubectl krew install oidc-login (https://github.com/int128/kubelogin); break-glass: milner kubeconfig --admin (" + Runbook + ")",
+			"scripts/tools.sh kubelogin (the pinned kubelogin, as kubectl-oidc_login in .tools/bin, which must be on PATH) or kubectl krew install oidc-login; break-glass: milner kubeconfig --admin (" + Runbook + ")",
 	}}
 	out.Contexts[name] = &clientcmdapi.Context{Cluster: cur.Cluster, AuthInfo: name}
 	out.CurrentContext = name
