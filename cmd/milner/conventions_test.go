@@ -123,9 +123,10 @@ func TestUsageByType(t *testing.T) {
 	}
 }
 
-// TestCurrentStackOrUsage: without --stack a verb takes the current stack;
-// with none selected it is a usage error naming both ways to give one.
-func TestCurrentStackOrUsage(t *testing.T) {
+// noCurrentStack gives the test a fresh HOME and an empty file backend,
+// with no stack selected and no PULUMI_STACK.
+func noCurrentStack(t *testing.T) {
+	t.Helper()
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("PULUMI_HOME", filepath.Join(home, ".pulumi"))
@@ -133,6 +134,12 @@ func TestCurrentStackOrUsage(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(home, "state"), 0o700))
 	t.Setenv("PULUMI_STACK", "")
 	require.NoError(t, os.Unsetenv("PULUMI_STACK"))
+}
+
+// TestCurrentStackOrUsage: without --stack a verb takes the current stack;
+// with none selected it is a usage error naming both ways to give one.
+func TestCurrentStackOrUsage(t *testing.T) {
+	noCurrentStack(t)
 	for _, verb := range [][]string{{"status"}, {"preview"}, {"up"}, {"output"}, {"refresh"}, {"kubeconfig"}, {"adopt", "--all"}, {"state", "backups"}, {"secrets", "export", "--out", "x", "--recipient", "y"}} {
 		assert.Equal(t, pipeline.ExitNoStack, run(append(verb, "-C", "../..")), "%v with no current stack", verb)
 	}
@@ -227,13 +234,7 @@ func decode(t *testing.T, out string, v any) {
 // result still prints one JSON document, the failure, with the exit code
 // it exits with (no stack: 6; a refusal: 5).
 func TestJSONFailureDocument(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv("PULUMI_HOME", filepath.Join(home, ".pulumi"))
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+filepath.Join(home, "state"))
-	require.NoError(t, os.Mkdir(filepath.Join(home, "state"), 0o700))
-	t.Setenv("PULUMI_STACK", "")
-	require.NoError(t, os.Unsetenv("PULUMI_STACK"))
+	noCurrentStack(t)
 	for _, tc := range []struct {
 		args []string
 		code int
