@@ -144,3 +144,35 @@ func TestEventLogAndJSONThroughAVerb(t *testing.T) {
 	assert.Equal(t, 1, preludes, "the refresh's events")
 	assert.True(t, strings.HasPrefix(string(b), "{"))
 }
+
+// TestJSONOfTheStateVerbs: on the committed local stack with an empty
+// backend, teardown --json is one document with Pulumi's destroy events
+// under "pulumi" (its prelude first), state unlock --json the locks left
+// (none: []), state backups --json the backup the teardown left.
+func TestJSONOfTheStateVerbs(t *testing.T) {
+	noCurrentStack(t)
+	decode := func(args ...string) json.RawMessage {
+		t.Helper()
+		out := stdout(t, func() { require.Equal(t, pipeline.ExitOK, run(append(args, "--stack", "local", "-C", "../..", "--json"))) })
+		var doc json.RawMessage
+		dec := json.NewDecoder(strings.NewReader(out))
+		require.NoError(t, dec.Decode(&doc), out)
+		require.False(t, dec.More(), "one document on stdout: %s", out)
+		return doc
+	}
+	var torn struct {
+		Stack   string                `json:"stack"`
+		Applied bool                  `json:"applied"`
+		Pulumi  []apitype.EngineEvent `json:"pulumi"`
+	}
+	require.NoError(t, json.Unmarshal(decode("teardown", "--yes"), &torn))
+	assert.Equal(t, "local", torn.Stack)
+	assert.True(t, torn.Applied)
+	require.NotEmpty(t, torn.Pulumi)
+	assert.NotNil(t, torn.Pulumi[0].PreludeEvent, "the destroy's events, from its prelude")
+
+	assert.JSONEq(t, "[]", string(decode("state", "unlock")), "no lock left")
+	var backups []map[string]any
+	require.NoError(t, json.Unmarshal(decode("state", "backups"), &backups))
+	assert.NotEmpty(t, backups, "the teardown's checkpoint")
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/pipeline"
 )
 
@@ -125,6 +126,9 @@ first: clearing a live run's lock lets a second run write the same state.`,
 				return err
 			}
 			locks, err := o.St.Locks(o.Ctx)
+			if locks == nil {
+				locks = []engine.Holder{} // none left: [] under --json, not null
+			}
 			return emit(f.json, locks, nil, err)
 		}),
 	}
