@@ -153,7 +153,9 @@ func TestJSONOfTheStateVerbs(t *testing.T) {
 	noCurrentStack(t)
 	decode := func(args ...string) json.RawMessage {
 		t.Helper()
-		out := stdout(t, func() { require.Equal(t, pipeline.ExitOK, run(append(args, "--stack", "local", "-C", "../..", "--json"))) })
+		out := stdout(t, func() {
+			require.Equal(t, pipeline.ExitOK, run(append(args, "--stack", "local", "-C", "../..", "--json")))
+		})
 		var doc json.RawMessage
 		dec := json.NewDecoder(strings.NewReader(out))
 		require.NoError(t, dec.Decode(&doc), out)
