@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/pipeline"
+	"github.com/milner/milner/internal/status"
+)
+
+// TestJSONOnAStackWithState decodes, strictly (decode: one document, no
+// field the type lacks), the --json results of the verbs that read or
+// restore a stack's state, on the committed local stack with a file
+// backend whose state one update wrote: a program of no resources that
+// exports two outputs (no provider, no cluster). output prints the
+// outputs, whole or one by name; status the state's report; state
+// backups the checkpoint copies; state restore the backup it put back
+// (the state it replaced kept as one more backup); state locks the lock
+// another Milner holds, with its pid and command.
+func TestJSONOnAStackWithState(t *testing.T) {
+	noCurrentStack(t)
+	ctx := context.Background()
+	nodes := map[string]any{"cp-1": "10.199.0.11", "cp-2": "10.199.0.12"}
+	st, err := engine.Open(ctx, engine.Options{Stack: "local", Dir: "../..", Progress: io.Discard, Command: "milner json-test",
+		Program: func(ctx *pulumi.Context) error {
+			ctx.Export("cluster", pulumi.String("milner-local"))
+			ctx.Export("nodes", pulumi.ToMap(nodes))
+			return nil
+		}})
+	require.NoError(t, err)
+	_, err = st.Up(ctx)
+	require.NoError(t, err)
+	// jsonOf runs a verb on the local stack with --json, exit 0.
+	jsonOf := func(v any, args ...string) {
+		t.Helper()
+		decode(t, stdout(t, func() {
+			require.Equal(t, pipeline.ExitOK, run(append(args, "--stack", "local", "-C", "../..", "--json")))
+		}), v)
+	}
+
+	var outs map[string]any
+	jsonOf(&outs, "output")
+	assert.Equal(t, map[string]any{"cluster": "milner-local", "nodes": nodes}, outs)
+	var one map[string]any
+	jsonOf(&one, "output", "nodes")
+	assert.Equal(t, nodes, one, "one output by name")
+	var cluster string
+	jsonOf(&cluster, "output", "cluster")
+	assert.Equal(t, "milner-local", cluster, "a string output is a JSON string")
+
+	var report status.Report
+	jsonOf(&report, "status")
+	assert.Equal(t, "local", report.Stack)
+	assert.Equal(t, "milner-local", report.Cluster, "milner:cluster.name")
+	assert.True(t, strings.HasPrefix(report.Backend, "file://"), report.Backend)
+	assert.Equal(t, map[string]int{"other": 1}, report.Resources, "the stack's own resource, in no layer")
+	assert.Zero(t, report.Protected)
+	assert.Nil(t, report.Versions, "no --versions")
+
+	var backups []engine.Backup
+	jsonOf(&backups, "state", "backups")
+	require.NotEmpty(t, backups, "the update's checkpoint copy")
+	for _, b := range backups {
+		assert.NotEmpty(t, b.ID)
+		assert.False(t, b.Time.IsZero(), "%s: when", b.ID)
+	}
+
+	var back restored
+	jsonOf(&back, "state", "restore", "--backup", backups[0].ID, "--yes")
+	assert.Equal(t, restored{Stack: "local", Backup: backups[0].ID}, back)
+	var after []engine.Backup
+	jsonOf(&after, "state", "backups")
+	assert.Len(t, after, len(backups)+1, "the replaced state kept as a backup first")
+	outs = nil
+	jsonOf(&outs, "output")
+	assert.Equal(t, "milner-local", outs["cluster"], "the restored state's outputs")
+
+	release, err := st.Lock(ctx)
+	require.NoError(t, err)
+	defer release()
+	var locks []engine.Holder
+	jsonOf(&locks, "state", "locks")
+	require.Len(t, locks, 1, "Milner's own lock, which this test holds")
+	assert.Equal(t, "milner", locks[0].Lock)
+	assert.Equal(t, os.Getpid(), locks[0].PID)
+	assert.Equal(t, "milner json-test", locks[0].Command)
+	assert.True(t, locks[0].Here(), locks[0].Who)
+	assert.False(t, locks[0].Since.IsZero())
+}
