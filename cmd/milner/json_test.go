@@ -4,16 +4,21 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"filippo.io/age"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/milner/milner/internal/engine"
+	"github.com/milner/milner/internal/etcdbackup"
 	"github.com/milner/milner/internal/pipeline"
 	"github.com/milner/milner/internal/status"
+	"github.com/milner/milner/tests/etcdtest"
 )
 
 // TestJSONOnAStackWithState decodes, strictly (decode: one document, no
@@ -94,4 +99,39 @@ func TestJSONOnAStackWithState(t *testing.T) {
 	assert.Equal(t, "milner json-test", locks[0].Command)
 	assert.True(t, locks[0].Here(), locks[0].Who)
 	assert.False(t, locks[0].Since.IsZero())
+}
+
+// TestJSONOfEtcdInspect: etcd inspect --json is the meta.json of the file
+// it verified, as 'milner etcd snapshot' sealed it: here a real etcd's
+// snapshot (tests/etcdtest), sealed for one age key.
+func TestJSONOfEtcdInspect(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := etcdtest.Start(t)
+	_, err := e.Put(ctx, "/registry/configmaps/default/cm", 5)
+	require.NoError(t, err)
+	snap, err := e.Snapshot(ctx)
+	require.NoError(t, err)
+	clear, err := etcdbackup.Load(snap)
+	require.NoError(t, err)
+	defer func() { _ = clear.Close() }()
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key.txt")
+	require.NoError(t, os.WriteFile(key, []byte(id.String()+"\n"), 0o600))
+	sealed := clear.Meta(etcdbackup.Meta{Cluster: "milner-local", Stack: "local", Node: "cp-1", TakenAt: time.Now().UTC().Truncate(time.Second)})
+	file, err := clear.Seal(sealed, []age.Recipient{id.Recipient()}, dir, "", false)
+	require.NoError(t, err)
+
+	var got etcdbackup.Meta
+	decode(t, stdout(t, func() {
+		require.Equal(t, pipeline.ExitOK, run([]string{"etcd", "inspect", file, "--identity", key, "--json"}))
+	}), &got)
+	assert.True(t, sealed.TakenAt.Equal(got.TakenAt), "takenAt: %v, sealed %v", got.TakenAt, sealed.TakenAt)
+	got.TakenAt = sealed.TakenAt
+	assert.Equal(t, sealed, got)
+	assert.Positive(t, got.Revision)
+	assert.GreaterOrEqual(t, got.TotalKeys, 5)
+	assert.Len(t, got.SHA256, 64)
 }
