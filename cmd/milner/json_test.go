@@ -26,7 +26,8 @@ import (
 // restore a stack's state, on the committed local stack with a file
 // backend whose state one update wrote: a program of no resources that
 // exports two outputs (no provider, no cluster). output prints the
-// outputs, whole or one by name; status the state's report; state
+// outputs, whole or one by name; kubeconfig and talosconfig the file they
+// merged the stack's config into; status the state's report; state
 // backups the checkpoint copies; state restore the backup it put back
 // (the state it replaced kept as one more backup); state locks the lock
 // another Milner holds, with its pid and command.
@@ -34,10 +35,16 @@ func TestJSONOnAStackWithState(t *testing.T) {
 	noCurrentStack(t)
 	ctx := context.Background()
 	nodes := map[string]any{"cp-1": "10.199.0.11", "cp-2": "10.199.0.12"}
+	// The client configs as the Talos layer exports them (only their shape
+	// matters to the merge: internal/clientfiles' tests).
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters:\n- name: milner-local\n  cluster: {server: https://10.199.0.240:6443}\ncontexts:\n- name: admin@milner-local\n  context: {cluster: milner-local, user: admin@milner-local}\nusers:\n- name: admin@milner-local\n  user: {client-key-data: aw==}\ncurrent-context: admin@milner-local\n"
+	talosconfig := "context: milner-local\ncontexts:\n  milner-local:\n    endpoints: [10.199.0.11]\n"
 	st, err := engine.Open(ctx, engine.Options{Stack: "local", Dir: "../..", Progress: io.Discard, Command: "milner json-test",
 		Program: func(ctx *pulumi.Context) error {
 			ctx.Export("cluster", pulumi.String("milner-local"))
 			ctx.Export("nodes", pulumi.ToMap(nodes))
+			ctx.Export("kubeconfig", pulumi.String(kubeconfig))
+			ctx.Export("talosconfig", pulumi.String(talosconfig))
 			return nil
 		}})
 	require.NoError(t, err)
@@ -53,13 +60,23 @@ func TestJSONOnAStackWithState(t *testing.T) {
 
 	var outs map[string]any
 	jsonOf(&outs, "output")
-	assert.Equal(t, map[string]any{"cluster": "milner-local", "nodes": nodes}, outs)
+	assert.Equal(t, map[string]any{"cluster": "milner-local", "nodes": nodes, "kubeconfig": kubeconfig, "talosconfig": talosconfig}, outs)
 	var one map[string]any
 	jsonOf(&one, "output", "nodes")
 	assert.Equal(t, nodes, one, "one output by name")
 	var cluster string
 	jsonOf(&cluster, "output", "cluster")
 	assert.Equal(t, "milner-local", cluster, "a string output is a JSON string")
+
+	for verb, context := range map[string]string{"kubeconfig": "admin@milner-local", "talosconfig": "milner-local"} {
+		file := filepath.Join(t.TempDir(), verb)
+		var m merged
+		jsonOf(&m, verb, "--file", file)
+		assert.Equal(t, merged{Stack: "local", File: file}, m, verb)
+		b, err := os.ReadFile(file)
+		require.NoError(t, err, verb)
+		assert.Contains(t, string(b), context, "%s: the stack's context, merged", verb)
+	}
 
 	var report status.Report
 	jsonOf(&report, "status")
