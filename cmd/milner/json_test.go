@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/milner/milner/internal/conformance"
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/internal/etcdbackup"
 	"github.com/milner/milner/internal/pipeline"
@@ -176,4 +177,33 @@ func jsonKeys(t *testing.T, doc string) []string {
 	m, ok := v.(map[string]any)
 	require.True(t, ok, "an object: %s", doc)
 	return slices.Sorted(maps.Keys(m))
+}
+
+// TestJSONOfCheck: check --json is one figure per stack, each rule's
+// verdict in conformance.Rules order; the local stack declares the
+// substrate layer alone, so the rules of the others do not apply, and
+// every rule that applies holds and was checked.
+func TestJSONOfCheck(t *testing.T) {
+	var figures []conformance.Figure
+	out := stdout(t, func() {
+		require.Equal(t, pipeline.ExitOK, run([]string{"check", "--stack", "local", "-C", "../..", "--json"}))
+	})
+	decode(t, out, &figures)
+	// The figure's keys are Go's field names (conformance.Figure has no
+	// json tags), unlike every other verb's camelCase: see the report.
+	assert.Equal(t, []string{"Results", "Stack"}, jsonKeys(t, out))
+	require.Len(t, figures, 1)
+	assert.Equal(t, "local", figures[0].Stack)
+	require.Len(t, figures[0].Results, len(conformance.Rules))
+	var applies int
+	for i, r := range figures[0].Results {
+		assert.Equal(t, conformance.Rules[i].Name, r.Rule)
+		if r.Applies {
+			applies++
+			assert.Empty(t, r.Problems, r.Rule)
+			assert.Empty(t, r.Unchecked, r.Rule)
+		}
+	}
+	assert.Positive(t, applies, "the substrate layer's rules")
+	assert.Less(t, applies, len(conformance.Rules), "not the other layers'")
 }
