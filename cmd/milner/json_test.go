@@ -113,6 +113,7 @@ func TestJSONOnAStackWithState(t *testing.T) {
 	jsonOf(&outs, "output")
 	assert.Equal(t, "milner-local", outs["cluster"], "the restored state's outputs")
 
+	assert.JSONEq(t, "[]", jsonOf(&[]engine.Holder{}, "state", "locks"), "no lock held: an empty list")
 	release, err := st.Lock(ctx)
 	require.NoError(t, err)
 	defer release()

@@ -88,7 +88,7 @@ takes too: pid, user, host, time) and Milner's own operation lock (the
 milner command, pid, user@host and since when). It changes nothing.`,
 		Example: `  milner state locks --stack dev`,
 		RunE: f.run(false, func(o *pipeline.Op) error {
-			locks, err := o.St.Locks(o.Ctx)
+			locks, err := heldLocks(o)
 			if err != nil {
 				return err
 			}
@@ -125,10 +125,7 @@ first: clearing a live run's lock lets a second run write the same state.`,
 			if err := pipeline.Unlock(o, force); err != nil {
 				return err
 			}
-			locks, err := o.St.Locks(o.Ctx)
-			if locks == nil {
-				locks = []engine.Holder{} // none left: [] under --json, not null
-			}
+			locks, err := heldLocks(o)
 			return emit(f.json, locks, nil, err)
 		}),
 	}
@@ -136,4 +133,14 @@ first: clearing a live run's lock lets a second run write the same state.`,
 	f.addYes(cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "also clear a lock whose holder may still run: a live process here, a holder on another host, or (PostgreSQL) another run's session holding Milner's lock")
 	return cmd
+}
+
+// heldLocks are the stack's locks (engine.Stack.Locks); none is an empty
+// list, so --json prints [] rather than null.
+func heldLocks(o *pipeline.Op) ([]engine.Holder, error) {
+	locks, err := o.St.Locks(o.Ctx)
+	if locks == nil {
+		locks = []engine.Holder{}
+	}
+	return locks, err
 }
