@@ -190,9 +190,7 @@ func TestJSONOfCheck(t *testing.T) {
 		require.Equal(t, pipeline.ExitOK, run([]string{"check", "--stack", "local", "-C", "../..", "--json"}))
 	})
 	decode(t, out, &figures)
-	// The figure's keys are Go's field names (conformance.Figure has no
-	// json tags), unlike every other verb's camelCase: see the report.
-	assert.Equal(t, []string{"Results", "Stack"}, jsonKeys(t, out))
+	assert.Equal(t, []string{"results", "stack"}, jsonKeys(t, out), "camelCase, as every verb's")
 	require.Len(t, figures, 1)
 	assert.Equal(t, "local", figures[0].Stack)
 	require.Len(t, figures[0].Results, len(conformance.Rules))

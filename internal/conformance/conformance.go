@@ -94,22 +94,22 @@ func bumpTalos(raw map[string]string) (map[string]string, string, error) {
 // Result is one rule's verdict on one stack.
 type Result struct {
 	// Rule is the rule's name.
-	Rule string
+	Rule string `json:"rule"`
 	// Applies is false when the stack declares none of the rule's layer.
-	Applies bool
+	Applies bool `json:"applies"`
 	// Problems are the violations; none means the rule holds.
-	Problems []string
+	Problems []string `json:"problems"`
 	// Unchecked names the missing tools that kept the rule from being
 	// checked (none: it was checked).
-	Unchecked []string `json:",omitempty"`
+	Unchecked []string `json:"unchecked,omitempty"`
 }
 
 // Figure is the conformance of one stack.
 type Figure struct {
 	// Stack is the stack name.
-	Stack string
+	Stack string `json:"stack"`
 	// Results holds one result per rule, in Rules order.
-	Results []Result
+	Results []Result `json:"results"`
 }
 
 // Evaluate applies every rule to the evidence of one stack.
