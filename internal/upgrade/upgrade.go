@@ -48,6 +48,10 @@ type Node struct {
 // MarshalJSON is the node's name.
 func (n Node) MarshalJSON() ([]byte, error) { return json.Marshal(n.Name) }
 
+// UnmarshalJSON reads the name MarshalJSON writes (the role and endpoint
+// are not in the JSON), so a Go client decodes a --json result whole.
+func (n *Node) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &n.Name) }
+
 // Declared is what the stack declares: the versions every node should run
 // and the nodes, in config order.
 type Declared struct {
