@@ -51,10 +51,12 @@ func WithKubernetes(cs kubernetes.Interface, t DrainTiming) Option {
 	return func(o *clusterOptions) { o.kube, o.drain = cs, t }
 }
 
-// WithInstallerPull is how long Upgrade takes to pull and validate the
-// installer image before it answers (talos v1.13.9 v1alpha1_server.go
-// Upgrade: install.PullAndValidateInstallerImage, before the etcd check
-// and before the call returns; default 0). A pull's duration is the
+// WithInstallerPull is how long pulling the installer image takes
+// (default 0): MachineService.Upgrade pulls and validates it before it
+// answers (talos v1.13.9 v1alpha1_server.go Upgrade:
+// install.PullAndValidateInstallerImage, before the etcd check), and
+// v1.13's ImageService.Pull before it answers the image's name (an image
+// already pulled answers at once). A pull's duration is the
 // registry's and the image's (the v1.13 installer is a few hundred MB), not
 // a Talos constant.
 func WithInstallerPull(d time.Duration) Option {
