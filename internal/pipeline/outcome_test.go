@@ -40,3 +40,28 @@ func TestOutcomeJSON(t *testing.T) {
 		assert.Regexp(t, `^[a-z]`, k[1], "a key of %s", b)
 	}
 }
+
+// TestVersionsOfANewNode: a node whose VM the plan creates, which could
+// not be asked, is "not created yet" in the versions table, not
+// "unreachable" with the dial's error (the prod preview of an added
+// worker showed "connection refused"); a node that exists and does not
+// answer stays unreachable.
+func TestVersionsOfANewNode(t *testing.T) {
+	r := gate.Report{Deltas: []gate.Delta{{Layer: gate.Disposable, Changes: map[gate.Op][]gate.Change{
+		gate.Create: {{Name: "w-2", Node: "w-2"}, {Name: "boot-media"}},
+	}}}}
+	refused := "talos version: connection refused"
+	rows := []upgrade.Row{
+		{Node: upgrade.Node{Name: "cp-1"}, Talos: "v1.13.9"},
+		{Node: upgrade.Node{Name: "w-1"}, Err: refused},
+		{Node: upgrade.Node{Name: "w-2"}, Err: refused},
+	}
+	got := created(r, rows)
+	assert.Equal(t, []string{"", refused, upgrade.NotCreatedYet}, []string{got[0].Err, got[1].Err, got[2].Err})
+	assert.Equal(t, refused, rows[2].Err, "the observed rows are not changed")
+
+	var b bytes.Buffer
+	upgrade.Versions{Rows: got}.Write(&b)
+	assert.Regexp(t, `(?m)^w-2\s+not created yet`, b.String())
+	assert.Regexp(t, `(?m)^w-1\s+unreachable: `+refused, b.String())
+}
