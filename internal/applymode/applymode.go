@@ -129,8 +129,9 @@ type Decider struct {
 	First map[string]bool
 	// Fresh names the nodes whose OS disk is new in this run.
 	Fresh map[string]bool
-	// Adopted names the First nodes whose VM is already in state: it may
-	// run a config this state does not know.
+	// Adopted names the First nodes whose VM is already in state, or is
+	// imported by this run (adopt --all's nodes[i].adoptId): it may run a
+	// config this state does not know.
 	Adopted map[string]bool
 	// Recorded is each node's apply mode as state records it.
 	Recorded map[string]string

@@ -116,7 +116,8 @@ func (o *Op) unprotectOSVolume() error {
 // applyModes has the program send each node's Talos config in the mode
 // the node's answer calls for (internal/applymode), decided once for the
 // preview and the update that applies its plan. A node whose apply is not
-// in state takes its first config (adopted when its VM is in state);
+// in state takes its first config (adopted when its VM is in state or
+// imported by this run);
 // --os-disk's node boots a new OS disk.
 func (o *Op) applyModes() error {
 	d := &applymode.Decider{First: map[string]bool{}, Fresh: map[string]bool{}, Adopted: map[string]bool{}, Recorded: map[string]string{}, Applied: map[string]string{}}
@@ -135,7 +136,10 @@ func (o *Op) applyModes() error {
 			if err != nil {
 				return err
 			}
-			d.Adopted[n.Name] = vm != nil
+			// Its VM is in state, or imported in this run (nodes[i].adoptId:
+			// `adopt --all` after a lost state, then `up`): either may run
+			// a config this state does not know.
+			d.Adopted[n.Name] = vm != nil || n.AdoptID != ""
 			continue
 		}
 		d.Recorded[n.Name], _ = apply.Inputs["applyMode"].(string)

@@ -135,6 +135,7 @@ func (c *Config) checkLibvirtNetwork(p *problems) {
 	if c.Substrate.Kind != KindLibvirt || !n.Prefix.IsValid() {
 		return
 	}
+	c.checkTimeSource(p)
 	host := libvirtHostAddr(n.Prefix)
 	if n.GatewayAddr.IsValid() && n.GatewayAddr != host {
 		p.addf(np+".gateway", "%s is not %s, the address libvirt gives the host on this network (its first host address): nothing would route there; remove gateway or set it to %s", n.GatewayAddr, host, host)
@@ -157,6 +158,25 @@ func (c *Config) checkLibvirtNetwork(p *problems) {
 			p.addf(np+".dhcpRange", "is not set, so libvirt leases %s-%s to any MAC, including %s; set a range clear of them", pool.From, pool.To, strings.Join(leased, ", "))
 		}
 	}
+}
+
+// checkTimeSource: an isolated network forwards nothing off the host, and
+// Milner sets no machine.time, so Talos asks its default time server
+// (time.cloudflare.com, machinery constants.DefaultNTPServer) and never
+// hears back. Talos marks its time synced only when its time source
+// answers, or once machine.time.bootTimeout has passed, which is unset by
+// default (v1.13.9 internal/app/machined/pkg/controllers/time/sync.go);
+// etcd and the kubelet wait for that (system/services/etcd.go,
+// kubelet.go: timeresource.NewSyncCondition), and Bootstrap answers "time
+// is not in sync yet" (v1alpha1_server.go), which the provider retries
+// until its 10-minute timeout. A warning, not a refusal: the host may
+// serve NTP on the network's host address, which config cannot see, and
+// the integration tests run Talos API doubles there.
+func (c *Config) checkTimeSource(p *problems) {
+	if c.Network.Mode != vocab.NetworkIsolated || !c.Declares(LayerTalos) {
+		return
+	}
+	p.warnf(Key("network")+".mode", "isolated: the nodes reach no time server (Milner sets no machine.time, so Talos asks time.cloudflare.com, off this network), and Talos starts etcd and the kubelet, and answers Bootstrap, only once its time is in sync: the up fails after the provider's 10 minutes of \"time is not in sync yet\" unless this host serves NTP at %s; use mode nat, or stopAfter: substrate", libvirtHostAddr(c.Network.Prefix))
 }
 
 // checkNameserversNotVIP: the VIP is the API server's address, not a DNS

@@ -90,6 +90,26 @@ func TestNetworkShape(t *testing.T) {
 	})
 }
 
+// TestIsolatedNetworkHasNoTimeSource: an isolated libvirt network with the
+// Talos layer declared is warned about, naming milner:network.mode (the
+// nodes reach no time server, so Talos' time never syncs); nat, or the
+// substrate alone, is not.
+func TestIsolatedNetworkHasNoTimeSource(t *testing.T) {
+	warnings := func(t *testing.T, edit func(obj)) string {
+		t.Helper()
+		c := baseConfig()
+		edit(c)
+		cfg, err := configtest.Load(raw(t, c), "milner:vaultToken")
+		require.NoError(t, err)
+		return strings.Join(cfg.Warnings, "\n")
+	}
+	isolated := func(c obj) { at(c, "network")["mode"] = "isolated" }
+	assert.Contains(t, warnings(t, isolated), "milner:network.mode: isolated: the nodes reach no time server")
+	assert.Contains(t, warnings(t, isolated), "this host serves NTP at 10.9.0.1")
+	assert.NotContains(t, warnings(t, func(obj) {}), "time server", "nat")
+	assert.NotContains(t, warnings(t, func(c obj) { isolated(c); c["stopAfter"] = "substrate" }), "time server", "the substrate alone")
+}
+
 func TestIdentity(t *testing.T) {
 	node := func(c obj, i int) obj { return at(c, "nodes", i) }
 	const uuid = "6f1b9ad2-54a8-4a55-9b2c-3f1d2e4c5b6a"

@@ -44,7 +44,15 @@ const (
 // TestTalosLayerOnRealPlugin). Three control planes and a worker (whose
 // kubelet the Kubernetes upgrade moves too), in order:
 //
-//  1. from empty: each first config in maintenance mode, the control
+//  1. from empty, with no VM booted: each double is off until the up's
+//     create starts its domain and answers vmBoot after that, and its
+//     time is in sync timeSync after each boot (tests/talosapi
+//     WithTimeSync). The preview asks no node (from empty it cannot
+//     decide a mode: the configs need the secrets the up creates); the up
+//     decides each mode (auto) as the domains are made, the provider
+//     dials each node before it answers and retries until it does, and
+//     Bootstrap is answered "time is not in sync yet" before one
+//     succeeds. Then: each first config in maintenance mode, the control
 //     planes' applies one at a time (each sent after the previous one was
 //     answered), one Bootstrap on one control plane, no API server asked
 //     before it (none runs before the bootstrap: internal/apiready waits
@@ -164,7 +172,7 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 	if !inTalosNamespace(t, addrs...) {
 		return
 	}
-	s := newTalosLayer(t, tcpsID, tcpsSubnet, nodes)
+	s := newTalosLayer(t, tcpsID, tcpsSubnet, nodes, vmsNotYetBooted(vmBoot()), withCluster(talosapi.WithTimeSync(timeSync())))
 	s.apply()
 	ctx := context.Background()
 	cp1, cp2, w1 := s.c.Node("cp-1"), s.c.Node("cp-2"), s.c.Node("w-1")
@@ -172,8 +180,61 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 	step := func(name string, f func(t *testing.T, mark int)) { s.step(t, name, f) }
 
 	step("from empty", func(t *testing.T, mark int) {
+		// No VM exists yet, and no node answers. From empty the preview
+		// cannot decide a mode (the configs need the secrets the up
+		// creates): it says so, and asks no node anything.
+		p := s.mustMilner("preview")
+		for _, n := range append(slices.Clone(cps), w1) {
+			if !strings.Contains(p.stdout, n.Name()+": decided when applied") {
+				t.Errorf("preview: want %s's mode decided when applied:\n%s", n.Name(), p.out())
+			}
+			if n.Status().On {
+				t.Errorf("%s is on before its VM exists", n.Name())
+			}
+		}
+		if j := s.c.Journal()[mark:]; len(j) > 0 {
+			t.Errorf("a node answered before its VM existed:\n%s", strings.Join(j.Strings(), "\n"))
+		}
+		start := time.Now()
 		s.mustMilner("up", "--yes")
+		t.Logf("up from empty, the VMs booting %s after their domains start, time in sync %s after each boot: %s", vmBoot(), timeSync(), time.Since(start).Round(time.Second))
 		j := s.c.Journal()[mark:]
+		t.Logf("journal of the bring-up (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		// The up decided each mode (auto: a first config on a VM new in
+		// this run, internal/applymode) as the domains were made, and the
+		// provider first dialled each node before its VM answered: the
+		// first config reached it only after the boot, through the
+		// provider's retries (its Create retries every error but
+		// InvalidArgument: terraform-provider-talos v0.10.1
+		// talos_machine_configuration_apply_resource.go).
+		for _, n := range append(slices.Clone(cps), w1) {
+			started, boots, applies := s.started(n.Name()), j.On(n.Name()).Events("boot"), j.On(n.Name()).Applies()
+			if started.IsZero() || len(boots) == 0 || len(applies) == 0 {
+				t.Errorf("%s: domain started %v, boots %d, applies %d", n.Name(), started, len(boots), len(applies))
+				continue
+			}
+			t.Logf("%s: domain running %s after the up began, answering %s later, first config %s after that", n.Name(), started.Sub(start).Round(10*time.Millisecond),
+				boots[0].Time.Sub(started).Round(10*time.Millisecond), applies[0].Time.Sub(boots[0].Time).Round(10*time.Millisecond))
+			if boots[0].Time.Sub(started) < vmBoot() || !applies[0].Time.After(boots[0].Time) || boots[0].Time.Before(start) {
+				t.Errorf("%s: domain started %s, booted %s, first config %s: want the boot %s after the start, within the up, and the config after it", n.Name(),
+					started.Format(time.StampMilli), boots[0].Time.Format(time.StampMilli), applies[0].Time.Format(time.StampMilli), vmBoot())
+			}
+		}
+		// Bootstrap met the clock not yet in sync, and the provider's
+		// retries (talos_machine_bootstrap_resource.go Create) got past it.
+		var unsynced int
+		for _, b := range j.Calls("Bootstrap") {
+			t.Logf("Bootstrap to %s at %s, answered %s: %v", b.Node, b.Time.Format(time.StampMilli), b.Done.Sub(b.Time).Round(10*time.Millisecond), b.Err)
+			if b.Err == nil {
+				break
+			}
+			if status.Code(b.Err) == codes.FailedPrecondition && strings.Contains(b.Err.Error(), "time is not in sync yet") {
+				unsynced++
+			}
+		}
+		if unsynced == 0 {
+			t.Errorf("no Bootstrap was answered \"time is not in sync yet\" before the one that succeeded:\n%s", strings.Join(j.Calls("Bootstrap").Strings(), "\n"))
+		}
 		counts := map[string]int{}
 		for _, r := range s.exported().Resources {
 			counts[string(r.Type)]++

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,6 +100,12 @@ type talosLayer struct {
 	// operatorResets are the Reset calls the scenario sent as the operator
 	// (a restore runbook's EPHEMERAL wipes): milner sends none.
 	operatorResets talosapi.Journal
+	// bootDelay is vmsNotYetBooted's (0: the doubles are on at once).
+	bootDelay time.Duration
+	// domainStarted is when each first node's domain was seen running
+	// (bootWithDomains), guarded by startedMu.
+	startedMu     sync.Mutex
+	domainStarted map[string]time.Time
 }
 
 // milnerResets are the Reset calls the nodes received that the scenario
@@ -148,9 +155,14 @@ func (s *talosLayer) milnerResets() talosapi.Journal {
 //     preview and up while the nodes run the old version, `milner upgrade`
 //     upgrades each node once and records the configs (every apply
 //     NO_REBOOT), nothing replaced, a no-op after;
-//  10. recover after state loss: `secrets export`, the state removed, `up`
-//     refused, `secrets import`, `adopt --all` (the bootstrap recorded on
-//     etcd's members), then `up`: no Bootstrap call, every apply NO_REBOOT,
+//  10. recover after state loss, w-1 running a hand-applied machine.env
+//     (a change only a reboot applies, as in step 5): `secrets export`,
+//     the state removed, `up` refused, `secrets import`, `adopt --all`
+//     (the bootstrap recorded on etcd's members), then `up` with w-1
+//     unreachable while its preview decides the modes and back once the
+//     update applies: w-1 decided no_reboot (never auto), which Talos
+//     refuses, so the up stops naming w-1 and nothing reboots; the next
+//     `up` stages w-1's change. No Bootstrap call, cp-1's apply NO_REBOOT,
 //     the bundle and domains as before, no bootstrap in state, and a
 //     no-op after;
 //  11. the apps layer added to the recovered stack with two OIDC group
@@ -532,6 +544,11 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		if err := os.WriteFile(key, []byte(id.String()+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		// An operator set machine.env on w-1 by hand and rebooted it into
+		// it, as in step 5: the recovered stack's config drops it, a
+		// change only a reboot applies.
+		s.operatorApply(ctx, w1, `{"machine":{"env":{"GODEBUG":"x509sha1=1"}}}`)
+		mark = len(s.c.Journal())
 		var exported struct {
 			Stack      string `json:"stack"`
 			Out        string `json:"out"`
@@ -577,18 +594,58 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 				t.Errorf("the preview after adoption plans %q: %v", step, steps)
 			}
 		}
+		// w-1 does not answer while the up's preview decides its mode, and
+		// is back by the time the update applies it (once cp-1's apply
+		// went out). Its first config (no apply in state) on a VM already
+		// in state, which may run a config, is never decided auto
+		// (internal/applymode): auto there reboots a configured node whose
+		// running config differs in a field that needs a reboot (machined:
+		// AUTO becomes REBOOT when CanApplyImmediate refuses).
+		boot := w1.Status().BootID
+		if err := w1.SetReachable(false); err != nil {
+			t.Fatal(err)
+		}
+		back := s.reachableAgain(w1, func(e talosapi.Entry) bool {
+			return e.Node == "cp-1" && e.Name() == "ApplyConfiguration" && !e.DryRun()
+		})
+		up := s.milner("up", "--yes")
+		back()
+		if !strings.Contains(up.stdout, "w-1: applies live (no_reboot") {
+			t.Errorf("up: want w-1, unreachable at its preview, decided no_reboot:\n%s", up.out())
+		}
+		// Talos refuses the no_reboot (InvalidArgument, which the provider
+		// does not retry), so the up stops naming w-1; nothing rebooted.
+		refused(t, "up with w-1 back at apply", up, "w-1-apply", "can't be applied in immediate mode")
+		if e := s.c.Journal()[mark:].Events("reboot"); len(e) > 0 || w1.Status().BootID != boot {
+			t.Fatalf("the recovery rebooted a node (w-1 boot %s, was %s):\n%s", w1.Status().BootID, boot, strings.Join(e.Strings(), "\n"))
+		}
+		// The next up, w-1 answering, stages its change.
 		decoded(t, "up", s.mustMilner("up", "--yes", "--json"), &recovered)
 		if !recovered.Applied || len(digestSteps(t, "up", recovered)) == 0 {
 			t.Errorf("up --json of the recovery: want applied, with the digest of its plan: %+v", recovered)
 		}
 		j := s.c.Journal()[mark:]
+		t.Logf("journal of the recovery (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
 		if b := j.Calls("Bootstrap"); len(b) > 0 {
 			t.Errorf("the recovery bootstrapped again:\n%s", strings.Join(b.Strings(), "\n"))
 		}
+		if e := j.Events("reboot"); len(e) > 0 || w1.Status().BootID != boot {
+			t.Errorf("the recovery rebooted a node (w-1 boot %s, was %s):\n%s", w1.Status().BootID, boot, strings.Join(e.Strings(), "\n"))
+		}
+		var w1Modes []string
 		for _, a := range j.Applies() {
-			if a.Mode() != machine.ApplyConfigurationRequest_NO_REBOOT || a.Err != nil {
+			switch {
+			case a.Node == "w-1":
+				w1Modes = append(w1Modes, a.Mode().String()+map[bool]string{true: " refused", false: ""}[a.Err != nil])
+			case a.Mode() != machine.ApplyConfigurationRequest_NO_REBOOT || a.Err != nil:
 				t.Errorf("the recovery's apply to %s: want NO_REBOOT, got %s", a.Node, a)
 			}
+		}
+		if !slices.Equal(w1Modes, []string{"NO_REBOOT refused", "STAGED"}) {
+			t.Errorf("w-1's applies: %v, want NO_REBOOT refused, then STAGED", w1Modes)
+		}
+		if !strings.Contains(string(w1.Config()), "GODEBUG") || !w1.Status().Pending {
+			t.Errorf("w-1: want its running config kept and the stack's staged for its next reboot")
 		}
 		for typ, want := range before {
 			if got := s.stateIDs(typ); !maps.Equal(got, want) {
@@ -698,17 +755,21 @@ func (n tnode) addr(subnet int) netip.Addr {
 // API on the VIP, seeded with every node, each control plane's own API
 // server address (clusterapi.API.Relay) and a kubelet per node
 // (clusterapi.API.Kubelet).
-func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLayer {
+func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...layerOption) *talosLayer {
 	t.Helper()
-	s := &talosLayer{api: make(chan *clusterapi.API, 1)}
+	var o layerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &talosLayer{api: make(chan *clusterapi.API, 1), bootDelay: o.bootDelay}
 	cluster := "milner-it-" + id
 	vip := netip.AddrFrom4([4]byte{10, 199, byte(subnet), 240})
 	// The first kubeconfig's client certificate expires within the
 	// provider's renewal window (720h): the renewal step renews it.
-	s.c = talosapi.NewCluster(talosapi.WithKubeconfigTTL(100*time.Hour), talosapi.WithLearnerPromotion(learnerPromotion()), talosapi.WithRebootDowntime(rebootDowntime()), talosapi.OnShutdown(func(n *talosapi.Node) {
+	s.c = talosapi.NewCluster(append([]talosapi.Option{talosapi.WithKubeconfigTTL(100 * time.Hour), talosapi.WithLearnerPromotion(learnerPromotion()), talosapi.WithRebootDowntime(rebootDowntime()), talosapi.OnShutdown(func(n *talosapi.Node) {
 		// Talos powers the machine off at the end of its shutdown.
 		_ = exec.Command("virsh", "-c", uri, "destroy", cluster+"-"+n.Name()).Run()
-	}))
+	})}, o.cluster...)...)
 	t.Cleanup(func() { _ = s.c.Close() })
 	apiDir := t.TempDir()
 	done := make(chan struct{})
@@ -766,7 +827,79 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 	for _, n := range nodes {
 		s.addNode(n)
 	}
+	if s.bootDelay > 0 {
+		s.bootWithDomains(done)
+	}
 	return s
+}
+
+// layerOption configures newTalosLayer.
+type layerOption func(*layerOptions)
+
+type layerOptions struct {
+	cluster   []talosapi.Option
+	bootDelay time.Duration
+}
+
+// withCluster adds options to the scenario's talosapi.Cluster.
+func withCluster(opts ...talosapi.Option) layerOption {
+	return func(o *layerOptions) { o.cluster = append(o.cluster, opts...) }
+}
+
+// vmsNotYetBooted makes each of the scenario's first nodes a VM that does
+// not exist yet: its double is off until its libvirt domain runs (the
+// up's create starts it), and answers, in maintenance mode, only delay
+// after that, as Talos booting from its image does (bootDelay). Without
+// it the doubles are on before the first up, as if the VMs had booted.
+func vmsNotYetBooted(delay time.Duration) layerOption {
+	return func(o *layerOptions) { o.bootDelay = delay }
+}
+
+// bootWithDomains powers each double on s.bootDelay after its domain was
+// first seen running (one `virsh list` every 250 ms until every node is
+// on, or done), recording when (domainStarted).
+func (s *talosLayer) bootWithDomains(done <-chan struct{}) {
+	s.domainStarted = map[string]time.Time{}
+	pending := map[string]*talosapi.Node{}
+	for _, n := range s.c.Nodes() {
+		pending[s.domain(n.Name())] = n
+	}
+	go func() {
+		for len(pending) > 0 {
+			select {
+			case <-done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			out, err := exec.Command("virsh", "-c", uri, "list", "--state-running", "--name").Output()
+			if err != nil {
+				continue
+			}
+			for _, dom := range strings.Fields(string(out)) {
+				n, ok := pending[dom]
+				if !ok {
+					continue
+				}
+				delete(pending, dom)
+				s.startedMu.Lock()
+				s.domainStarted[n.Name()] = time.Now()
+				s.startedMu.Unlock()
+				time.AfterFunc(s.bootDelay, func() {
+					if err := n.PowerOn(); err != nil {
+						fmt.Fprintf(os.Stderr, "power on %s: %v\n", n.Name(), err)
+					}
+				})
+			}
+		}
+	}()
+}
+
+// started is when the node's domain was first seen running (zero: not
+// yet, or the scenario's VMs were booted before it began).
+func (s *talosLayer) started(node string) time.Time {
+	s.startedMu.Lock()
+	defer s.startedMu.Unlock()
+	return s.domainStarted[node]
 }
 
 // addNode adds a node to the scenario: its Talos API double, on at once
@@ -774,8 +907,14 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode) *talosLay
 // in milner:nodes (written by the next apply).
 func (s *talosLayer) addNode(n tnode) *talosapi.Node {
 	s.t.Helper()
-	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 10 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 1 << 30})
-	d, err := s.c.AddNode(n.name, netip.AddrPortFrom(n.addr(s.subnet), 50000), disks, talosapi.WithPlatform(talosapi.Metal), talosapi.WithVersion(talosFrom))
+	opts := []talosapi.NodeOption{
+		talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 10 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 1 << 30}),
+		talosapi.WithPlatform(talosapi.Metal), talosapi.WithVersion(talosFrom),
+	}
+	if s.bootDelay > 0 && s.domainStarted == nil {
+		opts = append(opts, talosapi.WithPoweredOff()) // bootWithDomains powers it on
+	}
+	d, err := s.c.AddNode(n.name, netip.AddrPortFrom(n.addr(s.subnet), 50000), opts...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -954,6 +1093,32 @@ func (s *talosLayer) bootWhenReplaced(n *talosapi.Node, was string, fresh bool) 
 	}
 }
 
+// reachableAgain restores n's network (SetReachable) as soon as the
+// journal holds an entry, after its length now, that when matches, or
+// when the returned func is called, which waits for it.
+func (s *talosLayer) reachableAgain(n *talosapi.Node, when func(talosapi.Entry) bool) (wait func()) {
+	from := len(s.c.Journal())
+	stop, restored := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(restored)
+		for !slices.ContainsFunc(s.c.Journal()[from:], when) {
+			select {
+			case <-stop:
+				_ = n.SetReachable(true)
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if err := n.SetReachable(true); err != nil {
+			fmt.Fprintf(os.Stderr, "%s reachable again: %v\n", n.Name(), err)
+		}
+	}()
+	return func() {
+		close(stop)
+		<-restored
+	}
+}
+
 // editConfig edits the stack file's config in place (keeping what milner
 // wrote to it, such as an adoption's records).
 func (s *talosLayer) editConfig(edit func(cfg map[string]any)) {
@@ -1039,4 +1204,36 @@ func learnerPromotion() time.Duration {
 		return 15 * time.Second
 	}
 	return 1500 * time.Millisecond
+}
+
+// vmBoot is how long a VM that was just started takes until Talos answers
+// in maintenance mode. Talos leaves it to the machine: the firmware, the
+// kernel and initramfs from the ISO, then machined's boot sequence up to
+// the maintenance service (v1.13.9 internal/app/machined/pkg/runtime/
+// v1alpha1/v1alpha1_sequencer.go Initialize, Boot). The real profile's
+// 30 s is a round figure for a VM (no Talos image runs here to measure
+// it; siderolabs/talos#3005's serial log shows 13 s from its disks'
+// mount to apid running, after the firmware and kernel); CI's is a tenth
+// of it, as the other timings are scaled.
+func vmBoot() time.Duration {
+	if os.Getenv("MILNER_DOUBLE_TIMING") == "real" {
+		return 30 * time.Second
+	}
+	return 3 * time.Second
+}
+
+// timeSync is how long after a boot a node's time is in sync: Talos marks
+// it synced at its NTP source's first valid answer, asking again every
+// second until one comes (v1.13.9 internal/pkg/ntp/ntp.go Run, RetryPoll;
+// controllers/time/sync.go), so it takes what the site's time source
+// takes; Bootstrap waits 5 s for it, then answers FailedPrecondition
+// "time is not in sync yet" (siderolabs/talos#6493 met it right after
+// an apply). CI's 8 s puts it past that wait, so the provider's Bootstrap
+// meets the refusal and retries; the real profile's 30 s is a slow time
+// source, not a measurement.
+func timeSync() time.Duration {
+	if os.Getenv("MILNER_DOUBLE_TIMING") == "real" {
+		return 30 * time.Second
+	}
+	return 8 * time.Second
 }

@@ -96,8 +96,9 @@
 // There is no list in code of what the double leaves out. Known gaps:
 // time (a node boots, reboots, syncs its clock and joins etcd at once
 // unless a test sets WithBootDelay, WithRebootDowntime, WithTimeSync,
-// WithLearnerPromotion or WithManualReady; no real-plugin scenario sets
-// the boot delay or the time sync yet), networking (a
+// WithLearnerPromotion or WithManualReady; TestTalosControlPlanesOnRealPlugin
+// powers each double on only a while after its VM's domain starts, and
+// sets WithTimeSync), networking (a
 // node listens on its address whatever its config's network section
 // says). Shutdown and Upgrade cordon and drain the node first only when
 // the test gives the cluster a Kubernetes API (WithKubernetes; drain.go,

@@ -29,7 +29,7 @@ func Base() Obj {
 		"cluster":   Obj{"name": "t", "talosVersion": "v1.9.5", "configContract": "v1.9", "kubernetesVersion": "v1.32.3", "vip": "10.9.0.240"},
 		"substrate": Obj{"kind": "libvirt", "libvirt": Obj{"domainType": "qemu", "bootImage": "/var/lib/milner/t/boot.qcow2"}},
 		"network": Obj{
-			"mode": "isolated", "cidr": "10.9.0.0/24",
+			"mode": "nat", "cidr": "10.9.0.0/24",
 			"dhcpRange": Obj{"start": "10.9.0.100", "end": "10.9.0.199"},
 			"vipRange":  Obj{"start": "10.9.0.241", "end": "10.9.0.250"},
 		},
