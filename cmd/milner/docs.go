@@ -23,9 +23,9 @@ func docsCmd() *cobra.Command {
 	var stack string
 	cmd := &cobra.Command{
 		Use:   "docs",
-		Short: "Render the stack docs and the CLI reference from the committed stacks and commands (--check: fail on drift or a cited path that does not exist)",
+		Short: "Render the stack docs and the CLI reference from the committed stacks and commands (--check: fail on drift, a cited path that does not exist, or a sentence two docs tell)",
 		Example: `  milner docs            # rewrites docs/stacks.md, README's stacks table and docs/cli.md
-  milner docs --check    # CI: exit 7 when any of them differ from the rendering, or a doc cites a missing path
+  milner docs --check    # CI: exit 7 when any of them differ from the rendering, a doc cites a missing path, or two docs tell one sentence
   milner docs --stack dev`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := projectDir(cmd)
@@ -55,7 +55,7 @@ func docsCmd() *cobra.Command {
 				case len(problems) > 0:
 					return fmt.Errorf("%w: the docs cite what the repository does not hold:\n  %s", errPending, strings.Join(problems, "\n  "))
 				}
-				return emit(asJSON, res, func() { fmt.Println("docs: up to date; every path they cite exists") }, nil)
+				return emit(asJSON, res, func() { fmt.Println("docs: up to date; every path they cite exists; no sentence is told in two docs") }, nil)
 			default:
 				files, err := docs.Write(dir, ref)
 				if err != nil {

@@ -48,7 +48,8 @@ func CLIReference(root *cobra.Command) (string, error) {
 // Check is `milner docs --check` on the repository at root, whose CLI
 // reference renders as cli: the generated docs (Sync's and CLIFile) that
 // differ from their rendering, sorted, CLIFile last; and, only when none
-// does, what the docs cite that root does not hold (CheckPaths).
+// does, what the docs cite that root does not hold (CheckPaths) and the
+// facts two docs tell (CheckRepeats).
 func Check(root, cli string) (drifted, problems []string, err error) {
 	if drifted, err = Sync(root, false); err != nil {
 		return nil, nil, err
@@ -59,8 +60,11 @@ func Check(root, cli string) (drifted, problems []string, err error) {
 	if len(drifted) > 0 {
 		return drifted, nil, nil
 	}
-	problems, err = CheckPaths(root)
-	return nil, problems, err
+	if problems, err = CheckPaths(root); err != nil {
+		return nil, nil, err
+	}
+	repeats, err := CheckRepeats(root)
+	return nil, append(problems, repeats...), err
 }
 
 // Write is `milner docs`: it writes the generated docs that drifted and

@@ -181,3 +181,43 @@ func TestBadPathsAreCaught(t *testing.T) {
 		t.Errorf("CheckPaths:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestEachFactOnce: no sentence of the committed docs stands in two of them.
+func TestEachFactOnce(t *testing.T) {
+	problems, err := CheckRepeats(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// TestRepeatsAreCaught: a sentence two docs tell is reported once, naming
+// both, whatever its case, spacing or line breaks; a short one, a command
+// in a code block and a generated doc's text are not.
+func TestRepeatsAreCaught(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "docs", "runbooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fact := "The backend is looked up in MILNER_BACKEND, then the stack file, then the default."
+	cmd := "```sh\nmilner up --stack dev --yes --remove w-2 # the same command in two runbooks\n```\n"
+	for name, text := range map[string]string{
+		"README.md":              "# x\n\n" + fact + " See the runbook.\n\n" + cmd,
+		"docs/runbooks/state.md": "# State\n\nSee the runbook. the backend is looked up in MILNER_BACKEND,\nthen the stack  file, then the default.\n\n" + cmd,
+		File:                     fact + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := CheckRepeats(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`README.md, docs/runbooks/state.md: tells again "the backend is looked up in milner_backend, then the stack file, then the default"`}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}

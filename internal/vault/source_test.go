@@ -8,18 +8,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/milner/milner/tests/vaultapi"
 )
 
 // TestUnsealFromAFile: the shares file's non-blank lines are the shares.
 func TestUnsealFromAFile(t *testing.T) {
-	f := sealedVault()
+	f := vaultapi.Sealed()
 	c := serve(t, f)
 	file := filepath.Join(t.TempDir(), "shares")
 	require.NoError(t, os.WriteFile(file, []byte("s1\n\ns3\ns5\n"), 0o600))
 	s, err := c.UnsealFrom(context.Background(), file, "shares-file")
 	require.NoError(t, err)
 	assert.False(t, s.Sealed)
-	assert.Equal(t, 3, f.unsealCalls)
+	assert.Equal(t, 3, f.UnsealCalls())
 }
 
 // TestReadToken: a token file's first non-blank line; an empty one is
