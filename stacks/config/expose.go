@@ -109,7 +109,7 @@ func checkExposeOwned(p *problems, ap string, a *AppConfig) {
 		return
 	}
 	for _, owned := range exposeOwned {
-		if v, ok := lookupPath(a.Values, owned); ok && !(owned == "ui.enabled" && v == true) {
+		if v, ok := lookupPath(a.Values, owned); ok && (owned != "ui.enabled" || v != true) {
 			p.addf(ap+".values."+owned, "is set by %s.expose (Vault's UI Service is the app's LoadBalancer at its address)", ap)
 		}
 	}
