@@ -12,21 +12,21 @@ import (
 // Change is one resource the preview changes.
 type Change struct {
 	// Name is the logical name.
-	Name string
+	Name string `json:"name"`
 	// Type is the type token.
-	Type string
+	Type string `json:"type"`
 	// URN is the resource's URN.
-	URN string
+	URN string `json:"urn"`
 	// Node is the node a node VM or a Talos configuration belongs to ("" otherwise).
-	Node string
+	Node string `json:"node,omitempty"`
 	// Keys are the properties that force a replace.
-	Keys []string
+	Keys []string `json:"keys,omitempty"`
 	// Diffs are the properties that change.
-	Diffs []string
+	Diffs []string `json:"diffs,omitempty"`
 	// Retained is set when a delete only removes the resource from state.
-	Retained bool
+	Retained bool `json:"retained,omitempty"`
 	// ApplyMode is a Talos configuration's planned resolvedApplyMode ("" unknown).
-	ApplyMode string
+	ApplyMode string `json:"applyMode,omitempty"`
 }
 
 // Op is what a preview does to a resource, folded over its steps (a
@@ -69,30 +69,30 @@ func (d Delta) Empty() bool {
 // Report is a preview's delta, grouped by layer.
 type Report struct {
 	// Stack is the stack the preview ran on.
-	Stack string
+	Stack string `json:"stack"`
 	// Deltas holds one Delta per layer, in Layers order.
-	Deltas []Delta
+	Deltas []Delta `json:"deltas"`
 	// Reboots are the nodes whose Talos configuration changes in place: the
 	// change may stage a reboot (apply mode staged_if_needing_reboot).
-	Reboots []string
+	Reboots []string `json:"reboots,omitempty"`
 	// TalosApplies are the nodes whose Talos configuration is created or
 	// updated, in report order, each with how its change applies.
-	TalosApplies []NodeApply
+	TalosApplies []NodeApply `json:"talosApplies,omitempty"`
 	// Options are the resources whose resource options (retainOnDelete,
 	// protect) change in state only, each with Diffs naming the options.
 	// Applying them changes nothing in the cluster; it is what makes a
 	// later delete obey them (the gate reads retainOnDelete from state).
-	Options []Change
+	Options []Change `json:"options,omitempty"`
 }
 
 // NodeApply is how one node's Talos configuration change applies.
 type NodeApply struct {
 	// Node is the node.
-	Node string
+	Node string `json:"node"`
 	// Mode is the resolvedApplyMode the provider planned or applied:
 	// ModeNoReboot, ModeStaged, ModeAuto, or "" when it could not tell in
 	// the preview.
-	Mode string
+	Mode string `json:"mode"`
 }
 
 // String says in words how the change applies.

@@ -219,7 +219,7 @@ func adoptReplacesNothing(o *Op) ([]gate.Refusal, error) {
 // adoptReport prints the edited stack's preview.
 func adoptReport(o *Op, found []Finding) *Outcome {
 	o.plan.report.Write(o.Out)
-	return &Outcome{Stack: o.St.Name(), Report: o.plan.report, Refusals: found}
+	return &Outcome{Stack: o.St.Name(), Backend: o.St.Backend(), Report: o.plan.report, Refusals: found}
 }
 
 // adoptVerdict refuses in the words of each rule: the bundle's findings

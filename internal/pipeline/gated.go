@@ -192,11 +192,29 @@ func Run(o *Op, v Verb, in Input) (g *Outcome, err error) {
 func outcome(o *Op, found []Finding) *Outcome {
 	g := &Outcome{Stack: o.St.Name(), Backend: o.St.Backend(), Report: o.plan.report, Refusals: found,
 		Mirrored: config.Mirrored(o.file), Versions: o.versions(), Records: o.recordsIdentities()}
+	g.Versions.Rows = created(o.plan.report, g.Versions.Rows)
 	g.Lagging, g.VersionsNote = upgrade.Lagging(g.Versions.Declared, g.Versions.Rows), g.Versions.Note
 	if !o.in.JSON {
 		g.Write(o.Out)
 	}
 	return g
+}
+
+// created returns rows with each node whose VM the report creates, and
+// that could not be asked, said so (upgrade.NotCreatedYet) instead of the dial's
+// error ("connection refused" read as a broken node).
+func created(r gate.Report, rows []upgrade.Row) []upgrade.Row {
+	creates := map[string]bool{}
+	for _, c := range r.Delta(gate.Disposable).Of(gate.Create) {
+		creates[c.Node] = c.Node != ""
+	}
+	out := slices.Clone(rows)
+	for i, row := range out {
+		if row.Err != "" && creates[row.Node.Name] {
+			out[i].Err = upgrade.NotCreatedYet
+		}
+	}
+	return out
 }
 
 // planPreview is the plan stage: the preview's options (--refresh, the

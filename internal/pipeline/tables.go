@@ -104,7 +104,9 @@ func SecretsImport() Verb {
 	return Verb{Name: "secrets import", Rules: []Rule{
 		{"import-talos-layer", Before, importTalosLayer},
 		{"import-no-bundle-in-state", Before, importNoBundle},
-	}, plan: func(*Op) error { return nil }, report: func(o *Op, found []Finding) *Outcome { return &Outcome{Stack: o.St.Name(), Refusals: found} },
+	}, plan: func(*Op) error { return nil }, report: func(o *Op, found []Finding) *Outcome {
+		return &Outcome{Stack: o.St.Name(), Backend: o.St.Backend(), Refusals: found}
+	},
 		apply: importApply, after: importAfter, whenEmpty: true}
 }
 

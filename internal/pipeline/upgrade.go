@@ -43,7 +43,7 @@ func upgradePlan(o *Op) error {
 }
 
 func upgradeReport(o *Op, found []Finding) *Outcome {
-	o.upgrade.outcome = &Outcome{Stack: o.St.Name(), Refusals: found}
+	o.upgrade.outcome = &Outcome{Stack: o.St.Name(), Backend: o.St.Backend(), Refusals: found}
 	return o.upgrade.outcome
 }
 

@@ -43,6 +43,10 @@ type Row struct {
 	Err string `json:"error,omitempty"`
 }
 
+// NotCreatedYet is Err for a node whose VM the run creates: there is
+// nothing to ask yet, and it is no broken node.
+const NotCreatedYet = "not created yet: this run creates its VM"
+
 // Staged's answers.
 const (
 	StagedYes = "yes"
@@ -170,7 +174,12 @@ func (v Versions) Write(w io.Writer) {
 	_, _ = fmt.Fprintln(w, "versions (running; declared where they differ):")
 	_, _ = fmt.Fprintf(w, "%-12s %-12s %-22s %-22s\n", "NODE", "ROLE", "TALOS run (declared)", "KUBERNETES run (declared)")
 	for _, r := range v.Rows {
-		if r.Err != "" {
+		switch r.Err {
+		case "":
+		case NotCreatedYet:
+			_, _ = fmt.Fprintf(w, "%-12s %-12s %s\n", r.Node.Name, r.Node.Role, r.Err)
+			continue
+		default:
 			_, _ = fmt.Fprintf(w, "%-12s %-12s unreachable: %v\n", r.Node.Name, r.Node.Role, r.Err)
 			continue
 		}

@@ -48,6 +48,10 @@ type Node struct {
 // MarshalJSON is the node's name.
 func (n Node) MarshalJSON() ([]byte, error) { return json.Marshal(n.Name) }
 
+// UnmarshalJSON reads the name MarshalJSON writes (the role and endpoint
+// are not in the JSON), so a Go client decodes a --json result whole.
+func (n *Node) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &n.Name) }
+
 // Declared is what the stack declares: the versions every node should run
 // and the nodes, in config order.
 type Declared struct {
@@ -435,12 +439,28 @@ func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Optio
 		if stage, err := c.upgradeLifecycle(ctx, s.Node, image, o, what); err != nil {
 			return stage, err
 		}
-	} else if err := c.upgrade(ctx, s.Node, image); err != nil {
-		return "upgrade", err
-	}
-	*upgraded = append(*upgraded, s.Node.Name)
-	if err := c.waitReboot(ctx, s.Node, boot, o); err != nil {
-		return "reboot", err
+		*upgraded = append(*upgraded, s.Node.Name)
+		if err := c.waitReboot(ctx, s.Node, boot, o); err != nil {
+			return "reboot", err
+		}
+	} else {
+		actor, err := c.upgrade(ctx, s.Node, image)
+		if err != nil {
+			return "upgrade", err
+		}
+		// The sequence runs after the call answered; a phase that fails
+		// (the drain first) is told only in the node's events, and the
+		// wait for the reboot stops there (sequence.go).
+		seq := c.watchSequence(ctx, s.Node, actor, o, what)
+		err = c.waitReboot(seq.ctx, s.Node, boot, o)
+		seq.close()
+		if serr := seq.failed(); serr != nil {
+			return "upgrade", serr // not rebooted: not upgraded by this run
+		}
+		*upgraded = append(*upgraded, s.Node.Name)
+		if err != nil {
+			return "reboot", err
+		}
 	}
 	switch v, err := c.talosVersion(ctx, s.Node); {
 	case err != nil:
@@ -461,7 +481,9 @@ func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Optio
 // keeps the EPHEMERAL partition (upstream: without it an upgrade wipes it
 // and a control plane leaves etcd); stage=false installs now; force=false
 // keeps machined's own etcd checks before a control plane goes down.
-func (c *Cluster) upgrade(ctx context.Context, n Node, image string) error {
+//
+// It returns the actor ID the node runs the upgrade sequence under.
+func (c *Cluster) upgrade(ctx context.Context, n Node, image string) (string, error) {
 	// Deprecated upstream for LifecycleService, which nodes below v1.13 lack;
 	// talosctl v1.13.9 falls back to this call for them too (cmd/talosctl/cmd/talos/upgrade.go).
 	resp, err := c.clients[n.Name].UpgradeWithOptions(ctx, //nolint:staticcheck // see above
@@ -472,12 +494,12 @@ func (c *Cluster) upgrade(ctx context.Context, n Node, image string) error {
 		client.WithUpgradeRebootMode(machine.UpgradeRequest_DEFAULT),
 	)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if len(resp.GetMessages()) != 1 {
-		return fmt.Errorf("upgrade: want one answer, got %d", len(resp.GetMessages()))
+		return "", fmt.Errorf("upgrade: want one answer, got %d", len(resp.GetMessages()))
 	}
-	return nil
+	return resp.GetMessages()[0].GetActorId(), nil
 }
 
 // bootIDPath is the file whose content changes on every boot; talosctl

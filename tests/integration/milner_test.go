@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pulumi/pulumi/pkg/v3/display"
+
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/pipeline"
 	"github.com/milner/milner/tests/harness"
 )
 
@@ -156,6 +160,36 @@ func (s *milnerScenario) uuids() map[string]string {
 		out[d] = virsh(s.t, "domuuid", d)
 	}
 	return out
+}
+
+// decoded decodes r's stdout, which must be exactly one JSON document
+// (what --json prints; the progress goes to stderr), strictly: no field
+// that v lacks.
+func decoded(t *testing.T, what string, r cmdResult, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s --json: %v:\n%s", what, err, r.out())
+	}
+	if dec.More() {
+		t.Fatalf("%s --json: more than one document on stdout:\n%s", what, r.stdout)
+	}
+}
+
+// digestSteps are the steps of the Pulumi preview digest a gated verb's
+// --json carries ("pulumi"), as "op name" (display.PreviewDigest).
+func digestSteps(t *testing.T, what string, o pipeline.Outcome) []string {
+	t.Helper()
+	var d display.PreviewDigest
+	if err := json.Unmarshal(o.Pulumi, &d); err != nil {
+		t.Fatalf("%s --json: its \"pulumi\" is not Pulumi's preview digest: %v", what, err)
+	}
+	var steps []string
+	for _, st := range d.Steps {
+		steps = append(steps, string(st.Op)+" "+st.URN.Name())
+	}
+	return steps
 }
 
 // hasNoChanges requires an `up` that printed the no-change line.

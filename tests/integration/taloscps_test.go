@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/milner/milner/internal/etcdbackup"
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/tests/clusterapi"
 	"github.com/milner/milner/tests/harness"
@@ -597,7 +598,11 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		if b, code, err := s.clusterAPI().Do(http.MethodPost, "/api/v1/namespaces/kube-system/configmaps", "", configMap("before-snapshot")); err != nil || code != http.StatusCreated {
 			t.Fatalf("create a config map: %d %s %v", code, b, err)
 		}
-		s.mustMilner("etcd", "snapshot", "--out", out, "--recipient", id.Recipient().String())
+		var taken etcdbackup.Result
+		decoded(t, "etcd snapshot", s.mustMilner("etcd", "snapshot", "--out", out, "--recipient", id.Recipient().String(), "--json"), &taken)
+		if taken.Path != out || taken.Cluster != s.cluster || !strings.HasPrefix(taken.Node, "cp-") {
+			t.Errorf("etcd snapshot --json: %+v, want %s of cluster %s from a control plane", taken, out, s.cluster)
+		}
 		if got := s.c.Journal()[mark:].Calls("EtcdSnapshot").Succeeded().Nodes(); len(got) != 1 || !strings.HasPrefix(got[0], "cp-") {
 			t.Errorf("EtcdSnapshot answered on %v, want one control plane", got)
 		}
@@ -629,10 +634,17 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 			t.Fatalf("create a config map: %d %s %v", code, b, err)
 		}
 		restore := []string{"etcd", "restore", "--from", snapshot, "--identity", key, "--node", "cp-1", "--yes"}
-		r := s.milner(restore...)
+		r := s.milner(append(restore, "--json")...)
 		refused(t, "restore while etcd has quorum", r, "etcd still has quorum", "nothing was changed")
-		if r.code != 5 {
-			t.Errorf("restore while etcd has quorum: exit %d, want 5 (refused)", r.code)
+		// Under --json the refusal is the failure document on stdout.
+		var doc struct {
+			Error    string `json:"error"`
+			Rule     string `json:"rule"`
+			ExitCode int    `json:"exitCode"`
+		}
+		decoded(t, "etcd restore", r, &doc)
+		if r.code != 5 || doc.ExitCode != 5 || !strings.Contains(doc.Error, "etcd still has quorum") {
+			t.Errorf("restore while etcd has quorum: exit %d, document %+v, want 5 (refused) in both", r.code, doc)
 		}
 		if c := s.c.Journal()[mark:].Calls("EtcdRecover"); len(c) > 0 {
 			t.Errorf("a refused restore uploaded:\n%s", strings.Join(c.Strings(), "\n"))

@@ -31,6 +31,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/milner/milner/internal/gate"
+	"github.com/milner/milner/internal/pipeline"
 	"github.com/milner/milner/stacks/config"
 	"github.com/milner/milner/tests/clusterapi"
 	"github.com/milner/milner/tests/harness"
@@ -493,7 +494,11 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		if a := s.c.Journal()[mark:].Applies(); len(a) > 0 {
 			t.Errorf("the refused up applied a config:\n%s", strings.Join(a.Strings(), "\n"))
 		}
-		s.mustMilner("upgrade", "--yes")
+		var upgraded pipeline.Outcome
+		decoded(t, "upgrade", s.mustMilner("upgrade", "--yes", "--json"), &upgraded)
+		if upgraded.Stack != milnerStack || upgraded.Backend == "" || upgraded.Record == nil || !upgraded.Record.Applied {
+			t.Errorf("upgrade --json: want stack %s and its record applied, got %+v", milnerStack, upgraded)
+		}
 		j := s.c.Journal()[mark:]
 		t.Logf("journal of the upgrade (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
 		if got := j.Calls("Upgrade").Nodes(); len(got) != 2 || !slices.Contains(got, "cp-1") || !slices.Contains(got, "w-1") {
@@ -527,7 +532,15 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		if err := os.WriteFile(key, []byte(id.String()+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s.mustMilner("secrets", "export", "--out", bundle, "--recipient", id.Recipient().String())
+		var exported struct {
+			Stack      string `json:"stack"`
+			Out        string `json:"out"`
+			Recipients int    `json:"recipients"`
+		}
+		decoded(t, "secrets export", s.mustMilner("secrets", "export", "--out", bundle, "--recipient", id.Recipient().String(), "--json"), &exported)
+		if exported.Stack != milnerStack || exported.Out != bundle || exported.Recipients != 1 {
+			t.Errorf("secrets export --json: %+v, want stack %s, out %s, 1 recipient", exported, milnerStack, bundle)
+		}
 		before := map[string]map[string]string{}
 		for _, typ := range []string{gate.TypeTalosSecrets, tDomain} {
 			before[typ] = s.stateIDs(typ)
@@ -539,17 +552,35 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 			t.Fatal(err)
 		}
 		refused(t, "up on lost state", s.milner("up", "--yes"), "milner adopt --stack it --all")
-		s.mustMilner("secrets", "import", "--in", bundle, "--identity", key)
-		if r := s.mustMilner("adopt", "--all"); !strings.Contains(r.stdout, "recorded milner:cluster.adoptBootstrap") {
-			t.Errorf("adopt --all: want the bootstrap recorded from the control plane's etcd members:\n%s", r.out())
-		}
-		p := s.mustMilner("preview")
-		for _, name := range []string{"-secrets", "-bootstrap"} {
-			if regexp.MustCompile(`create\s+\S*` + name).MatchString(p.stdout) {
-				t.Errorf("the preview after adoption creates %s:\n%s", name, p.out())
+		// The gated verbs of the recovery under --json: each prints its
+		// outcome as one document (the progress and adopt's notes go to
+		// stderr), a plan's with Pulumi's preview digest.
+		var imported, adopted, previewed, recovered pipeline.Outcome
+		decoded(t, "secrets import", s.mustMilner("secrets", "import", "--in", bundle, "--identity", key, "--json"), &imported)
+		a := s.mustMilner("adopt", "--all", "--json")
+		decoded(t, "adopt", a, &adopted)
+		for verb, o := range map[string]pipeline.Outcome{"secrets import": imported, "adopt --all": adopted} {
+			if o.Stack != milnerStack || o.Backend == "" || !o.Applied {
+				t.Errorf("%s --json: want stack %s, its backend, applied; got %+v", verb, milnerStack, o)
 			}
 		}
-		s.mustMilner("up", "--yes")
+		if !strings.Contains(a.stderr, "recorded milner:cluster.adoptBootstrap") {
+			t.Errorf("adopt --all: want the bootstrap recorded from the control plane's etcd members:\n%s", a.out())
+		}
+		decoded(t, "preview", s.mustMilner("preview", "--json"), &previewed)
+		steps := digestSteps(t, "preview", previewed)
+		if len(steps) == 0 {
+			t.Errorf("preview --json after adoption: no steps in Pulumi's digest")
+		}
+		for _, step := range steps {
+			if strings.HasPrefix(step, "create ") && (strings.HasSuffix(step, "-secrets") || strings.HasSuffix(step, "-bootstrap")) {
+				t.Errorf("the preview after adoption plans %q: %v", step, steps)
+			}
+		}
+		decoded(t, "up", s.mustMilner("up", "--yes", "--json"), &recovered)
+		if !recovered.Applied || len(digestSteps(t, "up", recovered)) == 0 {
+			t.Errorf("up --json of the recovery: want applied, with the digest of its plan: %+v", recovered)
+		}
 		j := s.c.Journal()[mark:]
 		if b := j.Calls("Bootstrap"); len(b) > 0 {
 			t.Errorf("the recovery bootstrapped again:\n%s", strings.Join(b.Strings(), "\n"))

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 // Cluster is the nodes of one Talos cluster and the journal of what they
@@ -27,6 +29,9 @@ type clusterOptions struct {
 	kubeconfigTTL time.Duration
 	promoteAfter  time.Duration
 	timeSync      time.Duration
+	kube          kubernetes.Interface
+	drain         DrainTiming
+	installerPull time.Duration
 }
 
 // Option configures a Cluster.

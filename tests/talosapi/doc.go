@@ -99,8 +99,15 @@
 // WithLearnerPromotion or WithManualReady; no real-plugin scenario sets
 // the boot delay or the time sync yet), networking (a
 // node listens on its address whatever its config's network section
-// says), and drain (Shutdown and Upgrade answer at once, cordoning and
-// draining nothing; Upgrade pulls no installer image).
+// says). Shutdown and Upgrade cordon and drain the node first only when
+// the test gives the cluster a Kubernetes API (WithKubernetes; drain.go,
+// from talos v1.13.9's sequences and pkg/kubernetes Drain), and Upgrade
+// takes time to pull the installer only with WithInstallerPull; of the
+// sequences' phases only the drain publishes its events (MachineService.
+// Events), a failed sequence leaves the Node cordoned (the machine
+// stage Talos returns to after a failed sequence was not read), and a
+// graceful Reset drains nothing (Talos drains there too, its failure only
+// logged: Sequencer.Reset, taskErrorHandler(logError, CordonAndDrainNode)).
 //
 // Where a model of each would be read from (Talos v1.13.9): boot to
 // maintenance mode and reboot,
@@ -111,10 +118,7 @@
 // v1alpha1/v1alpha1_server.go (Bootstrap) and controllers/time/sync.go; a
 // learner joining etcd and its promotion (WithLearnerPromotion times it),
 // internal/app/machined/pkg/controllers/etcd/member.go and
-// internal/pkg/etcd/; cordon and drain before Shutdown and Upgrade
-// (PodDisruptionBudgets, the drain's timeout), v1alpha1_sequencer_tasks.go
-// (CordonAndDrainNode) and pkg/kubernetes/kubernetes.go (Drain); Upgrade
-// pulling the installer, cmd/installer/pkg/install/install.go; the static
+// internal/pkg/etcd/; the static
 // address taken only where deviceSelector matches the MAC,
 // internal/app/machined/pkg/controllers/network/link_config.go and
 // address_config.go; the VIP answered only by the etcd-elected control

@@ -31,7 +31,10 @@ type Entry struct {
 	// Event is a lifecycle event ("" for a call): "boot" (Detail
 	// "maintenance" or "configured"), "reboot" (Detail: its cause, the
 	// method that asked for it or "power-cycle"), "shutdown", "power-off",
-	// "wipe", "reset", "rollback" (a TRY config reverted).
+	// "wipe", "reset", "rollback" (a TRY config reverted), "drain-warning"
+	// (Detail: an eviction Talos' drain gave up, its log line),
+	// "sequence-failed" (Detail: why a Shutdown's or an Upgrade's sequence
+	// stopped, the node left running; drain.go).
 	Event string
 	// Detail says more about an event.
 	Detail string

@@ -3,6 +3,7 @@ package talosapi
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -49,8 +50,9 @@ func (l *lifecycle) Upgrade(in *machine.LifecycleServiceUpgradeRequest, srv grpc
 }
 
 // images is ImageService, new in v1.13: Pull records the image in the
-// containerd instance named and answers its name (the double pulls
-// nothing; FailCalls makes a pull fail).
+// containerd instance named and answers its name, after WithInstallerPull
+// when the image is not there yet (the double pulls nothing; FailCalls
+// makes a pull fail).
 type images struct {
 	machine.UnimplementedImageServiceServer
 	n *Node
@@ -64,7 +66,17 @@ func (s *images) Pull(in *machine.ImageServicePullRequest, srv grpc.ServerStream
 	}
 	n := s.n
 	n.c.mu.Lock()
-	key := imageKey(in.GetContainerd())
+	key, pull := imageKey(in.GetContainerd()), n.c.opts.installerPull
+	if slices.Contains(n.images[key], ref) {
+		pull = 0
+	}
+	n.c.mu.Unlock()
+	select {
+	case <-srv.Context().Done():
+		return status.FromContextError(srv.Context().Err()).Err()
+	case <-time.After(pull): // WithInstallerPull
+	}
+	n.c.mu.Lock()
 	if n.images == nil {
 		n.images = map[string][]string{}
 	}

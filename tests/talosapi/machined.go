@@ -447,12 +447,15 @@ func (n *Node) localEtcdLocked() error {
 }
 
 // Shutdown is Server.Shutdown: answered with an actor id, then the
-// shutdown sequence runs and the machine powers off (OnShutdown). With
-// force=false Talos first cordons and drains the node through Kubernetes:
-// the double talks to no Kubernetes API.
-func (m *machined) Shutdown(context.Context, *machine.ShutdownRequest) (*machine.ShutdownResponse, error) {
-	m.n.shutdownLater("shutdown")
-	return &machine.ShutdownResponse{Messages: []*machine.Shutdown{{ActorId: uuid.NewString()}}}, nil
+// shutdown sequence runs (talos v1.13.9 v1alpha1_sequencer.go Shutdown):
+// without force its phase 2 cordons and drains the node through
+// Kubernetes (drain.go; WithKubernetes), and a drain that fails fails the
+// sequence, the node left running (SequenceEvent with the error, the
+// journal's "sequence-failed"); then the machine powers off (OnShutdown).
+func (m *machined) Shutdown(_ context.Context, in *machine.ShutdownRequest) (*machine.ShutdownResponse, error) {
+	actor := uuid.NewString()
+	m.n.shutdownLater("shutdown", actor, !in.GetForce())
+	return &machine.ShutdownResponse{Messages: []*machine.Shutdown{{ActorId: actor}}}, nil
 }
 
 // Reboot is Server.Reboot.
@@ -517,14 +520,30 @@ func (m *machined) Reset(_ context.Context, in *machine.ResetRequest) (*machine.
 	return &machine.ResetResponse{Messages: []*machine.Reset{{ActorId: uuid.NewString()}}}, nil
 }
 
-// Upgrade is Server.Upgrade: on a control plane without force (and, from
-// v1.12, without preserve) etcd is checked first
-// (etcd.Client.ValidateForUpgrade); then the node installs the image and
-// reboots into it (staged or not: SequenceStageUpgrade installs during the
-// reboot). The installer image is not pulled: use FailCalls for a pull
-// that fails.
-func (m *machined) Upgrade(_ context.Context, in *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
+// Upgrade is Server.Upgrade (talos v1.13.9 v1alpha1_server.go): the
+// installer image is pulled and validated first, before the call answers
+// (WithInstallerPull times it); on a control plane without force (and,
+// from v1.12, without preserve) etcd is checked (etcd.Client.
+// ValidateForUpgrade); then the call answers with an actor id and the
+// sequence runs. A staged upgrade (SequenceStageUpgrade) reboots and
+// installs during the reboot, with no drain. Otherwise the upgrade
+// sequence (v1alpha1_sequencer.go Upgrade) first cordons and drains the
+// node (phase 1, drain.go): a drain that fails fails the sequence and the
+// node keeps running its version, no reboot (SequenceEvent with the error,
+// the journal's "sequence-failed"); a PodDisruptionBudget that refuses an
+// eviction does not fail it: after the drain's timeout the node installs
+// the image and reboots, the pod's eviction given up with a WARNING
+// (journal "drain-warning"). Use FailCalls for a pull that fails.
+func (m *machined) Upgrade(ctx context.Context, in *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
 	n := m.n
+	n.c.mu.Lock()
+	pull := n.c.opts.installerPull
+	n.c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-time.After(pull):
+	}
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
 	etcdCheck := !in.GetForce() && (!in.GetPreserve() || !apiLevel(n.version).preserveSkipsEtcdCheck())
@@ -533,9 +552,14 @@ func (m *machined) Upgrade(_ context.Context, in *machine.UpgradeRequest) (*mach
 			return nil, fmt.Errorf("error validating etcd for upgrade: %w", err)
 		}
 	}
-	n.installLocked(in.GetImage())
-	n.rebootLater("Upgrade")
-	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{Ack: "Upgrade request received", ActorId: uuid.NewString()}}}, nil
+	actor := uuid.NewString()
+	if in.GetStage() {
+		n.installLocked(in.GetImage())
+		n.rebootLater("Upgrade")
+	} else {
+		n.upgradeLater(in.GetImage(), actor)
+	}
+	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{Ack: "Upgrade request received", ActorId: actor}}}, nil
 }
 
 // installLocked installs the installer image's Talos for the next boot:

@@ -1,6 +1,7 @@
 package talosapi
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/google/uuid"
+	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
@@ -55,6 +57,12 @@ type Node struct {
 	images                      map[string][]string // pulled, by containerd instance (lifecycle.go)
 	tryRollback                 *time.Timer
 	readyTimer                  *time.Timer
+	// events are what machined published during this boot (events.go);
+	// eventsMore is closed when one more is published.
+	events     []nodeEvent
+	eventsMore chan struct{}
+	// cordoned: the double cordoned the node's Kubernetes Node (drain.go).
+	cordoned bool
 }
 
 // machineConfig is a machine config as a node holds it: its bytes and
@@ -458,6 +466,7 @@ func (n *Node) boot() error {
 	n.bootID = uuid.NewString()
 	n.bootedAt = time.Now()
 	n.booted = false
+	n.events = nil
 	mode := "configured"
 	if n.active == nil {
 		mode = "maintenance"
@@ -482,6 +491,12 @@ func (n *Node) boot() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n.inc = inc
+	if n.cordoned && n.active != nil {
+		// Talos' controllers uncordon what they cordoned once the node
+		// boots again (drain.go uncordon).
+		n.cordoned = false
+		go n.uncordon(n.hostnameLocked())
+	}
 	if n.active != nil && !n.opts.manualReady {
 		if n.opts.bootDelay == 0 {
 			n.booted = true
@@ -535,10 +550,15 @@ func (n *Node) rebootLater(cause string) {
 	}()
 }
 
-// shutdownLater powers the node off in the background after the call that
-// asked for it was answered, then calls the OnShutdown hooks.
-func (n *Node) shutdownLater(event string) {
+// shutdownLater runs the shutdown sequence in the background after the
+// call that asked for it was answered: the drain phase (phase 2 of talos
+// v1.13.9 Sequencer.Shutdown) when drain, then the power-off and the
+// OnShutdown hooks. A failed drain stops there, the node running.
+func (n *Node) shutdownLater(event, actorID string, drain bool) {
 	go func() {
+		if drain && !n.drainPhase(actorID, "shutdown", 2) {
+			return
+		}
 		n.life.Lock()
 		n.halt(event, "")
 		n.life.Unlock()
@@ -546,6 +566,64 @@ func (n *Node) shutdownLater(event string) {
 			f(n)
 		}
 	}()
+}
+
+// upgradeLater runs the upgrade sequence in the background after Upgrade
+// answered: the drain (phase 1 of talos v1.13.9 Sequencer.Upgrade), then
+// the install and the reboot into it. A failed drain stops there, the node
+// running its version.
+func (n *Node) upgradeLater(image, actorID string) {
+	go func() {
+		n.c.mu.Lock()
+		boot := n.bootID
+		n.c.mu.Unlock()
+		if !n.drainPhase(actorID, "upgrade", 1) {
+			return
+		}
+		n.c.mu.Lock()
+		if n.bootID != boot || n.inc == nil {
+			n.c.mu.Unlock()
+			return
+		}
+		n.installLocked(image)
+		n.c.mu.Unlock()
+		n.rebootLater("Upgrade")
+	}()
+}
+
+// drainPhase is phase number phase, "drain", of sequence seq: its events
+// as Controller.run and runTask publish them (SequenceEvent START,
+// PhaseEvent and TaskEvent cordonAndDrainNode START and STOP), the drain,
+// and when it fails the sequence's failure (sequenceFailedLocked, in
+// machined's words: "error running phase N in <seq> sequence: task 1/1:
+// failed, <why>"), journaled as "sequence-failed". It reports whether the
+// sequence goes on.
+func (n *Node) drainPhase(actorID, seq string, phase int) bool {
+	n.c.mu.Lock()
+	boot, name := n.bootID, n.hostnameLocked()
+	n.publishLocked(actorID, &machineapi.SequenceEvent{Sequence: seq, Action: machineapi.SequenceEvent_START})
+	n.publishLocked(actorID, &machineapi.PhaseEvent{Phase: "drain", Action: machineapi.PhaseEvent_START})
+	n.publishLocked(actorID, &machineapi.TaskEvent{Task: "cordonAndDrainNode", Action: machineapi.TaskEvent_START})
+	n.c.mu.Unlock()
+	err := n.cordonAndDrain(context.Background(), name, func(w string) {
+		n.c.mu.Lock()
+		defer n.c.mu.Unlock()
+		n.eventLocked("drain-warning", w)
+	})
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	if n.bootID != boot || n.inc == nil {
+		return false
+	}
+	n.publishLocked(actorID, &machineapi.TaskEvent{Task: "cordonAndDrainNode", Action: machineapi.TaskEvent_STOP})
+	n.publishLocked(actorID, &machineapi.PhaseEvent{Phase: "drain", Action: machineapi.PhaseEvent_STOP})
+	if err != nil {
+		msg := fmt.Sprintf("error running phase %d in %s sequence: task 1/1: failed, %v", phase, seq, err)
+		n.sequenceFailedLocked(actorID, seq, msg)
+		n.eventLocked("sequence-failed", msg)
+		return false
+	}
+	return true
 }
 
 // configuredLater boots the node again with the config just applied in
