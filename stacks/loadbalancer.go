@@ -21,6 +21,11 @@ const (
 	// LBPoolName names the IPAddressPool and the L2Advertisement that
 	// announces it, in MetalLB's namespace.
 	LBPoolName = "milner"
+	// LBAddressAnnotation asks MetalLB for exactly one address of the pool
+	// on a Service (MetalLB's usage docs, "Requesting specific IPs"; it
+	// replaces the Kubernetes field spec.loadBalancerIP, deprecated since
+	// Kubernetes 1.24). The controller refuses to give any other address.
+	LBAddressAnnotation = "metallb.io/loadBalancerIPs"
 )
 
 // LoadBalancer is MetalLB in L2 mode: its release, the address pool and

@@ -209,6 +209,7 @@ func newSubstrate(ctx *pulumi.Context, cfg *config.Config, userData map[string]p
 			NetworkMode: net.Mode,
 			CIDR:        net.Prefix,
 			Nodes:       nodeSpecs(cfg),
+			DNSHosts:    dnsHosts(cfg),
 			Adopt:       lv.Adopt,
 			Hooks:       hooks,
 		}
@@ -329,4 +330,13 @@ func secret(ctx *pulumi.Context, k string) pulumi.StringOutput {
 func registerHooks(ctx *pulumi.Context, cfg *config.Config, o lifecycle.Options) (*lifecycle.Hooks, error) {
 	o.DeclaresBootstrap = cfg.Declares(config.LayerTalos) && !cfg.Cluster.AdoptBootstrap
 	return lifecycle.Register(ctx, o)
+}
+
+// dnsHosts are the apps' names the libvirt network's DNS answers.
+func dnsHosts(cfg *config.Config) []substrate.DNSHost {
+	var out []substrate.DNSHost
+	for _, n := range cfg.AppNames() {
+		out = append(out, substrate.DNSHost{Hostname: n.Host, IP: n.Address})
+	}
+	return out
 }

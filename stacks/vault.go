@@ -87,6 +87,19 @@ service_registration "kubernetes" {}
 			"extraEnvironmentVars": map[string]any{"VAULT_CACERT": VaultTLSDir + "/ca.crt"},
 		},
 	}
+	if e := app.Expose; e != nil {
+		// The exposed Service is the chart's UI Service ("<fullname>-ui",
+		// vault-helm templates/ui-service.yaml: the API and the UI on 8200,
+		// every server pod, publishNotReadyAddresses true so a sealed pod
+		// is reachable to unseal; a standby forwards to the active one).
+		// server.service.type would also turn the -active and -standby
+		// Services into LoadBalancers asking for the same address.
+		values["ui"] = map[string]any{
+			"enabled":     true,
+			"serviceType": "LoadBalancer",
+			"annotations": map[string]any{LBAddressAnnotation: e.Addr.String()},
+		}
+	}
 	tls := helmapp.Secret{
 		Suffix: VaultTLSSuffix,
 		Type:   "kubernetes.io/tls",

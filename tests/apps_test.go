@@ -305,7 +305,13 @@ func existingCluster(t testing.TB) map[string]string {
 	for k := range devSecrets {
 		cfg[k] = dev[k]
 	}
-	return cfg
+	// No milner:loadBalancer.pool here, so no load balancer: dev's exposed
+	// Vault would be refused (TestExposeRefusals "no load balancer").
+	return patchKey(t, cfg, "milner:apps", func(v any) {
+		for _, a := range v.([]any) {
+			delete(a.(map[string]any), "expose")
+		}
+	})
 }
 
 func TestStartAtAppsRunsOnAnExistingCluster(t *testing.T) {

@@ -56,8 +56,9 @@ const (
 )
 
 // devTLS is the dev stack's Vault listener certificate (release and
-// namespace "vault"), key and CA: Load checks them as Vault will use them.
-var devTLS = testpki.Valid(config.VaultTLSNames("vault", "vault")...)
+// namespace "vault", exposed as vault.milner.internal on dev and
+// vault.home.arpa on prod), key and CA: Load checks them as Vault will use them.
+var devTLS = testpki.Valid(append(config.VaultTLSNames("vault", "vault"), "vault.milner.internal", "vault.home.arpa")...)
 
 // devSecrets are the secret keys the dev stack needs, with test values.
 var devSecrets = map[string]string{

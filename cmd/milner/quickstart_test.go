@@ -211,7 +211,7 @@ func TestQuickStart(t *testing.T) {
 	require.NoError(t, err, "the dev stack with the quick start's secrets loads, validates and runs")
 
 	// The Vault certificate: exactly the names Vault needs, signed by the CA, its key.
-	names := config.VaultTLSNames("vault", "vault")
+	names := append(config.VaultTLSNames("vault", "vault"), "vault.milner.internal") // the dev stack's expose.host
 	caPEM, certPEM, keyPEM := secrets["milner:vaultTlsCa"], secrets["milner:vaultTlsCert"], secrets["milner:vaultTlsKey"]
 	block, _ := pem.Decode([]byte(certPEM))
 	require.NotNil(t, block, "vaultTlsCert is PEM")

@@ -73,6 +73,10 @@ type LibvirtArgs struct {
 	DHCPStart, DHCPEnd netip.Addr
 	// Nodes are the nodes to create, in config order.
 	Nodes []NodeSpec
+	// DNSHosts are names the network's DNS (libvirt's dnsmasq on the
+	// network's first address) answers, in order: the apps' host names at
+	// their load-balancer addresses.
+	DNSHosts []DNSHost
 	// Adopt maps the logical name of an object other than a domain (see
 	// vocab.LibvirtAdoptable) to the id of the live object it takes over: a pool's
 	// or network's UUID, a volume's key (its path). Domains are adopted by
@@ -89,6 +93,12 @@ type LibvirtArgs struct {
 	// Hooks are the run's lifecycle hooks: every persistent object (pool,
 	// network, boot media, volumes) is bound to lifecycle.KeepPersistent.
 	Hooks *lifecycle.Hooks
+}
+
+// DNSHost is one name the libvirt network's DNS answers, and its address.
+type DNSHost struct {
+	Hostname string
+	IP       netip.Addr
 }
 
 // adopt returns the options that import the live object args.Adopt names
@@ -168,11 +178,17 @@ func NewLibvirt(ctx *pulumi.Context, name string, args *LibvirtArgs, opts ...pul
 		Dhcp:      &libvirt.NetworkDhcpArgs{Enabled: pulumi.Bool(true)},
 		// An isolated network answers only its own names; a NAT network
 		// forwards the rest upstream so nodes can pull images.
-		Dns: &libvirt.NetworkDnsArgs{Enabled: pulumi.Bool(true), LocalOnly: pulumi.Bool(args.NetworkMode == vocab.NetworkIsolated)},
+		Dns: &libvirt.NetworkDnsArgs{Enabled: pulumi.Bool(true), LocalOnly: pulumi.Bool(args.NetworkMode == vocab.NetworkIsolated), Hosts: dnsHosts(args.DNSHosts)},
 	}
 	if args.DHCPStart.IsValid() && args.DHCPEnd.IsValid() {
 		netArgs.Xml = &libvirt.NetworkXmlArgs{Xslt: pulumi.String(dhcpRangeXSLT(args.DHCPStart, args.DHCPEnd))}
 	}
+	// dns.hosts is the one part of dns an update changes in place
+	// (terraform-provider-libvirt v0.8.3 libvirt/resource_libvirt_network.go:
+	// "hosts" is not ForceNew; resourceLibvirtNetworkUpdate calls
+	// updateDNSHosts, network_dns.go, which adds and deletes each changed
+	// <host> with virNetworkUpdate on the live network and its config), so
+	// adding or moving an app's name never replaces the protected network.
 	// Read never sets xml (the XSLT is applied once, at create), sets mode
 	// only from a <forward> element (an isolated network has none), and
 	// dns.enabled only when the XML says so explicitly
@@ -349,4 +365,14 @@ func dhcpRangeXSLT(start, end netip.Addr) string {
   <xsl:template match="/network/ip/dhcp/range/@end"><xsl:attribute name="end">%s</xsl:attribute></xsl:template>
 </xsl:stylesheet>
 `, start, end)
+}
+
+// dnsHosts is the network's dns.hosts: nil when there are none, so a
+// network without names keeps the inputs it always had.
+func dnsHosts(hosts []DNSHost) libvirt.NetworkDnsHostArray {
+	var out libvirt.NetworkDnsHostArray
+	for _, h := range hosts {
+		out = append(out, libvirt.NetworkDnsHostArgs{Hostname: pulumi.String(h.Hostname), Ip: pulumi.String(h.IP.String())})
+	}
+	return out
 }

@@ -50,7 +50,7 @@ func ForStack(cfg *config.Config) ([]File, error) {
 	default:
 		return nil, fmt.Errorf("%d apps have a vault section; the secret keys milner:%s etc. serve one", len(vaults), config.VaultTLSCertKey)
 	}
-	names := config.VaultTLSNames(vaults[0].ReleaseName, vaults[0].Namespace)
+	names := vaults[0].VaultTLSNames()
 	tls, err := NewVaultTLS(names)
 	if err != nil {
 		return nil, err

@@ -40,6 +40,9 @@ type Report struct {
 	// Staged are the nodes whose last Talos config apply was staged: it
 	// waits for the node's next reboot (Milner never reboots a node).
 	Staged []string `json:"staged"`
+	// Names are the apps' host names and how the workstation resolves
+	// them (none when no app is exposed).
+	Names *Names `json:"names,omitempty"`
 }
 
 // Collect reads the report of o's stack; with versions it asks every node,
@@ -58,7 +61,7 @@ func Collect(o *pipeline.Op, versions bool, talosconfig string) (*Report, error)
 		return nil, err
 	}
 	s := &Report{Stack: o.St.Name(), Cluster: cfg.Cluster.Name, Backend: o.St.Backend(), Resources: map[string]int{}, Nodes: outs["nodes"],
-		Certificates: certLifetimes(o)}
+		Certificates: certLifetimes(o), Names: NamesOf(cfg)}
 	if s.Issued, err = o.St.IssuedCertificates(o.Ctx); err != nil {
 		return nil, fmt.Errorf("stack %q: issued certificates: %w", o.St.Name(), err)
 	}
@@ -84,6 +87,9 @@ func (s *Report) Write(w io.Writer) {
 		defer s.Versions.Write(w)
 	}
 	_, _ = fmt.Fprintf(w, "stack %s (cluster %s) on %s\n", s.Stack, s.Cluster, s.Backend)
+	if s.Names != nil {
+		defer s.Names.Write(w)
+	}
 	if len(s.Resources) == 0 {
 		_, _ = fmt.Fprintln(w, "  no resources in state")
 		return

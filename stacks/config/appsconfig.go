@@ -291,6 +291,7 @@ func (c *Config) validateAppsLayer(p *problems) {
 		validateChart(p, sp+".chart", c.dir, &c.Storage.Chart)
 	}
 	c.validateLoadBalancer(p, claim)
+	c.validateExpose(p)
 
 	vaults, woodpeckers := 0, 0
 	for i := range c.Apps {
@@ -373,6 +374,7 @@ func (c *Config) validateVault(p *problems, ap string, a *AppConfig) {
 	if !c.Storage.On() {
 		p.warnf(ap+".vault", "milner:storage is disabled: Vault's raft and audit PVCs bind to the cluster's own default StorageClass")
 	}
+	checkExposeOwned(p, ap, a)
 	for _, owned := range vaultOwned {
 		if _, ok := lookupPath(a.Values, owned); !ok {
 			continue

@@ -317,6 +317,9 @@ type AppConfig struct {
 	Vault *VaultConfig `json:"vault,omitempty"`
 	// Woodpecker configures Woodpecker CI and its forge; required for the woodpecker chart.
 	Woodpecker *WoodpeckerConfig `json:"woodpecker,omitempty"`
+	// Expose gives the app a host name and a fixed load-balancer address
+	// (Vault only; see ExposeConfig).
+	Expose *ExposeConfig `json:"expose,omitempty"`
 }
 
 // ChartConfig pins one Helm chart: a chart of a repository (Repo, Name,

@@ -52,7 +52,7 @@ func vaultTLS(src ConfigSource, a AppConfig, now time.Time, p *problems) {
 	}
 	full := VaultFullname(a.ReleaseName)
 	var missing []string
-	for _, name := range VaultTLSNames(a.ReleaseName, a.Namespace) {
+	for _, name := range a.VaultTLSNames() {
 		// A raft peer is addressed as <fullname>-<i>.<fullname>-internal
 		// (the retry_join addresses of vaultProfile): check each peer's name.
 		hosts := []string{name}
@@ -69,7 +69,7 @@ func vaultTLS(src ConfigSource, a AppConfig, now time.Time, p *problems) {
 		}
 	}
 	if len(missing) > 0 {
-		p.addf(certKey, "does not cover %s (app %q needs every name of %s)", strings.Join(missing, ", "), a.Name, strings.Join(VaultTLSNames(a.ReleaseName, a.Namespace), ", "))
+		p.addf(certKey, "does not cover %s (app %q needs every name of %s)", strings.Join(missing, ", "), a.Name, strings.Join(a.VaultTLSNames(), ", "))
 	}
 	switch {
 	case now.After(leaf.NotAfter):
@@ -129,6 +129,17 @@ func VaultFullname(release string) string {
 		return release
 	}
 	return release + "-" + VaultChart
+}
+
+// VaultTLSNames are the names the Vault app's certificate must cover:
+// the chart's (VaultTLSNames) and its exposed host name, which the
+// workstation reaches it at through the load balancer.
+func (a AppConfig) VaultTLSNames() []string {
+	names := VaultTLSNames(a.ReleaseName, a.Namespace)
+	if a.Expose != nil && a.Expose.Host != "" {
+		names = append(names, a.Expose.Host)
+	}
+	return names
 }
 
 // VaultTLSNames are the names Vault's certificate must cover: the service

@@ -97,7 +97,8 @@ func committedStacks(t *testing.T) []stack {
 				if a.Namespace != "" {
 					ns = a.Namespace
 				}
-				b := testpki.Valid(config.VaultTLSNames(rel, ns)...)
+				a.ReleaseName, a.Namespace = rel, ns
+				b := testpki.Valid(a.VaultTLSNames()...)
 				secrets["milner:"+config.VaultTLSCertKey], secrets["milner:"+config.VaultTLSKeyKey], secrets["milner:"+config.VaultTLSCAKey] = b.Cert, b.Key, b.CA
 			}
 		}
@@ -395,6 +396,24 @@ func checkVault(t *testing.T, s stack, r rendered) {
 	require.Len(t, joins, int(*set.Spec.Replicas), "one retry_join per peer")
 	for i, j := range joins {
 		assert.Equal(t, fmt.Sprintf("%s-%d.%s", set.Name, i, set.Spec.ServiceName), j[1])
+	}
+	// An exposed Vault: the chart's UI Service is the LoadBalancer that
+	// asks MetalLB for exactly the configured address, and no other
+	// Service of the chart asks for it.
+	if e := appOf(t, s, r.release).Expose; e != nil {
+		ui := find(r.objects, "Service", full+"-ui")
+		require.NotNil(t, ui, "no Service %s-ui", full)
+		svc := as[corev1.Service](t, ui)
+		assert.Equal(t, corev1.ServiceTypeLoadBalancer, svc.Spec.Type)
+		assert.Equal(t, e.Addr.String(), svc.Annotations[stacks.LBAddressAnnotation])
+		assert.Equal(t, []int32{8200}, []int32{svc.Spec.Ports[0].Port})
+		for _, o := range r.objects {
+			if o["kind"] == "Service" && nameOf(o) != full+"-ui" {
+				other := as[corev1.Service](t, o)
+				assert.NotEqual(t, corev1.ServiceTypeLoadBalancer, other.Spec.Type, "Service %s", other.Name)
+				assert.Empty(t, other.Annotations[stacks.LBAddressAnnotation], "Service %s", other.Name)
+			}
+		}
 	}
 	// Never dev mode: the server runs the config file.
 	args := strings.Join(set.Spec.Template.Spec.Containers[0].Args, " ")
