@@ -69,7 +69,7 @@ func vaultTLS(src ConfigSource, a AppConfig, now time.Time, p *problems) {
 		}
 	}
 	if len(missing) > 0 {
-		p.addf(certKey, "does not cover %s (app %q needs every name of %s)", strings.Join(missing, ", "), a.Name, strings.Join(a.VaultTLSNames(), ", "))
+		p.addf(certKey, "does not cover %s (app %q needs every name of %s); issue one that does and set it: docs/runbooks/vault.md#rotate-the-listener-certificate", strings.Join(missing, ", "), a.Name, strings.Join(a.VaultTLSNames(), ", "))
 	}
 	switch {
 	case now.After(leaf.NotAfter):
