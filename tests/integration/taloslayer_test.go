@@ -1173,10 +1173,22 @@ func (s *talosLayer) kubeconfigCertificate(ctx context.Context) *x509.Certificat
 // MILNER_DOUBLE_TIMING=real the kubelet's own (clusterapi.RealKubelet),
 // run by hand.
 func kubeletTiming() clusterapi.KubeletTiming {
-	if os.Getenv("MILNER_DOUBLE_TIMING") == "real" {
+	if realTiming() {
 		return clusterapi.RealKubelet
 	}
 	return clusterapi.CIKubelet
+}
+
+// realTiming is MILNER_DOUBLE_TIMING=real: the doubles take Talos' and the
+// machine's own durations (run by hand), not CI's scaled ones.
+func realTiming() bool { return os.Getenv("MILNER_DOUBLE_TIMING") == "real" }
+
+// scaled is the real duration under realTiming, else CI's.
+func scaled(real, ci time.Duration) time.Duration {
+	if realTiming() {
+		return real
+	}
+	return ci
 }
 
 // rebootDowntime is how long a rebooting node does not answer. Talos
@@ -1186,12 +1198,7 @@ func kubeletTiming() clusterapi.KubeletTiming {
 // up to apid take what the hardware takes. The real profile's 60 s is a
 // round figure for a VM, not measured (no Talos image runs here); CI's is
 // a tenth of it, as kubeletTiming and learnerPromotion are scaled.
-func rebootDowntime() time.Duration {
-	if os.Getenv("MILNER_DOUBLE_TIMING") == "real" {
-		return 60 * time.Second
-	}
-	return 6 * time.Second
-}
+func rebootDowntime() time.Duration { return scaled(60*time.Second, 6*time.Second) }
 
 // learnerPromotion is how long a joining control plane stays an etcd
 // learner: Talos' etcd service asks for its promotion every 15 s
@@ -1199,12 +1206,7 @@ func rebootDowntime() time.Duration {
 // promoteMember), the first ask before the learner has caught up; scaled
 // tenfold for CI as kubeletTiming is, the real 15 s with
 // MILNER_DOUBLE_TIMING=real.
-func learnerPromotion() time.Duration {
-	if os.Getenv("MILNER_DOUBLE_TIMING") == "real" {
-		return 15 * time.Second
-	}
-	return 1500 * time.Millisecond
-}
+func learnerPromotion() time.Duration { return scaled(15*time.Second, 1500*time.Millisecond) }
 
 // vmBoot is how long a VM that was just started takes until Talos answers
 // in maintenance mode. Talos leaves it to the machine: the firmware, the
@@ -1215,12 +1217,7 @@ func learnerPromotion() time.Duration {
 // it; siderolabs/talos#3005's serial log shows 13 s from its disks'
 // mount to apid running, after the firmware and kernel); CI's is a tenth
 // of it, as the other timings are scaled.
-func vmBoot() time.Duration {
-	if os.Getenv("MILNER_DOUBLE_TIMING") == "real" {
-		return 30 * time.Second
-	}
-	return 3 * time.Second
-}
+func vmBoot() time.Duration { return scaled(30*time.Second, 3*time.Second) }
 
 // timeSync is how long after a boot a node's time is in sync: Talos marks
 // it synced at its NTP source's first valid answer, asking again every
@@ -1231,9 +1228,4 @@ func vmBoot() time.Duration {
 // an apply). CI's 8 s puts it past that wait, so the provider's Bootstrap
 // meets the refusal and retries; the real profile's 30 s is a slow time
 // source, not a measurement.
-func timeSync() time.Duration {
-	if os.Getenv("MILNER_DOUBLE_TIMING") == "real" {
-		return 30 * time.Second
-	}
-	return 8 * time.Second
-}
+func timeSync() time.Duration { return scaled(30*time.Second, 8*time.Second) }
