@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -103,31 +104,57 @@ func Drain(ctx context.Context, cs kubernetes.Interface, node string, timeout ti
 // drain can end before any refusal reached ErrOut: the budgets are then
 // asked directly.
 func keptBy(ctx context.Context, cs kubernetes.Interface, node string) string {
+	out, _ := budgetsOn(ctx, cs, node, false)
+	return strings.Join(out, "; ")
+}
+
+// blockedBy names each pod on node a drain would evict that a
+// PodDisruptionBudget allowing no disruption now selects, with the
+// budget: what an eviction would be refused for.
+func blockedBy(ctx context.Context, cs kubernetes.Interface, node string) ([]string, error) {
+	return budgetsOn(ctx, cs, node, true)
+}
+
+// budgetsOn names each pod on node a drain would evict (not a mirror or
+// DaemonSet pod, not terminating) with the PodDisruptionBudgets that
+// select it; onlyBlocked: only the budgets that allow no disruption now,
+// and only the pods one of them selects.
+func budgetsOn(ctx context.Context, cs kubernetes.Interface, node string, onlyBlocked bool) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
-		return ""
+		return nil, err
 	}
 	var out []string
 	for _, p := range pods.Items {
 		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror || p.DeletionTimestamp != nil || ownedByDaemonSet(p) {
 			continue
 		}
-		what := fmt.Sprintf("pod %s/%s is still on the node", p.Namespace, p.Name)
+		what, kept := fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), false
+		if !onlyBlocked {
+			what += " is still on the node"
+		}
 		budgets, err := cs.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			for _, b := range budgets.Items {
-				sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
-				if err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels)) {
-					what += fmt.Sprintf(", kept by PodDisruptionBudget %s/%s (disruptions allowed: %d)", b.Namespace, b.Name, b.Status.DisruptionsAllowed)
-				}
+		switch {
+		case err != nil && onlyBlocked:
+			return nil, err
+		case err != nil: // the pod is named without its budgets
+			budgets = &policyv1.PodDisruptionBudgetList{}
+		}
+		for _, b := range budgets.Items {
+			sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+			if err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels)) && (!onlyBlocked || b.Status.DisruptionsAllowed < 1) {
+				what += fmt.Sprintf(", kept by PodDisruptionBudget %s/%s (disruptions allowed: %d)", b.Namespace, b.Name, b.Status.DisruptionsAllowed)
+				kept = true
 			}
 		}
-		out = append(out, what)
+		if !onlyBlocked || kept {
+			out = append(out, what)
+		}
 	}
 	slices.Sort(out)
-	return strings.Join(out, "; ")
+	return out, nil
 }
 
 // ownedByDaemonSet reports a pod a DaemonSet controls (the drain leaves it).

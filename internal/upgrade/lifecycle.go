@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/siderolabs/talos/cmd/talosctl/pkg/talos/kubeclient"
 	"github.com/siderolabs/talos/cmd/talosctl/pkg/talos/nodedrain"
@@ -71,6 +72,9 @@ func (c *Cluster) kube(ctx context.Context, n Node) (kubernetes.Interface, strin
 	nodeName, err := nodedrain.GetKubernetesNodeName(ctx, c.clients[n.Name])
 	if err != nil {
 		return nil, "", err
+	}
+	if c.kubernetes != nil {
+		return c.kubernetes, nodeName, nil
 	}
 	var errs []error
 	for _, cp := range c.declared.controlPlanes() {
@@ -158,4 +162,30 @@ func installImage(ctx context.Context, cl *client.Client, image string) error {
 			return nil
 		}
 	}
+}
+
+// budgetCheck refuses to upgrade, through MachineService.Upgrade, a node
+// a pod of which a PodDisruptionBudget keeps: Talos' own drain in that
+// upgrade asks again for up to 5 minutes, then gives the eviction up with
+// a warning in machined's log and reboots the node with the pod on it
+// (talos v1.13.9 pkg/kubernetes/kubernetes.go Drain; v1.11.5 and v1.12.0
+// alike), so the budget would be broken without a word to the operator.
+// A v1.13 node is drained by Milner, which honours budgets (Drain). When
+// the pods or budgets cannot be read, it says so and goes on: Talos' drain
+// then fails on the same API and the sequence watch names that.
+func (c *Cluster) budgetCheck(ctx context.Context, s Step, what string, o Options) error {
+	cs, nodeName, err := c.kube(ctx, s.Node)
+	var blocked []string
+	if err == nil {
+		blocked, err = blockedBy(ctx, cs, nodeName)
+	}
+	switch {
+	case err != nil:
+		_, _ = fmt.Fprintf(o.Out, "%s: cannot read the node's pods and disruption budgets (%v); Talos' drain meets them\n", what, err)
+		return nil
+	case len(blocked) > 0:
+		return fmt.Errorf("%s: Talos %s's drain would evict past its budget after 5 minutes and reboot the node with the pod on it; nothing was sent: let the budget allow a disruption (its pods ready, or more replicas) and rerun `milner upgrade`",
+			strings.Join(blocked, "; "), s.From)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -76,7 +77,7 @@ func drainDouble(t *testing.T, cs *fake.Clientset, drain talosapi.DrainTiming) (
 func workload(listErr error) *fake.Clientset {
 	yes := true
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w-1"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-0",
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-0", Labels: map[string]string{"app": "web"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web", Controller: &yes}}},
 			Spec: corev1.PodSpec{NodeName: "w-1"}})
 	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -122,11 +123,45 @@ func TestFailedDrainStopsTheUpgradeAtOnce(t *testing.T) {
 	assert.Equal(t, "v1.12.0", c.Node("w-1").Status().Version)
 }
 
+// TestBudgetKeptPodStopsTheUpgradeBeforeTalos: a PodDisruptionBudget that
+// allows no disruption selects w-1's pod web-0. Talos would evict past it
+// after its drain's timeout (below), so milner upgrade refuses w-1 before
+// sending its Upgrade, naming the pod and the budget: nothing upgraded,
+// nothing rebooted, w-2 untouched.
+func TestBudgetKeptPodStopsTheUpgradeBeforeTalos(t *testing.T) {
+	drain := talosapi.DrainTiming{Timeout: 500 * time.Millisecond, EvictRetry: 20 * time.Millisecond, CordonWait: time.Second, DeleteWait: time.Second, DeletePoll: 10 * time.Millisecond}
+	cs := workload(nil)
+	_, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(context.Background(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 0},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c, up, plan := drainDouble(t, cs, drain)
+	SetKubernetes(up, cs)
+	var out strings.Builder
+	err = Run(context.Background(), up, plan, sequenceOptions(&out))
+	t.Log(out.String())
+	var stop *StopError
+	require.ErrorAs(t, err, &stop, "%v", err)
+	assert.Equal(t, "w-1", stop.Node)
+	assert.Equal(t, "drain check", stop.Stage)
+	assert.ErrorContains(t, err, "pod default/web-0, kept by PodDisruptionBudget default/web (disruptions allowed: 0)")
+	assert.Empty(t, stop.Upgraded)
+	assert.Equal(t, []string{"w-2"}, stop.Untouched)
+	j := c.Journal()
+	assert.Empty(t, j.Calls("Upgrade"), "no Upgrade sent")
+	assert.Empty(t, j.Events("reboot"))
+	assert.Equal(t, "v1.12.0", c.Node("w-1").Status().Version)
+}
+
 // TestBudgetBlockedDrainUpgradesAfterTheTimeout: a PodDisruptionBudget
 // that refuses w-1's eviction does not fail Talos' upgrade: Talos asks
 // again until its drain's timeout, gives the eviction up with a WARNING
 // and upgrades and reboots the node with the pod on it (talos v1.13.9
 // pkg/kubernetes Drain). The run goes on and shows the drain's phase.
+// (Here the API refuses the eviction with no budget milner could read
+// first: milner's own check is TestBudgetKeptPodStopsTheUpgradeBeforeTalos.)
 func TestBudgetBlockedDrainUpgradesAfterTheTimeout(t *testing.T) {
 	drain := talosapi.DrainTiming{Timeout: 500 * time.Millisecond, EvictRetry: 20 * time.Millisecond, CordonWait: time.Second, DeleteWait: time.Second, DeletePoll: 10 * time.Millisecond}
 	c, up, plan := drainDouble(t, workload(nil), drain)

@@ -28,6 +28,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/milner/milner/components/vocab"
 	"github.com/milner/milner/stacks/config"
@@ -104,6 +105,9 @@ func (d Declared) upgradeOrder() []Node {
 type Cluster struct {
 	declared Declared
 	clients  map[string]*client.Client
+	// kubernetes, when set (tests: export_test.go), is the Kubernetes API
+	// instead of the one a control plane's admin kubeconfig reaches.
+	kubernetes kubernetes.Interface
 }
 
 // Connect builds a client per declared node from the talosconfig cfg
@@ -444,6 +448,9 @@ func (c *Cluster) upgradeNode(ctx context.Context, s Step, image string, o Optio
 			return "reboot", err
 		}
 	} else {
+		if err := c.budgetCheck(ctx, s, what, o); err != nil {
+			return "drain check", err
+		}
 		actor, err := c.upgrade(ctx, s.Node, image)
 		if err != nil {
 			return "upgrade", err
