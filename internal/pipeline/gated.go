@@ -201,8 +201,10 @@ func outcome(o *Op, found []Finding) *Outcome {
 }
 
 // created returns rows with each node whose VM the report creates, and
-// that could not be asked, said so (upgrade.NotCreatedYet) instead of the dial's
-// error ("connection refused" read as a broken node).
+// at whose address nothing answered, said so (upgrade.NotCreatedYet)
+// instead of the dial's error ("connection refused" read as a broken
+// node). What answers there (maintenance mode, another machine) is shown
+// as it answered.
 func created(r gate.Report, rows []upgrade.Row) []upgrade.Row {
 	creates := map[string]bool{}
 	for _, c := range r.Delta(gate.Disposable).Of(gate.Create) {
@@ -210,7 +212,7 @@ func created(r gate.Report, rows []upgrade.Row) []upgrade.Row {
 	}
 	out := slices.Clone(rows)
 	for i, row := range out {
-		if row.Err != "" && creates[row.Node.Name] {
+		if row.NoAnswer && creates[row.Node.Name] {
 			out[i].Err = upgrade.NotCreatedYet
 		}
 	}

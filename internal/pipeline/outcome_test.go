@@ -45,19 +45,23 @@ func TestOutcomeJSON(t *testing.T) {
 // not be asked, is "not created yet" in the versions table, not
 // "unreachable" with the dial's error (the prod preview of an added
 // worker showed "connection refused"); a node that exists and does not
-// answer stays unreachable.
+// answer stays unreachable, and what answers at a new node's address is
+// shown as it answered.
 func TestVersionsOfANewNode(t *testing.T) {
 	r := gate.Report{Deltas: []gate.Delta{{Layer: gate.Disposable, Changes: map[gate.Op][]gate.Change{
 		gate.Create: {{Name: "w-2", Node: "w-2"}, {Name: "boot-media"}},
 	}}}}
 	refused := "talos version: connection refused"
+	maintenance := "maintenance mode: not configured yet (milner up applies its first config)"
 	rows := []upgrade.Row{
 		{Node: upgrade.Node{Name: "cp-1"}, Talos: "v1.13.9"},
-		{Node: upgrade.Node{Name: "w-1"}, Err: refused},
-		{Node: upgrade.Node{Name: "w-2"}, Err: refused},
+		{Node: upgrade.Node{Name: "w-1"}, Err: refused, NoAnswer: true},
+		{Node: upgrade.Node{Name: "w-2"}, Err: refused, NoAnswer: true},
+		{Node: upgrade.Node{Name: "w-3"}, Err: maintenance}, // something answers at a new node's address
 	}
+	r.Deltas[0].Changes[gate.Create] = append(r.Deltas[0].Changes[gate.Create], gate.Change{Name: "w-3", Node: "w-3"})
 	got := created(r, rows)
-	assert.Equal(t, []string{"", refused, upgrade.NotCreatedYet}, []string{got[0].Err, got[1].Err, got[2].Err})
+	assert.Equal(t, []string{"", refused, upgrade.NotCreatedYet, maintenance}, []string{got[0].Err, got[1].Err, got[2].Err, got[3].Err})
 	assert.Equal(t, refused, rows[2].Err, "the observed rows are not changed")
 
 	var b bytes.Buffer

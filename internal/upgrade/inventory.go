@@ -15,6 +15,8 @@ import (
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/milner/milner/components/vocab"
 	"github.com/milner/milner/internal/applymode"
@@ -41,6 +43,10 @@ type Row struct {
 	// Err is why the node could not be asked ("" when it answered); the
 	// other fields are then empty.
 	Err string `json:"error,omitempty"`
+	// NoAnswer is set when nothing answered at the node's address (the
+	// dial refused or timed out), as against a node that answered
+	// otherwise than asked (maintenance mode, a TLS refusal).
+	NoAnswer bool `json:"-"`
 }
 
 // NotCreatedYet is Err for a node whose VM the run creates: there is
@@ -70,8 +76,11 @@ func (c *Cluster) row(ctx context.Context, n Node) Row {
 		r.Err = fmt.Sprintf("talos version: %v", err)
 		// A node not configured yet (one being added) refuses the
 		// cluster's client certificate: it is in maintenance mode.
-		if applymode.InMaintenance(ctx, n.Endpoint) {
+		switch code := status.Code(err); {
+		case applymode.InMaintenance(ctx, n.Endpoint):
 			r.Err = "maintenance mode: not configured yet (milner up applies its first config)"
+		default:
+			r.NoAnswer = code == codes.Unavailable || code == codes.DeadlineExceeded
 		}
 		return r
 	}
