@@ -506,6 +506,21 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 		if a := s.c.Journal()[mark:].Applies(); len(a) > 0 {
 			t.Errorf("the refused up applied a config:\n%s", strings.Join(a.Strings(), "\n"))
 		}
+		// A pod a PodDisruptionBudget keeps on w-1: Talos v1.9 would evict
+		// past the budget after its drain's 5 minutes and reboot w-1 with
+		// the pod on it, so milner stops before sending w-1 its Upgrade,
+		// naming the pod and the budget; w-1 is not rebooted.
+		release := s.keepPodOn("w-1")
+		w1Boot := w1.Status().BootID
+		kept := s.milner("upgrade", "--yes")
+		refused(t, "upgrade with a budget-kept pod on w-1", kept, "drain check", "pod kube-system/keeper", "PodDisruptionBudget kube-system/keeper")
+		if u := s.c.Journal()[mark:].On("w-1").Calls("Upgrade"); len(u) > 0 {
+			t.Errorf("w-1 was sent its Upgrade past the budget:\n%s", strings.Join(u.Strings(), "\n"))
+		}
+		if b := w1.Status().BootID; b != w1Boot {
+			t.Errorf("w-1 rebooted (boot %s, was %s)", b, w1Boot)
+		}
+		release()
 		var upgraded pipeline.Outcome
 		decoded(t, "upgrade", s.mustMilner("upgrade", "--yes", "--json"), &upgraded)
 		if upgraded.Stack != milnerStack || upgraded.Backend == "" || upgraded.Record == nil || !upgraded.Record.Applied {
