@@ -3,7 +3,8 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
+	"slices"
+	"strings"
 )
 
 // ExposeConfig is an app's milner:apps[].expose: the host name the
@@ -49,9 +50,11 @@ func (c *Config) AppNames() []AppName {
 	return out
 }
 
-// dnsName is a lowercase DNS name of one or more labels (RFC 1123), at most
-// 253 characters.
-var dnsName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// isDNSName reports a lowercase DNS name (RFC 1123) of at most 253
+// characters: one or more dnsLabel joined by dots.
+func isDNSName(s string) bool {
+	return len(s) <= 253 && !slices.ContainsFunc(strings.Split(s, "."), func(l string) bool { return !dnsLabel.MatchString(l) })
+}
 
 // validateExpose checks every app's expose: Vault only (the one chart whose
 // Service Milner sets; Woodpecker's chart cannot serve TLS itself, see
@@ -74,7 +77,7 @@ func (c *Config) validateExpose(p *problems) {
 			p.addf(ep, "needs the load balancer: set %s (or %s on an existing cluster)", Key("network")+".vipRange", Key("loadBalancer")+".pool")
 		}
 		switch {
-		case len(e.Host) > 253 || !dnsName.MatchString(e.Host):
+		case !isDNSName(e.Host):
 			p.addf(ep+".host", "%q is not a lowercase DNS name (labels of a-z, 0-9 and -, joined by dots)", e.Host)
 		case hosts[e.Host] != "":
 			p.addf(ep+".host", "%q is also the host of %s", e.Host, hosts[e.Host])
