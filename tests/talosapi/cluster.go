@@ -19,6 +19,7 @@ type Cluster struct {
 	nodes   []*Node
 	journal []Entry
 	etcd    etcdCluster
+	vips    map[netip.Addr]*vipState // vip.go
 	opts    clusterOptions
 }
 
@@ -32,6 +33,7 @@ type clusterOptions struct {
 	kube          kubernetes.Interface
 	drain         DrainTiming
 	installerPull time.Duration
+	vipTTL        time.Duration
 }
 
 // Option configures a Cluster.

@@ -150,7 +150,7 @@ func (inc *incarnation) start() error {
 	}
 	inc.conn = conn
 	inc.n.c.mu.Lock()
-	reachable := inc.n.reachable
+	reachable := inc.n.reachable && inc.n.addressed // network.go
 	inc.n.c.mu.Unlock()
 	if !reachable {
 		return nil

@@ -63,6 +63,14 @@ type Node struct {
 	eventsMore chan struct{}
 	// cordoned: the double cordoned the node's Kubernetes Node (drain.go).
 	cordoned bool
+	// addressed: the node's link holds its address this boot (network.go).
+	addressed bool
+	// haltedHard: the last halt was a power cut, not Talos' shutdown or
+	// reboot sequence (vip.go: its VIP lease runs out instead of resigning).
+	haltedHard bool
+	// campaigning is when the node began its VIP campaign (zero: not
+	// campaigning; vip.go).
+	campaigning time.Time
 }
 
 // machineConfig is a machine config as a node holds it: its bytes and
@@ -89,6 +97,8 @@ type nodeOptions struct {
 	bootDelay    time.Duration
 	off          bool
 	platformUser []byte
+	mac          string // network.go
+	noLease      bool
 }
 
 // NodeOption configures a node.
@@ -165,6 +175,9 @@ func newState() state.State { return state.WrapCore(namespaced.NewState(inmem.Bu
 
 func (n *Node) applyOptions() error {
 	n.version = n.opts.version
+	if n.opts.mac == "" {
+		n.opts.mac = defaultMAC(n.addr.Addr())
+	}
 	if n.opts.platform.Mode != "metal" && n.opts.platform.Mode != "cloud" {
 		return fmt.Errorf("platform mode %q: want metal or cloud", n.opts.platform.Mode)
 	}
@@ -385,13 +398,13 @@ func (n *Node) SetReachable(reachable bool) error {
 	defer n.life.Unlock()
 	n.c.mu.Lock()
 	n.reachable = reachable
-	inc := n.inc
+	inc, addressed := n.inc, n.addressed
 	n.c.syncLocked()
 	n.c.mu.Unlock()
 	if inc == nil {
 		return nil
 	}
-	if !reachable {
+	if !reachable || !addressed {
 		inc.stopFront()
 		return nil
 	}
@@ -472,6 +485,12 @@ func (n *Node) boot() error {
 		mode = "maintenance"
 	}
 	n.eventLocked("boot", mode)
+	n.haltedHard = false
+	net := n.networkLocked()
+	n.addressed = net.addressed
+	if !net.addressed || len(net.skipped) > 0 {
+		n.eventLocked("network", n.networkDetail(net))
+	}
 	c.mu.Unlock()
 
 	for _, f := range c.opts.onBoot {
@@ -525,6 +544,9 @@ func (n *Node) halt(event, detail string) {
 	if event != "" {
 		n.eventLocked(event, detail)
 	}
+	// A power cut or a disk swap runs no shutdown sequence; Talos' own
+	// reboots and shutdowns do.
+	n.haltedHard = event == "power-off" || event == "wipe" || detail == "power-cycle"
 	n.inc, n.booted = nil, false
 	for _, t := range []*time.Timer{n.tryRollback, n.readyTimer} {
 		if t != nil {

@@ -67,8 +67,10 @@ import (
 func (c *Cluster) syncLocked() {
 	c.reconcileEtcdLocked()
 	for _, n := range c.nodes {
+		n.syncNetworkLocked()
 		n.syncLocked()
 	}
+	c.electLocked()
 }
 
 func (n *Node) syncLocked() {
