@@ -38,8 +38,10 @@ import (
 
 // API is a real etcd and kube-apiserver (scripts/tools.sh kubeapi,
 // the pair tests/kubeapi runs) standing in for the control plane a Talos
-// node would run: it listens on the cluster endpoint (the VIP, port
-// 6443), where the kubeconfig Talos' Kubeconfig call hands out points,
+// node would run: it listens on loopback (port 6443), and the cluster
+// endpoint (the VIP, port 6443, where the kubeconfig Talos' Kubeconfig
+// call hands out points) reaches it only through the VIP's holder
+// (RelayVIP),
 // with a serving certificate from the cluster's Kubernetes CA and that CA
 // as its client CA, both read from the config the first control plane
 // received. It is seeded with what the kubelets and Talos' manifests would
@@ -132,7 +134,8 @@ func (a NodeAsk) String() string {
 	return fmt.Sprintf("%s %s served=%v", a.Time.Format(time.StampMilli), a.Node, a.Served)
 }
 
-// Start starts etcd on loopback and kube-apiserver on vip:6443
+// Start starts etcd and kube-apiserver on loopback (127.0.0.1:6443, its
+// certificate naming the VIP too; RelayVIP serves vip:6443)
 // from a control plane's machine config, with the binaries of tools
 // (a .tools/bin).
 func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error) {
@@ -171,7 +174,7 @@ func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error
 	if err != nil {
 		return nil, err
 	}
-	a := &API{tools: tools, dir: dir, url: "https://" + netip.AddrPortFrom(vip, 6443).String(), vip: vip, restarting: map[string]time.Time{}, live: map[string]map[net.Conn]bool{}, args: map[string][]string{}}
+	a := &API{tools: tools, dir: dir, url: "https://" + apiserverAddr, vip: vip, restarting: map[string]time.Time{}, live: map[string]map[net.Conn]bool{}, args: map[string][]string{}}
 	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
@@ -179,7 +182,7 @@ func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error
 		return nil, err
 	}
 	if err := a.daemon("kube-apiserver", "--etcd-servers="+etcdURL,
-		"--bind-address="+vip.String(), "--advertise-address="+vip.String(), "--secure-port=6443",
+		"--bind-address="+apiserverHost, "--advertise-address="+vip.String(), "--secure-port=6443",
 		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile, "--client-ca-file="+caFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+saFile, "--service-account-signing-key-file="+saFile,
@@ -310,7 +313,7 @@ func (a *API) stop(name string) {
 
 // Relay serves the control plane n's own API server address (its node
 // address, port 6443: what internal/apiready asks between two control
-// planes' applies) with the cluster's kube-apiserver on the VIP, a TCP
+// planes' applies) with the cluster's kube-apiserver on loopback, a TCP
 // relay, so the TLS session and the server certificate (whose IP SANs
 // name the VIP, the kubeconfig's server) are the API server's own. It
 // serves while the node's API server would run: the node's double is on,
@@ -331,9 +334,8 @@ func (a *API) Relay(n *talosapi.Node) error {
 			if err != nil {
 				return
 			}
-			st := n.Status()
+			serves := a.serves(n)
 			a.mu.Lock()
-			serves := st.On && st.Reachable && st.Booted && st.EtcdMemberID != 0 && !time.Now().Before(a.restarting[n.Name()])
 			a.asks = append(a.asks, NodeAsk{Time: time.Now(), Node: n.Name(), Served: serves})
 			a.mu.Unlock()
 			if !serves {
@@ -353,7 +355,78 @@ func (a *API) Relay(n *talosapi.Node) error {
 					delete(a.live[n.Name()], conn)
 					a.mu.Unlock()
 				}()
-				up, err := net.Dial("tcp", netip.AddrPortFrom(a.vip, 6443).String())
+				up, err := net.Dial("tcp", apiserverAddr)
+				if err != nil {
+					return
+				}
+				defer func() { _ = up.Close() }()
+				go func() { _, _ = io.Copy(up, conn) }()
+				_, _ = io.Copy(conn, up)
+			}()
+		}
+	}()
+	return nil
+}
+
+// serves reports whether n's API server runs: its double on, reachable
+// and booted, with an etcd member, and the kubelet not restarting its
+// static pod.
+func (a *API) serves(n *talosapi.Node) bool {
+	st := n.Status()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return st.On && st.Reachable && st.Booted && st.EtcdMemberID != 0 && !time.Now().Before(a.restarting[n.Name()])
+}
+
+// apiserverHost and apiserverAddr are where the cluster's one
+// kube-apiserver listens: loopback, so the VIP answers only through
+// RelayVIP and each control plane's address only through Relay.
+const (
+	apiserverHost = "127.0.0.1"
+	apiserverAddr = apiserverHost + ":6443"
+)
+
+// RelayVIP serves the cluster endpoint, the VIP's port 6443, as Talos
+// does: only the control plane c elected to hold the VIP
+// (talosapi.Cluster.VIPHolder; talos v1.13.9 controllers/network/
+// operator/vip.go) announces the address, and its own API server answers
+// there. While no one holds it, or the holder's API server is down, a
+// connection is closed at once. (On a real network nobody answers ARP
+// for an unheld VIP, so a client's connect times out instead.)
+func (a *API) RelayVIP(c *talosapi.Cluster) error {
+	lis, err := net.Listen("tcp", netip.AddrPortFrom(a.vip, 6443).String())
+	if err != nil {
+		return fmt.Errorf("the VIP's API server address: %w", err)
+	}
+	a.mu.Lock()
+	a.listeners = append(a.listeners, lis)
+	a.mu.Unlock()
+	go func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			h := c.VIPHolder(a.vip)
+			if serves := h != nil && a.serves(h); !serves {
+				_ = conn.Close()
+				continue
+			}
+			// Counted as the holder's: its API server's restart drops it.
+			a.mu.Lock()
+			if a.live[h.Name()] == nil {
+				a.live[h.Name()] = map[net.Conn]bool{}
+			}
+			a.live[h.Name()][conn] = true
+			a.mu.Unlock()
+			go func() {
+				defer func() {
+					_ = conn.Close()
+					a.mu.Lock()
+					delete(a.live[h.Name()], conn)
+					a.mu.Unlock()
+				}()
+				up, err := net.Dial("tcp", apiserverAddr)
 				if err != nil {
 					return
 				}

@@ -757,6 +757,16 @@ type tnode struct {
 	controlPlane bool
 }
 
+// mac is the node's MAC in the scenario's stack file and its double's
+// (the config's deviceSelector must match it: talosapi.WithMAC).
+func (n tnode) mac(s *scenario) string {
+	b, err := strconv.ParseUint(strconv.Itoa(int(n.host)), 16, 8)
+	if err != nil {
+		panic(err) // host is at most 99
+	}
+	return s.mac(int(b))
+}
+
 // addr is the node's address on subnet.
 func (n tnode) addr(subnet int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 199, byte(subnet), n.host})
@@ -781,7 +791,7 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...l
 	vip := netip.AddrFrom4([4]byte{10, 199, byte(subnet), 240})
 	// The first kubeconfig's client certificate expires within the
 	// provider's renewal window (720h): the renewal step renews it.
-	s.c = talosapi.NewCluster(append([]talosapi.Option{talosapi.WithKubeconfigTTL(100 * time.Hour), talosapi.WithLearnerPromotion(learnerPromotion()), talosapi.WithRebootDowntime(rebootDowntime()), talosapi.OnShutdown(func(n *talosapi.Node) {
+	s.c = talosapi.NewCluster(append([]talosapi.Option{talosapi.WithKubeconfigTTL(100 * time.Hour), talosapi.WithLearnerPromotion(learnerPromotion()), talosapi.WithRebootDowntime(rebootDowntime()), talosapi.WithVIPLeaseTTL(vipLeaseTTL()), talosapi.OnShutdown(func(n *talosapi.Node) {
 		// Talos powers the machine off at the end of its shutdown.
 		_ = exec.Command("virsh", "-c", uri, "destroy", cluster+"-"+n.Name()).Run()
 	})}, o.cluster...)...)
@@ -827,6 +837,9 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...l
 			if err == nil && n.controlPlane {
 				err = a.Relay(s.c.Node(n.name))
 			}
+		}
+		if err == nil {
+			err = a.RelayVIP(s.c) // the VIP answers through its elected holder
 		}
 		if err == nil {
 			go a.Kubelet(s.c, done, kubeletTiming())
@@ -924,7 +937,7 @@ func (s *talosLayer) addNode(n tnode) *talosapi.Node {
 	s.t.Helper()
 	opts := []talosapi.NodeOption{
 		talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 10 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 1 << 30}),
-		talosapi.WithPlatform(talosapi.Metal), talosapi.WithVersion(talosFrom),
+		talosapi.WithPlatform(talosapi.Metal), talosapi.WithVersion(talosFrom), talosapi.WithMAC(n.mac(s.scenario)),
 	}
 	if s.bootDelay > 0 && s.domainStarted == nil {
 		opts = append(opts, talosapi.WithPoweredOff()) // bootWithDomains powers it on
@@ -933,11 +946,7 @@ func (s *talosLayer) addNode(n tnode) *talosapi.Node {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	mac, err := strconv.ParseUint(strconv.Itoa(int(n.host)), 16, 8)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	hn := node{Name: n.name, Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: n.addr(s.subnet).String(), MAC: s.mac(int(mac))}
+	hn := node{Name: n.name, Role: "worker", VCPU: 1, Memory: 1024, OSDisk: 10, Data: 1, Address: n.addr(s.subnet).String(), MAC: n.mac(s.scenario)}
 	if n.controlPlane {
 		hn.Role, hn.Memory = "controlplane", 2048
 	}
@@ -1214,6 +1223,14 @@ func scaled(real, ci time.Duration) time.Duration {
 // round figure for a VM, not measured (no Talos image runs here); CI's is
 // a tenth of it, as kubeletTiming and learnerPromotion are scaled.
 func rebootDowntime() time.Duration { return scaled(60*time.Second, 6*time.Second) }
+
+// vipLeaseTTL is how long the VIP stays unheld after its holder vanished
+// without resigning (a power cut): its etcd session's lease, 60 s
+// (concurrency.NewSession's default TTL, which talos v1.13.9
+// controllers/network/operator/vip.go campaign keeps; internal/pkg/etcd/
+// session.go names the 60 s); CI's is a tenth, as the other timings are
+// scaled. A graceful reboot or shutdown resigns and hands it over at once.
+func vipLeaseTTL() time.Duration { return scaled(60*time.Second, 6*time.Second) }
 
 // learnerPromotion is how long a joining control plane stays an etcd
 // learner: Talos' etcd service asks for its promotion every 15 s

@@ -45,6 +45,10 @@ type prodNode struct {
 	controlPlane     bool
 }
 
+// mac is the node's MAC in the stack file, and its double's (the config's
+// deviceSelector must match it: talosapi WithMAC).
+func (n prodNode) mac() string { return fmt.Sprintf("bc:24:11:a8:01:%d", n.vmid-100) }
+
 // The prod stack's nodes (Pulumi.prod.yaml).
 var prodNodes = []prodNode{
 	{"cp-1", "pve-1", "192.168.1.50", 150, true},
@@ -323,6 +327,10 @@ func (p *prod) newTalos() {
 			err = a.Seed(seed)
 		}
 		if err == nil {
+			// The VIP answers through the control plane elected to hold it.
+			err = a.RelayVIP(p.talos)
+		}
+		if err == nil {
 			// Each control plane's own API server (address:6443), which
 			// milner waits for after a control plane's config apply
 			// (internal/apiready), is the same one here: a TCP forward to
@@ -351,7 +359,7 @@ func (p *prod) newTalos() {
 // platform at the image's version, linked to n's VM id (newTalos).
 func (p *prod) addTalosNode(n prodNode, opts ...talosapi.NodeOption) *talosapi.Node {
 	disks := talosapi.WithDisks(talosapi.Disk{DevPath: "/dev/vda", Size: 64 << 30}, talosapi.Disk{DevPath: "/dev/vdb", Size: 128 << 30})
-	opts = append([]talosapi.NodeOption{disks, talosapi.WithPlatform(talosapi.Nocloud), talosapi.WithPoweredOff(), talosapi.WithVersion(talosFrom)}, opts...)
+	opts = append([]talosapi.NodeOption{disks, talosapi.WithPlatform(talosapi.Nocloud), talosapi.WithPoweredOff(), talosapi.WithVersion(talosFrom), talosapi.WithMAC(n.mac())}, opts...)
 	node, err := p.talos.AddNode(n.name, netip.MustParseAddrPort(n.addr+":50000"), opts...)
 	noErr(p.t, err)
 	p.mu.Lock()
@@ -392,7 +400,7 @@ func (p *prod) grow(n prodNode) {
 	p.editConfig(func(cfg map[string]any) {
 		cfg["milner:nodes"] = append(cfg["milner:nodes"].([]any), map[string]any{
 			"name": n.name, "role": role, "vcpu": 4, "memoryMiB": 8192, "osDiskGiB": 64, "dataDiskGiB": 128,
-			"address": n.addr, "mac": fmt.Sprintf("bc:24:11:a8:01:%d", n.vmid-100), "vmId": n.vmid, "proxmoxNode": n.host,
+			"address": n.addr, "mac": n.mac(), "vmId": n.vmid, "proxmoxNode": n.host,
 		})
 	})
 }
