@@ -85,6 +85,20 @@
 //     Version, Memory, ServiceList, the etcd calls, Shutdown, Upgrade,
 //     Reset, Reboot, Read of the boot ID, Disks, and the COSI resources
 //     Milner and the health checks read (resources.go).
+//   - The node's network (network.go): one physical link with the node's
+//     MAC (WithMAC); a config's device takes its static address and VIP
+//     only where its deviceSelector matches that link (talos v1.13.9
+//     controllers/network/device_config.go, selectDevices; a device that
+//     matches nothing is skipped with a log line, journaled here as a
+//     "network" event), and a link no device applies to runs DHCP
+//     (operator_config.go), which hands the node its address unless
+//     WithoutDHCPLease. A node without its address answers nowhere.
+//   - The VIP's election (vip.go, from controllers/network/operator/
+//     vip.go): the first control plane to campaign once its etcd member
+//     votes with a quorum holds it (Cluster.VIPHolder, "vip" events); a
+//     graceful reboot or shutdown resigns and the next takes it at once,
+//     a power cut or a network cut leaves it unheld for WithVIPLeaseTTL
+//     (Talos: the session lease's 60 s).
 //
 // Nothing in the double reboots by itself: a node reboots only when a call
 // makes Talos reboot it (Reboot, Upgrade, an apply in REBOOT mode or AUTO
@@ -98,9 +112,17 @@
 // unless a test sets WithBootDelay, WithRebootDowntime, WithTimeSync,
 // WithLearnerPromotion or WithManualReady; TestTalosControlPlanesOnRealPlugin
 // powers each double on only a while after its VM's domain starts, and
-// sets WithTimeSync), networking (a
-// node listens on its address whatever its config's network section
-// says). Shutdown and Upgrade cordon and drain the node first only when
+// sets WithTimeSync), and of the network all but the deviceSelector and
+// the VIP's holder: link names (a device named by interface is taken as
+// the node's one link), bonds, VLANs and bond selectors
+// (device_config.go expandBondSelector), an address other than the one
+// the node listens on (a static address that differs from its DHCP one,
+// or a changed address: address_config.go and AddressSpecController),
+// routes and nameservers, the VIP's own announcement (gratuitous ARP,
+// operator/vip/; the harness closes a connection to an unheld VIP where
+// a real client's connect times out), apid answering on the VIP, and the
+// holder giving the VIP up when its kube-apiserver's static pod goes
+// (vip.go watches StaticPodStatus). Shutdown and Upgrade cordon and drain the node first only when
 // the test gives the cluster a Kubernetes API (WithKubernetes; drain.go,
 // from talos v1.13.9's sequences and pkg/kubernetes Drain), and Upgrade
 // takes time to pull the installer only with WithInstallerPull; of the
@@ -120,8 +142,9 @@
 // learner joining etcd and its promotion (WithLearnerPromotion times it),
 // internal/app/machined/pkg/controllers/etcd/member.go and
 // internal/pkg/etcd/; the static
-// address taken only where deviceSelector matches the MAC,
-// internal/app/machined/pkg/controllers/network/link_config.go and
-// address_config.go; the VIP answered only by the etcd-elected control
-// plane, internal/app/machined/pkg/controllers/network/operator/vip.go.
+// address taken only where deviceSelector matches the MAC (modelled),
+// internal/app/machined/pkg/controllers/network/device_config.go and
+// operator_config.go; the VIP answered only by the etcd-elected control
+// plane (modelled, but its announcement),
+// internal/app/machined/pkg/controllers/network/operator/vip.go.
 package talosapi
