@@ -777,6 +777,10 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...l
 		opt(&o)
 	}
 	s := &talosLayer{api: make(chan *clusterapi.API, 1), bootDelay: o.bootDelay}
+	kubelet := kubeletTiming()
+	if o.kubelet != nil {
+		kubelet = *o.kubelet
+	}
 	cluster := "milner-it-" + id
 	vip := netip.AddrFrom4([4]byte{10, 199, byte(subnet), 240})
 	// The first kubeconfig's client certificate expires within the
@@ -829,7 +833,7 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...l
 			}
 		}
 		if err == nil {
-			go a.Kubelet(s.c, done, kubeletTiming())
+			go a.Kubelet(s.c, done, kubelet)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
@@ -854,6 +858,12 @@ type layerOption func(*layerOptions)
 type layerOptions struct {
 	cluster   []talosapi.Option
 	bootDelay time.Duration
+	kubelet   *clusterapi.KubeletTiming
+}
+
+// withKubelet times the played kubelet (else kubeletTiming()).
+func withKubelet(t clusterapi.KubeletTiming) layerOption {
+	return func(o *layerOptions) { o.kubelet = &t }
 }
 
 // withCluster adds options to the scenario's talosapi.Cluster.
