@@ -787,6 +787,10 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...l
 		opt(&o)
 	}
 	s := &talosLayer{api: make(chan *clusterapi.API, 1), bootDelay: o.bootDelay}
+	kubelet := kubeletTiming()
+	if o.kubelet != nil {
+		kubelet = *o.kubelet
+	}
 	cluster := "milner-it-" + id
 	vip := netip.AddrFrom4([4]byte{10, 199, byte(subnet), 240})
 	// The first kubeconfig's client certificate expires within the
@@ -842,7 +846,7 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...l
 			err = a.RelayVIP(s.c) // the VIP answers through its elected holder
 		}
 		if err == nil {
-			go a.Kubelet(s.c, done, kubeletTiming())
+			go a.Kubelet(s.c, done, kubelet)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
@@ -867,6 +871,12 @@ type layerOption func(*layerOptions)
 type layerOptions struct {
 	cluster   []talosapi.Option
 	bootDelay time.Duration
+	kubelet   *clusterapi.KubeletTiming
+}
+
+// withKubelet times the played kubelet (else kubeletTiming()).
+func withKubelet(t clusterapi.KubeletTiming) layerOption {
+	return func(o *layerOptions) { o.kubelet = &t }
 }
 
 // withCluster adds options to the scenario's talosapi.Cluster.
