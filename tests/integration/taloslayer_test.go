@@ -777,9 +777,11 @@ func (n tnode) addr(subnet int) netip.Addr {
 // teardown that shuts the nodes down), the scenario's libvirt project with
 // the Talos layer declared (the caller writes its stack file with apply),
 // and, as soon as the first control plane holds its config, the cluster
-// API on the VIP, seeded with every node, each control plane's own API
-// server address (clusterapi.API.Relay) and a kubelet per node
-// (clusterapi.API.Kubelet).
+// API, seeded with every node, each control plane's own API server
+// address (clusterapi.API.Relay), the VIP answering through the control
+// plane elected to hold it (clusterapi.API.RelayVIP; the doubles carry
+// their nodes' MACs, so the config's deviceSelector decides the static
+// address and the VIP) and a kubelet per node (clusterapi.API.Kubelet).
 func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...layerOption) *talosLayer {
 	t.Helper()
 	var o layerOptions
