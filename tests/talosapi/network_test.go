@@ -119,6 +119,13 @@ func TestVIPElection(t *testing.T) {
 	waitFor(t, "the lease to expire", func() bool { return holder() != "" })
 
 	assert.Equal(t, "cp-3", holder(), "cp-3 campaigned before cp-1 came back")
+
+	require.NoError(t, cp2.PowerOn())
+	waitFor(t, "cp-2 back", func() bool { return cp2.Status().Booted })
+	e.c.Node("cp-3").SetEtcdRunning(false)
+	assert.Empty(t, holder(), "cp-3's resign goes through its stopped etcd: the lease runs out first")
+	waitFor(t, "the lease to expire", func() bool { return holder() != "" })
+	assert.Equal(t, "cp-1", holder(), "cp-1 campaigned before cp-2 came back")
 	var events []string
 	for _, en := range e.c.Journal() {
 		if en.Event == "vip" {
@@ -126,7 +133,7 @@ func TestVIPElection(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"cp-1 acquired 10.9.9.240", "cp-1 released 10.9.9.240", "cp-2 acquired 10.9.9.240",
-		"cp-2 released 10.9.9.240", "cp-3 acquired 10.9.9.240"}, events)
+		"cp-2 released 10.9.9.240", "cp-3 acquired 10.9.9.240", "cp-3 released 10.9.9.240", "cp-1 acquired 10.9.9.240"}, events)
 }
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {

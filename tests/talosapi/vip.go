@@ -24,14 +24,14 @@ import (
 //     shutdown and reboot sequences), or its config no longer carries the
 //     VIP: it resigns and revokes its session, and the next in the queue
 //     takes the address at once;
-//   - a holder that vanishes without resigning (power cut, network cut)
-//     leaves its key in the queue until its session's lease expires
+//   - a holder that vanishes without resigning (power cut, network cut,
+//     or its own etcd stopped: the resign goes through it) leaves its key in the queue until its session's lease expires
 //     (concurrency.NewSession's default TTL, 60 s; Talos' internal/pkg/
 //     etcd/session.go says so too): until then no one holds the address.
 //
 // The double keeps that: who holds each VIP (VIPHolder), acquired by the
 // first eligible campaigner, released at once on a graceful halt, after
-// WithVIPLeaseTTL on a hard one. Each change is a "vip" event in the
+// WithVIPLeaseTTL on a hard one or when the holder's etcd stops. Each change is a "vip" event in the
 // journal ("acquired <ip>", "released <ip>").
 
 // WithVIPLeaseTTL is how long a VIP stays unheld after its holder
@@ -96,7 +96,11 @@ func (c *Cluster) electLocked() {
 		if h := v.holder; h != nil && !slices.Contains(queue, h) {
 			v.holder, h.campaigning = nil, time.Time{}
 			h.eventLocked("vip", "released "+vip.String())
-			if (h.haltedHard || (h.inc != nil && !h.reachable)) && c.opts.vipTTL > 0 {
+			// Resign and RevokeSession go through the holder's own etcd
+			// (etcd.NewLocalClient): after a power cut, a network cut or
+			// its etcd's stop they fail, and the key stays until its lease
+			// expires.
+			if (h.haltedHard || (h.inc != nil && (!h.reachable || !h.etcdRunning))) && c.opts.vipTTL > 0 {
 				v.orphaned = now.Add(c.opts.vipTTL)
 				time.AfterFunc(c.opts.vipTTL, func() {
 					c.mu.Lock()
