@@ -126,6 +126,19 @@ func TestVIPElection(t *testing.T) {
 	assert.Empty(t, holder(), "cp-3's resign goes through its stopped etcd: the lease runs out first")
 	waitFor(t, "the lease to expire", func() bool { return holder() != "" })
 	assert.Equal(t, "cp-1", holder(), "cp-1 campaigned before cp-2 came back")
+
+	// A network cut shorter than the lease: the holder keeps the VIP.
+	e.c.Node("cp-3").SetEtcdRunning(true)
+	require.NoError(t, cp1.SetReachable(false))
+	time.Sleep(ttl / 3)
+	assert.Equal(t, "cp-1", holder(), "cut off within the lease: still the holder")
+	require.NoError(t, cp1.SetReachable(true))
+	time.Sleep(ttl)
+	assert.Equal(t, "cp-1", holder(), "back within the lease: still the holder")
+	// Longer than the lease: the next campaigner takes it.
+	require.NoError(t, cp1.SetReachable(false))
+	waitFor(t, "the lease to run out", func() bool { return holder() != "cp-1" })
+	assert.Equal(t, "cp-2", holder())
 	var events []string
 	for _, en := range e.c.Journal() {
 		if en.Event == "vip" {
@@ -133,7 +146,8 @@ func TestVIPElection(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"cp-1 acquired 10.9.9.240", "cp-1 released 10.9.9.240", "cp-2 acquired 10.9.9.240",
-		"cp-2 released 10.9.9.240", "cp-3 acquired 10.9.9.240", "cp-3 released 10.9.9.240", "cp-1 acquired 10.9.9.240"}, events)
+		"cp-2 released 10.9.9.240", "cp-3 acquired 10.9.9.240", "cp-3 released 10.9.9.240", "cp-1 acquired 10.9.9.240",
+		"cp-1 released 10.9.9.240", "cp-2 acquired 10.9.9.240"}, events)
 }
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {

@@ -24,15 +24,20 @@ import (
 //     shutdown and reboot sequences), or its config no longer carries the
 //     VIP: it resigns and revokes its session, and the next in the queue
 //     takes the address at once;
-//   - a holder that vanishes without resigning (power cut, network cut,
-//     or its own etcd stopped: the resign goes through it) leaves its key in the queue until its session's lease expires
-//     (concurrency.NewSession's default TTL, 60 s; Talos' internal/pkg/
-//     etcd/session.go says so too): until then no one holds the address.
+//   - a holder that vanishes without resigning (power cut, or its own
+//     etcd stopped: the resign goes through it) leaves its key in the
+//     queue until its session's lease expires (concurrency.NewSession's
+//     default TTL, 60 s; Talos' internal/pkg/etcd/session.go says so
+//     too): until then no one holds the address. A holder cut off the
+//     network keeps it (its session lives until the lease runs out at the
+//     others) and, cut for longer than the lease, loses it to the next in
+//     the queue at once.
 //
 // The double keeps that: who holds each VIP (VIPHolder), acquired by the
 // first eligible campaigner, released at once on a graceful halt, after
-// WithVIPLeaseTTL on a hard one or when the holder's etcd stops. Each change is a "vip" event in the
-// journal ("acquired <ip>", "released <ip>").
+// WithVIPLeaseTTL on a power cut or when the holder's etcd stops, and
+// after a network cut only once it lasted WithVIPLeaseTTL. Each change is
+// a "vip" event in the journal ("acquired <ip>", "released <ip>").
 
 // WithVIPLeaseTTL is how long a VIP stays unheld after its holder
 // vanished without resigning (default 0: the next takes it at once).
@@ -45,6 +50,8 @@ func WithVIPLeaseTTL(d time.Duration) Option {
 // vipState is one shared IP's election.
 type vipState struct {
 	holder *Node
+	// cut is since when the holder's network is cut (zero: it is not).
+	cut time.Time
 	// orphaned until: a vanished holder's key still heads the queue.
 	orphaned time.Time
 }
@@ -93,14 +100,34 @@ func (c *Cluster) electLocked() {
 				n.campaigning = time.Time{}
 			}
 		}
+		if h := v.holder; h != nil && h.inc != nil && !h.reachable && c.opts.vipTTL > 0 {
+			// Cut off, the holder keeps its session until its lease runs
+			// out at the others (its keep-alives do not reach them), then
+			// the queue's next wins at once; back within the lease, it
+			// holds on.
+			if v.cut.IsZero() {
+				v.cut = now
+				time.AfterFunc(c.opts.vipTTL, func() {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					c.syncLocked()
+				})
+			}
+			if now.Before(v.cut.Add(c.opts.vipTTL)) {
+				continue
+			}
+			v.holder, h.campaigning, v.cut = nil, time.Time{}, time.Time{}
+			h.eventLocked("vip", "released "+vip.String())
+		} else if h != nil {
+			v.cut = time.Time{}
+		}
 		if h := v.holder; h != nil && !slices.Contains(queue, h) {
 			v.holder, h.campaigning = nil, time.Time{}
 			h.eventLocked("vip", "released "+vip.String())
 			// Resign and RevokeSession go through the holder's own etcd
-			// (etcd.NewLocalClient): after a power cut, a network cut or
-			// its etcd's stop they fail, and the key stays until its lease
-			// expires.
-			if (h.haltedHard || (h.inc != nil && (!h.reachable || !h.etcdRunning))) && c.opts.vipTTL > 0 {
+			// (etcd.NewLocalClient): after a power cut or its etcd's stop
+			// they fail, and the key stays until its lease expires.
+			if (h.haltedHard || (h.inc != nil && !h.etcdRunning)) && c.opts.vipTTL > 0 {
 				v.orphaned = now.Add(c.opts.vipTTL)
 				time.AfterFunc(c.opts.vipTTL, func() {
 					c.mu.Lock()
