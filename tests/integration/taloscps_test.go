@@ -412,12 +412,20 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 	step("milner up --replace cp-2", func(t *testing.T, mark int) {
 		// The replaced domain boots from cp-2's kept OS disk: its Talos
 		// comes back configured, its etcd member with it.
+		// A ReplicaSet's pod runs on cp-2, and takes its time to stop: Talos'
+		// Shutdown drains it first.
+		kube := s.kube()
+		web, removeWeb := s.webOn(ctx, kube, "cp-2")
+		defer removeWeb()
+		pods := s.podUIDs(ctx, kube)
+		watched := s.watchPods(ctx, kube, "default")
 		domains, applies, members := s.uuids(), s.stateIDs(gate.TypeConfigApply), s.c.EtcdMembers()
 		stop := s.bootWhenReplaced(cp2, domains[s.domain("cp-2")], false)
 		up := s.mustMilner("up", "--yes", "--replace", "cp-2")
 		stop()
 		j := s.c.Journal()[mark:]
 		t.Logf("journal of the replace (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		s.drainedBeforeDown(ctx, kube, j, watched(), "cp-2", web, pods, kubeletTiming().PodSecond)
 		shutdowns := j.Calls("Shutdown")
 		if got := shutdowns.Nodes(); !slices.Equal(got, []string{"cp-2"}) {
 			t.Errorf("Shutdown reached %v, want cp-2 alone", got)
