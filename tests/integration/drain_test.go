@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,6 +153,32 @@ func (s *talosLayer) watchPods(ctx context.Context, cs kubernetes.Interface, ns 
 	}
 }
 
+// vmReplacedAt watches domain dom, whose uuid is was, every 200 ms; the
+// returned func ends the watch and says when the domain was first gone or
+// another one (the engine deleted the VM), zero if never.
+func vmReplacedAt(dom, was string) func() time.Time {
+	done, ended := make(chan struct{}), make(chan struct{})
+	var at time.Time
+	go func() {
+		defer close(ended)
+		for at.IsZero() {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if out, err := exec.Command("virsh", "-c", uri, "domuuid", dom).Output(); err != nil || strings.TrimSpace(string(out)) != was {
+				at = time.Now()
+			}
+		}
+	}()
+	return func() time.Time {
+		close(done)
+		<-ended
+		return at
+	}
+}
+
 // podUIDs is every pod of the cluster, by UID.
 func (s *talosLayer) podUIDs(ctx context.Context, cs kubernetes.Interface) map[types.UID]string {
 	s.t.Helper()
@@ -168,13 +196,14 @@ func (s *talosLayer) podUIDs(ctx context.Context, cs kubernetes.Interface) map[t
 // drainedBeforeDown checks what a user relies on when node, running pod
 // web of a ReplicaSet, is shut down for its replace: Talos drained it
 // between the Shutdown call and the power-off (the double's journal: j),
+// and the engine deleted its VM (at vmGone) only after both,
 // the drain took the pod's graceful termination (its preStop sleep,
 // scaled by second), the pod was evicted and gone, and its replacement
 // Ready on another node, before the node went down (the API server's
 // watch: evs), no other pod recreated (before: the cluster's pods before
 // the replace), and the node schedulable again once back (Talos
 // uncordons what it cordoned).
-func (s *talosLayer) drainedBeforeDown(ctx context.Context, cs kubernetes.Interface, j talosapi.Journal, evs []podEvent, node string, web corev1.Pod, before map[types.UID]string, second time.Duration) {
+func (s *talosLayer) drainedBeforeDown(ctx context.Context, cs kubernetes.Interface, j talosapi.Journal, evs []podEvent, vmGone time.Time, node string, web corev1.Pod, before map[types.UID]string, second time.Duration) {
 	t := s.t
 	t.Helper()
 	for _, e := range evs {
@@ -203,10 +232,14 @@ func (s *talosLayer) drainedBeforeDown(ctx context.Context, cs kubernetes.Interf
 	// The watch's events arrive a moment after the API server wrote them,
 	// which the double and the played kubelet read directly: slack.
 	hold, slack := webPreStop*second, 200*time.Millisecond
-	t.Logf("%s: Shutdown sent %s; drain %s to %s (%s); web evicted %s, gone %s (%s later); replacement %s; powered off %s",
+	t.Logf("%s: Shutdown sent %s; drain %s to %s (%s); web evicted %s, gone %s (%s later); replacement %s; powered off %s; VM deleted %s",
 		node, calls[0].Time.Format(time.StampMilli), drain[0].Time.Format(time.StampMilli), drained[0].Time.Format(time.StampMilli),
 		drained[0].Time.Sub(drain[0].Time).Round(10*time.Millisecond), evicted.Format(time.StampMilli), gone.Format(time.StampMilli),
-		gone.Sub(evicted).Round(10*time.Millisecond), repl, down[0].Time.Format(time.StampMilli))
+		gone.Sub(evicted).Round(10*time.Millisecond), repl, down[0].Time.Format(time.StampMilli), vmGone.Format(time.StampMilli))
+	if vmGone.IsZero() || !vmGone.After(drained[0].Time) || !vmGone.After(down[0].Time) {
+		t.Errorf("%s's VM was deleted (%s) before its drain ended (%s) or it powered off (%s)", node, vmGone.Format(time.StampMilli),
+			drained[0].Time.Format(time.StampMilli), down[0].Time.Format(time.StampMilli))
+	}
 	switch {
 	case evicted.IsZero() || gone.IsZero():
 		t.Errorf("the web pod on %s was not evicted and gone (evicted %v, gone %v)", node, evicted, gone)

@@ -65,7 +65,11 @@ const (
 //     plane's own API server asked for /readyz at its address;
 //  4. `milner up --replace cp-2`: Shutdown to cp-2 alone, only its domain
 //     new, no config sent, etcd's members kept, the kubeconfig moved off
-//     the replaced node without a call;
+//     the replaced node without a call; with a ReplicaSet's pod on cp-2
+//     that takes its preStop sleep to stop (20 s, 2 s in CI), Talos'
+//     Shutdown drains it first: evicted, gone and its replacement Ready on
+//     another node before the power-off, the VM deleted only after, no
+//     other pod recreated, cp-2 schedulable again once back;
 //  5. `milner up --replace cp-2 --os-disk`: cp-2's etcd member removed,
 //     its fresh OS disk's first config taken in maintenance mode, rejoined
 //     as a new member; the other control planes untouched;
@@ -421,11 +425,12 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 		watched := s.watchPods(ctx, kube, "default")
 		domains, applies, members := s.uuids(), s.stateIDs(gate.TypeConfigApply), s.c.EtcdMembers()
 		stop := s.bootWhenReplaced(cp2, domains[s.domain("cp-2")], false)
+		vmGone := vmReplacedAt(s.domain("cp-2"), domains[s.domain("cp-2")])
 		up := s.mustMilner("up", "--yes", "--replace", "cp-2")
 		stop()
 		j := s.c.Journal()[mark:]
 		t.Logf("journal of the replace (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
-		s.drainedBeforeDown(ctx, kube, j, watched(), "cp-2", web, pods, kubeletTiming().PodSecond)
+		s.drainedBeforeDown(ctx, kube, j, watched(), vmGone(), "cp-2", web, pods, kubeletTiming().PodSecond)
 		shutdowns := j.Calls("Shutdown")
 		if got := shutdowns.Nodes(); !slices.Equal(got, []string{"cp-2"}) {
 			t.Errorf("Shutdown reached %v, want cp-2 alone", got)
