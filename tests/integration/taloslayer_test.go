@@ -778,6 +778,10 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...l
 		opt(&o)
 	}
 	s := &talosLayer{api: make(chan *clusterapi.API, 1), bootDelay: o.bootDelay}
+	kubelet := kubeletTiming()
+	if o.kubelet != nil {
+		kubelet = *o.kubelet
+	}
 	cluster := "milner-it-" + id
 	vip := netip.AddrFrom4([4]byte{10, 199, byte(subnet), 240})
 	// The first kubeconfig's client certificate expires within the
@@ -830,7 +834,7 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...l
 			}
 		}
 		if err == nil {
-			go a.Kubelet(s.c, done, kubeletTiming())
+			go a.Kubelet(s.c, done, kubelet)
 			// Each node's Shutdown and Upgrade drain through the API
 			// server, as Talos' drain does through the kubelet's kubeconfig.
 			var cs kubernetes.Interface
@@ -861,6 +865,12 @@ type layerOption func(*layerOptions)
 type layerOptions struct {
 	cluster   []talosapi.Option
 	bootDelay time.Duration
+	kubelet   *clusterapi.KubeletTiming
+}
+
+// withKubelet times the played kubelet (else kubeletTiming()).
+func withKubelet(t clusterapi.KubeletTiming) layerOption {
+	return func(o *layerOptions) { o.kubelet = &t }
 }
 
 // withCluster adds options to the scenario's talosapi.Cluster.
