@@ -126,7 +126,12 @@ const (
 // and restarts the API server for 1 s, dropping its connections: each
 // control plane's restart ended before the next one's apply was sent. In
 // step 4, with the replaced node not avoided, the kubeconfig stays on
-// cp-2. In step 6, with ImagePull unanswered upgrade-k8s logs "not
+// cp-2; with milner's Shutdown forced (no drain) the web pod is never
+// evicted and the step fails at once ("want one Shutdown, one drain, one
+// power-off; got Shutdown 1, drain 0"); with the drain, Shutdown to the
+// power-off took 2.5 s (the pod's 2 s preStop), the VM deleted 4 s later
+// (the VM stop poll), the replacement Ready on w-1 0.7 s after the
+// eviction. In step 6, with ImagePull unanswered upgrade-k8s logs "not
 // implemented, skipping" and the test fails. In step 8 the double
 // promotes a joining control plane after 1.5 s (Talos' 15 s scaled
 // tenfold, one learner at a time). Step 9 read revision 356, 215 keys, in
