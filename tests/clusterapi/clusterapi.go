@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/milner/milner/tests/talosapi"
 )
@@ -73,6 +74,9 @@ type API struct {
 	// scheduled is the kube-proxy DaemonSet's desired count as the played
 	// DaemonSet controller last wrote it (controllers).
 	scheduled int
+	// ca, admin and adminKey are the cluster CA's and the seeding admin's
+	// PEM, for Clientset.
+	ca, admin, adminKey []byte
 }
 
 // Restart is one restart of a control plane's API server by its kubelet.
@@ -110,15 +114,18 @@ type KubeletTiming struct {
 	// (k8s.io/kubernetes v1.36.3 pkg/controller/podgc/gc_controller.go
 	// quarantineTime).
 	OrphanGC time.Duration
+	// PodSecond is how long one second of a pod's own spec takes (its
+	// preStop sleep, its deletion grace period: pods.go terminated).
+	PodSecond time.Duration
 }
 
 // RealKubelet is the kubelet's own timing: its default poll, and an API
 // server restart of the order of the readiness probe's first success
 // (Talos' static pod: initialDelaySeconds 0, periodSeconds 10 at most).
-var RealKubelet = KubeletTiming{Poll: 20 * time.Second, Restart: 10 * time.Second, OrphanGC: 40 * time.Second}
+var RealKubelet = KubeletTiming{Poll: 20 * time.Second, Restart: 10 * time.Second, OrphanGC: 40 * time.Second, PodSecond: time.Second}
 
 // CIKubelet is RealKubelet scaled down tenfold, for CI's time.
-var CIKubelet = KubeletTiming{Poll: RealKubelet.Poll / 10, Restart: RealKubelet.Restart / 10, OrphanGC: RealKubelet.OrphanGC / 10}
+var CIKubelet = KubeletTiming{Poll: RealKubelet.Poll / 10, Restart: RealKubelet.Restart / 10, OrphanGC: RealKubelet.OrphanGC / 10, PodSecond: RealKubelet.PodSecond / 10}
 
 // NodeAsk is one connection to a control plane's own API server address.
 type NodeAsk struct {
@@ -174,7 +181,8 @@ func Start(tools, dir string, vip netip.Addr, machineConfig []byte) (*API, error
 	if err != nil {
 		return nil, err
 	}
-	a := &API{tools: tools, dir: dir, url: "https://" + apiserverAddr, vip: vip, restarting: map[string]time.Time{}, live: map[string]map[net.Conn]bool{}, args: map[string][]string{}}
+	a := &API{tools: tools, dir: dir, url: "https://" + apiserverAddr, vip: vip, restarting: map[string]time.Time{}, live: map[string]map[net.Conn]bool{}, args: map[string][]string{},
+		ca: ca.Crt, admin: admin, adminKey: adminKey}
 	if err := a.daemon("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
@@ -225,9 +233,15 @@ func (a *API) ready() error {
 }
 
 // garbageCollector runs kube-controller-manager with its garbage collector
-// alone, as the seeding admin: the Kubernetes provider deletes with
-// foreground propagation (pulumi-kubernetes' default), whose finalizer
-// only the garbage collector removes.
+// and its ReplicaSet controller, as the seeding admin: the Kubernetes
+// provider deletes with foreground propagation (pulumi-kubernetes'
+// default), whose finalizer only the garbage collector removes; and a
+// ReplicaSet's pod evicted by a drain is replaced elsewhere by its
+// controller (a terminating pod is no longer active: k8s.io/kubernetes
+// v1.36.3 pkg/controller/controller_utils.go IsPodActive). The Deployment
+// controller stays off: the seeded CoreDNS Deployment stands as Talos'
+// manifests wrote it, its Ready pod written by Seed, which a Deployment
+// controller would replace with one of its own ReplicaSet's.
 func (a *API) garbageCollector(caFile string, crt, key []byte) error {
 	b64 := base64.StdEncoding.EncodeToString
 	kc := fmt.Sprintf(`apiVersion: v1
@@ -243,7 +257,7 @@ current-context: it
 	}
 	// No HTTPS endpoint: nothing asks the controller manager.
 	return a.daemon("kube-controller-manager", "--kubeconfig="+file, "--leader-elect=false",
-		"--secure-port=0", "--controllers=garbagecollector", "--v=0")
+		"--secure-port=0", "--controllers=garbagecollector,replicaset", "--v=0")
 }
 
 // issue makes a certificate from the CA, returning its PEM and its key's.
@@ -468,7 +482,7 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 	}
 	var starting []pending
 	var finalized time.Time
-	orphans := map[string]time.Time{}
+	st := &played{orphans: map[string]time.Time{}, terminating: map[string]time.Time{}}
 	markReady := func(p pending) error {
 		now := time.Now().UTC().Format(time.RFC3339)
 		return a.send(http.MethodPatch, p.path+"/status", "application/merge-patch+json", map[string]any{
@@ -494,7 +508,7 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 		starting = still
 		if time.Since(finalized) > 500*time.Millisecond {
 			finalized = time.Now()
-			a.controllers(c, orphans, timing.OrphanGC)
+			a.controllers(c, st, timing)
 		}
 		for _, n := range c.Nodes() {
 			st := n.Status()
@@ -568,33 +582,27 @@ func (a *API) Kubelet(c *talosapi.Cluster, done <-chan struct{}, timing KubeletT
 	}
 }
 
-// controllers plays, every half second, what deletes pods and counts
-// them in a real cluster:
-//   - the kubelet's end of a pod's graceful deletion: a pod bound to a
-//     node that runs, deleted (an eviction sets its deletionTimestamp), is
-//     removed for good once its containers stopped, with a zero grace
-//     period and its UID as precondition (kubelet v1.36
-//     pkg/kubelet/status/status_manager.go syncPod); without it a drain
-//     waits for evicted pods forever;
+// controllers plays, every half second, what deletes, places and counts
+// pods in a real cluster:
+//   - the scheduler: a pod no node was chosen for is bound to one (pods.go
+//     schedule);
+//   - the kubelet: a pod bound to a node that runs is started (Running,
+//     Ready: pods.go start); deleted (an eviction sets its
+//     deletionTimestamp), it is stopped as the kubelet stops it (its
+//     preStop hook, then SIGTERM, within its grace period: pods.go
+//     terminated), then removed for good with a zero grace period and its
+//     UID as precondition (kubelet v1.36 pkg/kubelet/status/
+//     status_manager.go syncPod); without it a drain waits for evicted pods
+//     forever;
 //   - the pod garbage collector: a pod bound to a Node that no longer
-//     exists is deleted once orphaned for gc (podgc gcOrphaned, after its
-//     quarantine);
+//     exists is deleted once orphaned for timing.OrphanGC (podgc
+//     gcOrphaned, after its quarantine);
 //   - the DaemonSet controller: kube-proxy's counts follow the Nodes (a
 //     deleted Node is no longer scheduled; Talos' health check waits for
 //     as many Ready kube-proxy pods as the DaemonSet's desired count).
-func (a *API) controllers(c *talosapi.Cluster, orphans map[string]time.Time, gc time.Duration) {
-	var nodes struct {
-		Items []struct{ Metadata struct{ Name string } }
-	}
-	var pods struct {
-		Items []struct {
-			Metadata struct {
-				Name, Namespace, UID string
-				DeletionTimestamp    *string
-			}
-			Spec struct{ NodeName string }
-		}
-	}
+func (a *API) controllers(c *talosapi.Cluster, st *played, timing KubeletTiming) {
+	var nodes corev1.NodeList
+	var pods corev1.PodList
 	for path, into := range map[string]any{"/api/v1/nodes": &nodes, "/api/v1/pods": &pods} {
 		b, code, err := a.Do(http.MethodGet, path, "", nil)
 		if err != nil || code != http.StatusOK || json.Unmarshal(b, into) != nil {
@@ -603,34 +611,61 @@ func (a *API) controllers(c *talosapi.Cluster, orphans map[string]time.Time, gc 
 	}
 	known := map[string]bool{}
 	for _, n := range nodes.Items {
-		known[n.Metadata.Name] = true
+		known[n.Name] = true
 	}
 	if n := len(nodes.Items); n != a.scheduled {
 		if a.kubeProxyScheduled(n) == nil {
 			a.scheduled = n
 		}
 	}
-	del := func(ns, name, uid string) {
-		_, _, _ = a.Do(http.MethodDelete, "/api/v1/namespaces/"+ns+"/pods/"+name, "",
-			map[string]any{"gracePeriodSeconds": 0, "preconditions": map[string]any{"uid": uid}})
+	del := func(p corev1.Pod) {
+		_, _, _ = a.Do(http.MethodDelete, "/api/v1/namespaces/"+p.Namespace+"/pods/"+p.Name, "",
+			map[string]any{"gracePeriodSeconds": 0, "preconditions": map[string]any{"uid": p.UID}})
 	}
+	running := func(node string) bool {
+		n := c.Node(node)
+		return n != nil && n.Status().On && n.Status().Booted
+	}
+	stopping := map[string]bool{}
 	for _, p := range pods.Items {
-		m, node := p.Metadata, p.Spec.NodeName
+		node, key := p.Spec.NodeName, p.Namespace+"/"+p.Name+"/"+string(p.UID)
 		switch {
+		case node == "" && p.DeletionTimestamp == nil:
+			a.schedule(p, nodes.Items, pods.Items)
 		case node == "":
 		case !known[node]:
-			key := m.Namespace + "/" + m.Name + "/" + m.UID
-			if _, ok := orphans[key]; !ok {
-				orphans[key] = time.Now()
-			} else if time.Since(orphans[key]) >= gc {
-				del(m.Namespace, m.Name, m.UID)
+			if _, ok := st.orphans[key]; !ok {
+				st.orphans[key] = time.Now()
+			} else if time.Since(st.orphans[key]) >= timing.OrphanGC {
+				del(p)
 			}
-		case m.DeletionTimestamp != nil:
-			if n := c.Node(node); n != nil && n.Status().On && n.Status().Booted {
-				del(m.Namespace, m.Name, m.UID)
+		case !running(node):
+		case p.DeletionTimestamp != nil:
+			stopping[key] = true
+			if _, ok := st.terminating[key]; !ok {
+				st.terminating[key] = time.Now()
 			}
+			if time.Since(st.terminating[key]) >= terminated(p, timing.PodSecond) {
+				del(p)
+			}
+		case p.Status.Phase == "" || p.Status.Phase == corev1.PodPending:
+			_ = a.start(p, c.Node(node).IP())
 		}
 	}
+	for key := range st.terminating {
+		if !stopping[key] {
+			delete(st.terminating, key)
+		}
+	}
+}
+
+// played is what the played controllers keep from one round to the next.
+type played struct {
+	// orphans: when each pod bound to a deleted Node was first seen.
+	orphans map[string]time.Time
+	// terminating: when the kubelet of a running node first saw each
+	// deleted pod (its preStop hook starts then).
+	terminating map[string]time.Time
 }
 
 // Stop stops the daemons, the last started first.

@@ -100,7 +100,7 @@ func pathTiming() []layerOption {
 	}
 	real := clusterapi.RealKubelet
 	return []layerOption{
-		withKubelet(clusterapi.KubeletTiming{Poll: real.Poll / 100, Restart: real.Restart / 100, OrphanGC: real.OrphanGC / 100}),
+		withKubelet(clusterapi.KubeletTiming{Poll: real.Poll / 100, Restart: real.Restart / 100, OrphanGC: real.OrphanGC / 100, PodSecond: real.PodSecond / 100}),
 		withCluster(talosapi.WithRebootDowntime(60 * time.Second / 100)),
 	}
 }

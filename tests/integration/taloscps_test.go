@@ -65,7 +65,11 @@ const (
 //     plane's own API server asked for /readyz at its address;
 //  4. `milner up --replace cp-2`: Shutdown to cp-2 alone, only its domain
 //     new, no config sent, etcd's members kept, the kubeconfig moved off
-//     the replaced node without a call;
+//     the replaced node without a call; with a ReplicaSet's pod on cp-2
+//     that takes its preStop sleep to stop (20 s, 2 s in CI), Talos'
+//     Shutdown drains it first: evicted, gone and its replacement Ready on
+//     another node before the power-off, the VM deleted only after, no
+//     other pod recreated, cp-2 schedulable again once back;
 //  5. `milner up --replace cp-2 --os-disk`: cp-2's etcd member removed,
 //     its fresh OS disk's first config taken in maintenance mode, rejoined
 //     as a new member; the other control planes untouched;
@@ -122,7 +126,12 @@ const (
 // and restarts the API server for 1 s, dropping its connections: each
 // control plane's restart ended before the next one's apply was sent. In
 // step 4, with the replaced node not avoided, the kubeconfig stays on
-// cp-2. In step 6, with ImagePull unanswered upgrade-k8s logs "not
+// cp-2; with milner's Shutdown forced (no drain) the web pod is never
+// evicted and the step fails at once ("want one Shutdown, one drain, one
+// power-off; got Shutdown 1, drain 0"); with the drain, Shutdown to the
+// power-off took 2.5 s (the pod's 2 s preStop), the VM deleted 4 s later
+// (the VM stop poll), the replacement Ready on w-1 0.7 s after the
+// eviction. In step 6, with ImagePull unanswered upgrade-k8s logs "not
 // implemented, skipping" and the test fails. In step 8 the double
 // promotes a joining control plane after 1.5 s (Talos' 15 s scaled
 // tenfold, one learner at a time). Step 9 read revision 356, 215 keys, in
@@ -412,12 +421,21 @@ func TestTalosControlPlanesOnRealPlugin(t *testing.T) {
 	step("milner up --replace cp-2", func(t *testing.T, mark int) {
 		// The replaced domain boots from cp-2's kept OS disk: its Talos
 		// comes back configured, its etcd member with it.
+		// A ReplicaSet's pod runs on cp-2, and takes its time to stop: Talos'
+		// Shutdown drains it first.
+		kube := s.kube()
+		web, removeWeb := s.webOn(ctx, kube, "cp-2")
+		defer removeWeb()
+		pods := s.podUIDs(ctx, kube)
+		watched := s.watchPods(ctx, kube, "default")
 		domains, applies, members := s.uuids(), s.stateIDs(gate.TypeConfigApply), s.c.EtcdMembers()
 		stop := s.bootWhenReplaced(cp2, domains[s.domain("cp-2")], false)
+		vmGone := vmReplacedAt(s.domain("cp-2"), domains[s.domain("cp-2")])
 		up := s.mustMilner("up", "--yes", "--replace", "cp-2")
 		stop()
 		j := s.c.Journal()[mark:]
 		t.Logf("journal of the replace (%d entries):\n%s", len(j), strings.Join(j.Strings(), "\n"))
+		s.drainedBeforeDown(ctx, kube, j, watched(), vmGone(), "cp-2", web, pods, kubeletTiming().PodSecond)
 		shutdowns := j.Calls("Shutdown")
 		if got := shutdowns.Nodes(); !slices.Equal(got, []string{"cp-2"}) {
 			t.Errorf("Shutdown reached %v, want cp-2 alone", got)

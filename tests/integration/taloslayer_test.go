@@ -30,6 +30,7 @@ import (
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"go.yaml.in/yaml/v3"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/milner/milner/internal/gate"
 	"github.com/milner/milner/internal/pipeline"
@@ -849,6 +850,12 @@ func newTalosLayer(t *testing.T, id string, subnet int, nodes []tnode, opts ...l
 		}
 		if err == nil {
 			go a.Kubelet(s.c, done, kubelet)
+			// Each node's Shutdown and Upgrade drain through the API
+			// server, as Talos' drain does through the kubelet's kubeconfig.
+			var cs kubernetes.Interface
+			if cs, err = a.Clientset(); err == nil {
+				s.c.SetKubernetes(cs, drainTiming())
+			}
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cluster API: %v\n", err)
@@ -1213,6 +1220,15 @@ func kubeletTiming() clusterapi.KubeletTiming {
 		return clusterapi.RealKubelet
 	}
 	return clusterapi.CIKubelet
+}
+
+// drainTiming is the doubles' drain: talosapi.CIDrain, or with
+// MILNER_DOUBLE_TIMING=real Talos' own (talosapi.RealDrain).
+func drainTiming() talosapi.DrainTiming {
+	if realTiming() {
+		return talosapi.RealDrain
+	}
+	return talosapi.CIDrain
 }
 
 // realTiming is MILNER_DOUBLE_TIMING=real: the doubles take Talos' and the

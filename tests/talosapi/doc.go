@@ -122,9 +122,11 @@
 // operator/vip/; the harness closes a connection to an unheld VIP where
 // a real client's connect times out), apid answering on the VIP, and the
 // holder giving the VIP up when its kube-apiserver's static pod goes
-// (vip.go watches StaticPodStatus). Shutdown and Upgrade cordon and drain the node first only when
-// the test gives the cluster a Kubernetes API (WithKubernetes; drain.go,
-// from talos v1.13.9's sequences and pkg/kubernetes Drain), and Upgrade
+// (vip.go watches StaticPodStatus). Shutdown and Upgrade cordon and drain
+// the node first only when the test gives the cluster a Kubernetes API
+// (WithKubernetes, or SetKubernetes once it runs: the real-plugin
+// scenarios hand over the played cluster's; drain.go, from talos
+// v1.13.9's sequences and pkg/kubernetes Drain), and Upgrade
 // takes time to pull the installer only with WithInstallerPull; of the
 // sequences' phases only the drain publishes its events (MachineService.
 // Events), a failed sequence leaves the Node cordoned (the machine

@@ -51,6 +51,16 @@ func WithKubernetes(cs kubernetes.Interface, t DrainTiming) Option {
 	return func(o *clusterOptions) { o.kube, o.drain = cs, t }
 }
 
+// SetKubernetes sets WithKubernetes on a running cluster: a scenario
+// whose Kubernetes API starts only once a control plane holds its config
+// (tests/clusterapi) hands it to the doubles then, as each kubelet's
+// kubeconfig reaches the API server only once there is one.
+func (c *Cluster) SetKubernetes(cs kubernetes.Interface, t DrainTiming) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opts.kube, c.opts.drain = cs, t
+}
+
 // WithInstallerPull is how long pulling the installer image takes
 // (default 0): MachineService.Upgrade pulls and validates it before it
 // answers (talos v1.13.9 v1alpha1_server.go Upgrade:
@@ -86,7 +96,9 @@ func WithInstallerPull(d time.Duration) Option {
 // So only a node that cannot be cordoned or whose pods cannot be listed
 // fails the drain, and with it the sequence. warn receives each WARNING.
 func (n *Node) cordonAndDrain(ctx context.Context, nodeName string, warn func(string)) error {
+	n.c.mu.Lock()
 	cs, t := n.c.opts.kube, n.c.opts.drain
+	n.c.mu.Unlock()
 	if cs == nil {
 		return nil
 	}
@@ -157,7 +169,9 @@ func (n *Node) cordon(ctx context.Context, cs kubernetes.Interface, nodeName str
 // running): a node Talos cordoned is made schedulable again, one cordoned
 // by someone else is left (ApplyCordoned).
 func (n *Node) uncordon(nodeName string) {
+	n.c.mu.Lock()
 	cs := n.c.opts.kube
+	n.c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})

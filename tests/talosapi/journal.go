@@ -31,7 +31,11 @@ type Entry struct {
 	// Event is a lifecycle event ("" for a call): "boot" (Detail
 	// "maintenance" or "configured"), "reboot" (Detail: its cause, the
 	// method that asked for it or "power-cycle"), "shutdown", "power-off",
-	// "wipe", "reset", "rollback" (a TRY config reverted), "drain-warning"
+	// "wipe", "reset", "rollback" (a TRY config reverted), "drain" and
+	// "drained" (the drain phase of a Shutdown's or an Upgrade's sequence
+	// began, Detail the sequence, and ended, Detail its error if it failed;
+	// journaled where the node drains through a Kubernetes API:
+	// WithKubernetes), "drain-warning"
 	// (Detail: an eviction Talos' drain gave up, its log line),
 	// "sequence-failed" (Detail: why a Shutdown's or an Upgrade's sequence
 	// stopped, the node left running; drain.go).

@@ -622,7 +622,10 @@ func (n *Node) upgradeLater(image, actorID string) {
 // sequence goes on.
 func (n *Node) drainPhase(actorID, seq string, phase int) bool {
 	n.c.mu.Lock()
-	boot, name := n.bootID, n.hostnameLocked()
+	boot, name, kube := n.bootID, n.hostnameLocked(), n.c.opts.kube != nil
+	if kube {
+		n.eventLocked("drain", seq)
+	}
 	n.publishLocked(actorID, &machineapi.SequenceEvent{Sequence: seq, Action: machineapi.SequenceEvent_START})
 	n.publishLocked(actorID, &machineapi.PhaseEvent{Phase: "drain", Action: machineapi.PhaseEvent_START})
 	n.publishLocked(actorID, &machineapi.TaskEvent{Task: "cordonAndDrainNode", Action: machineapi.TaskEvent_START})
@@ -634,6 +637,13 @@ func (n *Node) drainPhase(actorID, seq string, phase int) bool {
 	})
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
+	if kube {
+		detail := ""
+		if err != nil {
+			detail = err.Error()
+		}
+		n.eventLocked("drained", detail)
+	}
 	if n.bootID != boot || n.inc == nil {
 		return false
 	}
