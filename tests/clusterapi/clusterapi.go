@@ -356,30 +356,37 @@ func (a *API) Relay(n *talosapi.Node) error {
 				_ = conn.Close()
 				continue
 			}
-			a.mu.Lock()
-			if a.live[n.Name()] == nil {
-				a.live[n.Name()] = map[net.Conn]bool{}
-			}
-			a.live[n.Name()][conn] = true
-			a.mu.Unlock()
-			go func() {
-				defer func() {
-					_ = conn.Close()
-					a.mu.Lock()
-					delete(a.live[n.Name()], conn)
-					a.mu.Unlock()
-				}()
-				up, err := net.Dial("tcp", apiserverAddr)
-				if err != nil {
-					return
-				}
-				defer func() { _ = up.Close() }()
-				go func() { _, _ = io.Copy(up, conn) }()
-				_, _ = io.Copy(conn, up)
-			}()
+			a.carry(n.Name(), conn)
 		}
 	}()
 	return nil
+}
+
+// carry relays conn to the cluster's kube-apiserver as node's API server
+// would serve it: counted among node's live connections, so that its
+// API server's restart drops it.
+func (a *API) carry(node string, conn net.Conn) {
+	a.mu.Lock()
+	if a.live[node] == nil {
+		a.live[node] = map[net.Conn]bool{}
+	}
+	a.live[node][conn] = true
+	a.mu.Unlock()
+	go func() {
+		defer func() {
+			_ = conn.Close()
+			a.mu.Lock()
+			delete(a.live[node], conn)
+			a.mu.Unlock()
+		}()
+		up, err := net.Dial("tcp", apiserverAddr)
+		if err != nil {
+			return
+		}
+		defer func() { _ = up.Close() }()
+		go func() { _, _ = io.Copy(up, conn) }()
+		_, _ = io.Copy(conn, up)
+	}()
 }
 
 // serves reports whether n's API server runs: its double on, reachable
@@ -427,27 +434,7 @@ func (a *API) RelayVIP(c *talosapi.Cluster) error {
 				continue
 			}
 			// Counted as the holder's: its API server's restart drops it.
-			a.mu.Lock()
-			if a.live[h.Name()] == nil {
-				a.live[h.Name()] = map[net.Conn]bool{}
-			}
-			a.live[h.Name()][conn] = true
-			a.mu.Unlock()
-			go func() {
-				defer func() {
-					_ = conn.Close()
-					a.mu.Lock()
-					delete(a.live[h.Name()], conn)
-					a.mu.Unlock()
-				}()
-				up, err := net.Dial("tcp", apiserverAddr)
-				if err != nil {
-					return
-				}
-				defer func() { _ = up.Close() }()
-				go func() { _, _ = io.Copy(up, conn) }()
-				_, _ = io.Copy(conn, up)
-			}()
+			a.carry(h.Name(), conn)
 		}
 	}()
 	return nil
