@@ -335,9 +335,25 @@ func (a *API) stop(name string) {
 // through it); otherwise a connection is closed at once. Every connection
 // is logged (asks).
 func (a *API) Relay(n *talosapi.Node) error {
-	lis, err := net.Listen("tcp", netip.AddrPortFrom(n.IP(), 6443).String())
+	return a.accept(netip.AddrPortFrom(n.IP(), 6443), n.Name()+"'s API server address", func(conn net.Conn) {
+		serves := a.serves(n)
+		a.mu.Lock()
+		a.asks = append(a.asks, NodeAsk{Time: time.Now(), Node: n.Name(), Served: serves})
+		a.mu.Unlock()
+		if !serves {
+			_ = conn.Close()
+			return
+		}
+		a.carry(n.Name(), conn)
+	})
+}
+
+// accept listens on addr (named what in its error) until Stop, handing
+// each connection to handle.
+func (a *API) accept(addr netip.AddrPort, what string, handle func(net.Conn)) error {
+	lis, err := net.Listen("tcp", addr.String())
 	if err != nil {
-		return fmt.Errorf("%s's API server address: %w", n.Name(), err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	a.mu.Lock()
 	a.listeners = append(a.listeners, lis)
@@ -348,15 +364,7 @@ func (a *API) Relay(n *talosapi.Node) error {
 			if err != nil {
 				return
 			}
-			serves := a.serves(n)
-			a.mu.Lock()
-			a.asks = append(a.asks, NodeAsk{Time: time.Now(), Node: n.Name(), Served: serves})
-			a.mu.Unlock()
-			if !serves {
-				_ = conn.Close()
-				continue
-			}
-			a.carry(n.Name(), conn)
+			handle(conn)
 		}
 	}()
 	return nil
@@ -415,29 +423,15 @@ const (
 // connection is closed at once. (On a real network nobody answers ARP
 // for an unheld VIP, so a client's connect times out instead.)
 func (a *API) RelayVIP(c *talosapi.Cluster) error {
-	lis, err := net.Listen("tcp", netip.AddrPortFrom(a.vip, 6443).String())
-	if err != nil {
-		return fmt.Errorf("the VIP's API server address: %w", err)
-	}
-	a.mu.Lock()
-	a.listeners = append(a.listeners, lis)
-	a.mu.Unlock()
-	go func() {
-		for {
-			conn, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			h := c.VIPHolder(a.vip)
-			if serves := h != nil && a.serves(h); !serves {
-				_ = conn.Close()
-				continue
-			}
-			// Counted as the holder's: its API server's restart drops it.
-			a.carry(h.Name(), conn)
+	return a.accept(netip.AddrPortFrom(a.vip, 6443), "the VIP's API server address", func(conn net.Conn) {
+		h := c.VIPHolder(a.vip)
+		if serves := h != nil && a.serves(h); !serves {
+			_ = conn.Close()
+			return
 		}
-	}()
-	return nil
+		// Counted as the holder's: its API server's restart drops it.
+		a.carry(h.Name(), conn)
+	})
 }
 
 // NodeAsks returns the connections to the control planes' own API server
