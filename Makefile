@@ -2,7 +2,7 @@
 # what CI runs (.ci/run): on a fresh Debian machine, as root, it installs
 # and starts what its tests need (scripts/ci-deps.sh), builds the pinned
 # tools into .tools/bin, and runs every check.
-.PHONY: build test lint vet integration tools tools-lint tools-kubeapi tools-proxmoxve tools-validate tools-talos deps flake-check conformance ci
+.PHONY: build test lint vet integration runtime tools tools-lint tools-kubeapi tools-proxmoxve tools-validate tools-talos deps flake-check conformance ci
 
 export PATH := /usr/local/go/bin:$(PATH)
 export PULUMI_SKIP_UPDATE_CHECK := true
@@ -63,6 +63,13 @@ tools-proxmoxve:
 # at a time (-p 1): both are heavy for two cores.
 integration: deps tools tools-kubeapi tools-talos tools-proxmoxve
 	go test -tags integration -count=1 -p 1 -timeout 60m -v ./tests/integration/ ./tests/kubeapi/ ./tests/pveengine/
+
+# The apps' pods on a real kubelet (tests/kubeapi TestAppsRunOnARealKubelet):
+# Debian's containerd, runc and CNI plugins, and the kubelet's tools. Not
+# part of `make ci` yet.
+runtime: deps tools tools-kubeapi
+	scripts/tools.sh kubelet local-path-provisioner
+	go test -tags 'integration runtime' -count=1 -p 1 -timeout 30m -v -run '^TestAppsRunOnARealKubelet$$' ./tests/kubeapi/
 
 # nix cannot fetch nixpkgs here, so the flake is parsed, not evaluated
 # (docs/verification.md).

@@ -2,14 +2,17 @@
 # Installs and starts what `make ci` needs on a fresh Debian machine (root):
 # nix-bin for the flake check, libvirt/QEMU for the integration tests
 # (scripts/libvirt-up.sh), PostgreSQL for the team-backend tests (a role and
-# database "milner_it" on loopback, password "milner_it"). Idempotent;
+# database "milner_it" on loopback, password "milner_it"), and the real
+# node's runtime for `make runtime` (containerd, runc, the CNI plugins,
+# busybox-static for the provisioner's helper image; started by the test
+# itself, in its own network namespace). Idempotent;
 # installs only what is missing and never changes configuration the machine
 # already had (a cluster that exists is only started).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 missing=()
-for p in nix-bin postgresql; do
+for p in nix-bin postgresql containerd runc containernetworking-plugins busybox-static; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if ((${#missing[@]})); then

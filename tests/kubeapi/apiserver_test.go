@@ -209,12 +209,18 @@ func (s *apiServer) startControllerManager() {
 // is closed when the process exits.
 func daemon(t *testing.T, dir, name string, args ...string) <-chan struct{} {
 	t.Helper()
+	return daemonAt(t, dir, name, filepath.Join(toolsBin, name), args...)
+}
+
+// daemonAt is daemon for the program at path (one this machine installed).
+func daemonAt(t *testing.T, dir, name, path string, args ...string) <-chan struct{} {
+	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(toolsBin, name), args...)
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

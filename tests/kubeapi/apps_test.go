@@ -91,6 +91,9 @@ type appsScenario struct {
 	storage map[string]any
 	// mirrors is milner:chartMirrors (nil: none).
 	mirrors map[string]string
+	// waitForApps is milner:waitForApps: false but where a kubelet runs
+	// the pods (TestAppsRunOnARealKubelet).
+	waitForApps bool
 }
 
 // newAppsScenario makes a project directory as a user's checkout would be
@@ -165,7 +168,7 @@ func newAppsScenario(t *testing.T, api *apiServer, apps ...app) *appsScenario {
 }
 
 // config is the stack's plain config: a cluster that starts at the apps
-// layer and does not wait for pods (no kubelet runs), the storage layer on
+// layer and does not wait for pods (unless s.waitForApps), the storage layer on
 // the stand-in chart, s.workloads and s.apps.
 func (s *appsScenario) config() map[string]string {
 	j := func(v any) string {
@@ -178,7 +181,7 @@ func (s *appsScenario) config() map[string]string {
 	cfg := map[string]string{
 		"milner:cluster":     j(map[string]any{"name": "kubeapi-it"}),
 		"milner:startAt":     "apps",
-		"milner:waitForApps": "false",
+		"milner:waitForApps": fmt.Sprint(s.waitForApps),
 		"milner:storage":     j(map[string]any{"chart": map[string]any{"path": storageChart}}),
 		"milner:apps":        j(s.apps),
 	}

@@ -16,9 +16,9 @@
 //     fix, no older kubelet needed. Debian's containerd 1.6.20 does not answer
 //     the CRI `RuntimeConfig` call; kubelet v1.36.3 falls back to its own
 //     `cgroupDriver` on `Unimplemented` (`cmd/kubelet/app/server.go`
-//     `getCgroupDriverFromCRI`, lines 1401-1427). The scenario itself (pods
-//     running, PVCs binding, Vault unsealing through `milner up`) was not built:
-//     see "What is left".
+//     `getCgroupDriverFromCRI`, lines 1401-1427). The scenario
+//     (TestAppsRunOnARealKubelet, `make runtime`) runs the storage layer's
+//     and a test app's pods on it (docs/verification.md).
 package tools
 
 import (
