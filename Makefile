@@ -65,10 +65,11 @@ integration: deps tools tools-kubeapi tools-talos tools-proxmoxve
 	go test -tags integration -count=1 -p 1 -timeout 60m -v ./tests/integration/ ./tests/kubeapi/ ./tests/pveengine/
 
 # The apps' pods on a real kubelet (tests/kubeapi TestAppsRunOnARealKubelet):
-# Debian's containerd, runc and CNI plugins, and the kubelet's tools. Not
-# part of `make ci` yet.
+# Debian's containerd, runc and CNI plugins, the node's tools and the
+# binaries of its images. Not part of `make ci`: building Vault alone takes
+# longer than CI's time has left (docs/verification.md).
 runtime: deps tools tools-kubeapi
-	scripts/tools.sh kubelet local-path-provisioner
+	scripts/tools.sh kubelet local-path-provisioner coredns vault
 	go test -tags 'integration runtime' -count=1 -p 1 -timeout 30m -v -run '^TestAppsRunOnARealKubelet$$' ./tests/kubeapi/
 
 # nix cannot fetch nixpkgs here, so the flake is parsed, not evaluated

@@ -98,14 +98,14 @@ func startAPIServer(t *testing.T, extra ...string) *apiServer {
 	etcdClient, etcdPeer := freePort(t), freePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
-	etcdExited := daemon(t, dir, "etcd",
+	etcd := daemon(t, dir, "etcd",
 		"--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=default="+peerURL, "--log-level=warn")
 
 	port := freePort(t)
-	apiExited := daemon(t, dir, "kube-apiserver", append([]string{
+	apiServerProc := daemon(t, dir, "kube-apiserver", append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
@@ -137,24 +137,10 @@ func startAPIServer(t *testing.T, extra ...string) *apiServer {
 	}}
 	s.Kubeconfig = kubeconfig(s.URL, readFile(t, pki.caCert), readFile(t, pki.adminCert), readFile(t, pki.adminKey))
 
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	waitFor(t, "kube-apiserver ready", 3*time.Minute, func() bool {
 		body, code, err := s.do(http.MethodGet, "/readyz", nil)
-		if err == nil && code == http.StatusOK && string(body) == "ok" {
-			break
-		}
-		select {
-		case <-etcdExited:
-			t.Fatal("etcd exited before kube-apiserver was ready")
-		case <-apiExited:
-			t.Fatal("kube-apiserver exited before it was ready")
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kube-apiserver not ready after 3m: %d %s %v", code, body, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return err == nil && code == http.StatusOK && string(body) == "ok"
+	}, etcd, apiServerProc)
 	t.Logf("etcd and kube-apiserver ready at %s in %s", s.URL, time.Since(start).Round(time.Millisecond))
 	return s
 }
@@ -174,7 +160,7 @@ func (s *apiServer) startControllerManager() {
 	if err := os.WriteFile(kc, []byte(s.Kubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	exited := daemon(t, s.dir, "kube-controller-manager",
+	cm := daemon(t, s.dir, "kube-controller-manager",
 		"--kubeconfig="+kc,
 		"--leader-elect=false",
 		// No HTTPS endpoint: nothing here asks the controller manager.
@@ -187,33 +173,28 @@ func (s *apiServer) startControllerManager() {
 		"--v=0")
 	// Ready when its service account controller made a namespace's
 	// "default" account (every namespace gets one).
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := s.get("/api/v1/namespaces/default/serviceaccounts/default"); err == nil {
-			break
-		}
-		select {
-		case <-exited:
-			t.Fatal("kube-controller-manager exited before it was ready")
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("kube-controller-manager: no default service account after 2m")
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	waitFor(t, "kube-controller-manager's default service account", 2*time.Minute, func() bool {
+		_, err := s.get("/api/v1/namespaces/default/serviceaccounts/default")
+		return err == nil
+	}, cm)
+}
+
+// proc is a daemon the test started.
+type proc struct {
+	name, log string
+	// exited is closed when the process exits.
+	exited <-chan struct{}
 }
 
 // daemon starts a binary from .tools/bin with its output in dir/<name>.log and
-// stops it (SIGTERM, then SIGKILL) when the test ends. The returned channel
-// is closed when the process exits.
-func daemon(t *testing.T, dir, name string, args ...string) <-chan struct{} {
+// stops it (SIGTERM, then SIGKILL) when the test ends.
+func daemon(t *testing.T, dir, name string, args ...string) proc {
 	t.Helper()
 	return daemonAt(t, dir, name, filepath.Join(toolsBin, name), args...)
 }
 
 // daemonAt is daemon for the program at path (one this machine installed).
-func daemonAt(t *testing.T, dir, name, path string, args ...string) <-chan struct{} {
+func daemonAt(t *testing.T, dir, name, path string, args ...string) proc {
 	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	log, err := os.Create(logPath)
@@ -242,7 +223,27 @@ func daemonAt(t *testing.T, dir, name, path string, args ...string) <-chan struc
 			}
 		}
 	})
-	return exited
+	return proc{name: name, log: logPath, exited: exited}
+}
+
+// waitFor polls ok every 500 ms until it holds, and fails the test when
+// the timeout passes or a daemon it needs exits first.
+func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool, needs ...proc) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		for _, p := range needs {
+			select {
+			case <-p.exited:
+				t.Fatalf("waiting for %s: %s exited (its log: %s)", what, p.name, p.log)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %s", what, timeout)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // do sends one request to the API server as the admin and returns the body

@@ -5,6 +5,7 @@ package kubeapi
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -124,7 +125,7 @@ type kubeNode struct {
 func (api *apiServer) startNode() *kubeNode {
 	t := api.t
 	t.Helper()
-	requireTools(t, "kubelet", "kube-proxy", "kube-scheduler")
+	requireTools(t, "kubelet", "kube-proxy", "kube-scheduler", "coredns")
 	// Not t.TempDir: the kubelet's and containerd's mounts are undone
 	// first (the cleanup below), then the directory goes.
 	dir, err := os.MkdirTemp("", "milner-node-")
@@ -142,18 +143,37 @@ func (api *apiServer) startNode() *kubeNode {
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	n.registry = l.Addr().String()
-	n.pushImage(pauseImage, []string{"/pause"}, map[string]string{"/pause": goBinary(t, pauseProgram)})
+	n.pushImage(pauseImage, image{entrypoint: []string{"/pause"}, files: map[string]string{"/pause": goBinary(t, pauseProgram)}})
 
 	kc := filepath.Join(dir, "admin.kubeconfig")
 	write(t, kc, api.Kubeconfig)
 	write(t, filepath.Join(dir, "containerd.toml"), n.containerdConfig())
 	write(t, filepath.Join(dir, "cni", "10-pods.conflist"), cniConfig)
-	ctrExited := daemonAt(t, dir, "containerd", "/usr/bin/containerd", "--config", filepath.Join(dir, "containerd.toml"))
-	waitFor(t, "containerd's socket", 30*time.Second, ctrExited, func() bool { _, err := os.Stat(n.sock); return err == nil })
+	containerd := daemonAt(t, dir, "containerd", "/usr/bin/containerd", "--config", filepath.Join(dir, "containerd.toml"))
+	waitFor(t, "containerd's socket", 30*time.Second, func() bool { _, err := os.Stat(n.sock); return err == nil }, containerd)
 
 	write(t, filepath.Join(dir, "resolv.conf"), "nameserver "+lanIP+"\n")
+	// The cluster's DNS, which Vault's raft peers find each other by
+	// (stacks/vault.go retry_join): CoreDNS at the release Talos deploys
+	// (tools/coredns), serving cluster.local from the API server on the
+	// node's address, which the kubelet gives the pods as their resolver.
+	// Talos runs it as a Deployment behind a Service; here it is a process
+	// of the node.
+	write(t, filepath.Join(dir, "Corefile"), fmt.Sprintf(`.:53 {
+  bind %s
+  errors
+  kubernetes cluster.local in-addr.arpa ip6.arpa {
+    kubeconfig %s
+    pods insecure
+    fallthrough in-addr.arpa ip6.arpa
+    ttl 30
+  }
+  cache 30
+}
+`, nodeIP, kc))
+	coredns := daemon(t, dir, "coredns", "-conf", filepath.Join(dir, "Corefile"))
 	write(t, filepath.Join(dir, "kubelet.yaml"), n.kubeletConfig())
-	kubeletExited := daemon(t, dir, "kubelet", "--config="+filepath.Join(dir, "kubelet.yaml"), "--kubeconfig="+kc,
+	kubelet := daemon(t, dir, "kubelet", "--config="+filepath.Join(dir, "kubelet.yaml"), "--kubeconfig="+kc,
 		"--root-dir="+filepath.Join(dir, "kubelet"), "--cert-dir="+filepath.Join(dir, "kubelet", "pki"),
 		"--hostname-override="+nodeName, "--node-ip="+nodeIP, "--v=1")
 	daemon(t, dir, "kube-proxy", "--kubeconfig="+kc, "--hostname-override="+nodeName, "--proxy-mode=iptables",
@@ -164,11 +184,20 @@ func (api *apiServer) startNode() *kubeNode {
 	daemon(t, dir, "kube-scheduler", "--kubeconfig="+kc, "--leader-elect=false", "--secure-port=0", "--v=0")
 
 	start := time.Now()
-	waitFor(t, "node "+nodeName+" Ready", 2*time.Minute, kubeletExited, func() bool {
+	waitFor(t, "node "+nodeName+" Ready", 2*time.Minute, func() bool {
 		node, err := api.get("/api/v1/nodes/" + nodeName)
 		return err == nil && condition(node, "Ready") == "True"
-	})
+	}, kubelet, containerd)
 	t.Logf("node %s Ready in %s", nodeName, time.Since(start).Round(time.Millisecond))
+	waitFor(t, "CoreDNS answering", 30*time.Second, func() bool {
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, net.JoinHostPort(nodeIP, "53"))
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := r.LookupHost(ctx, "kubernetes.default.svc.cluster.local")
+		return err == nil
+	}, coredns)
 	return n
 }
 
@@ -245,12 +274,13 @@ readOnlyPort: 0
 healthzPort: 0
 failSwapOn: false
 clusterDomain: cluster.local
+clusterDNS: [%s]
 resolvConf: %s
 podLogsDir: %s
 evictionHard: {memory.available: 100Mi}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, n.sock, nodeIP, filepath.Join(n.dir, "resolv.conf"), filepath.Join(n.dir, "pods"))
+`, n.sock, nodeIP, nodeIP, filepath.Join(n.dir, "resolv.conf"), filepath.Join(n.dir, "pods"))
 }
 
 // cleanup stops what the daemons left: containerd's shims and their
@@ -276,43 +306,70 @@ func (n *kubeNode) cleanup() {
 	}
 }
 
-// pushImage assembles an image of one layer (files: path in the image to
-// a file on this machine, each 0755) with entrypoint, and pushes it to the
-// in-process registry under ref's repository path, where containerd's
-// mirror asks for it.
-func (n *kubeNode) pushImage(ref string, entrypoint []string, files map[string]string, links ...string) {
+// image is what pushImage assembles: one layer and the entrypoint.
+type image struct {
+	entrypoint []string
+	// files: a path in the image to a file on this machine, each 0755.
+	files map[string]string
+	// links: a path in the image to its symlink's target.
+	links map[string]string
+	// dirs: a directory in the image to its mode (one the programs write
+	// to, such as /tmp at 01777).
+	dirs map[string]int64
+}
+
+// pushImage assembles img and pushes it to the in-process registry under
+// ref's repository path, where containerd's mirror asks for it.
+func (n *kubeNode) pushImage(ref string, img image) {
 	t := n.t
 	t.Helper()
 	var b bytes.Buffer
 	w := tar.NewWriter(&b)
-	dirs := map[string]bool{}
-	for path, src := range files {
-		for d := filepath.Dir(path); d != "/" && !dirs[d]; d = filepath.Dir(d) {
-			dirs[d] = true
-			must(t, w.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755}))
+	made := map[string]bool{}
+	dir := func(d string, mode int64) {
+		if !made[d] {
+			made[d] = true
+			must(t, w.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: mode}))
 		}
+	}
+	parents := func(path string) {
+		var ds []string
+		for d := filepath.Dir(path); d != "/"; d = filepath.Dir(d) {
+			ds = append([]string{d}, ds...)
+		}
+		for _, d := range ds {
+			dir(d, 0o755)
+		}
+	}
+	for d, mode := range img.dirs {
+		parents(d)
+		dir(d, mode)
+	}
+	for path, src := range img.files {
+		parents(path)
 		data, err := os.ReadFile(src)
 		must(t, err)
 		must(t, w.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(path, "/"), Mode: 0o755, Size: int64(len(data))}))
 		_, err = w.Write(data)
 		must(t, err)
 	}
-	for i := 0; i+1 < len(links); i += 2 { // link, target
-		must(t, w.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(links[i], "/"), Linkname: links[i+1]}))
+	for link, target := range img.links {
+		parents(link)
+		must(t, w.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(link, "/"), Linkname: target}))
 	}
 	must(t, w.Close())
 	layer, err := tarball.LayerFromReader(bytes.NewReader(b.Bytes()))
 	must(t, err)
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	built, err := mutate.AppendLayers(empty.Image, layer)
 	must(t, err)
-	img, err = mutate.Config(img, v1.Config{Entrypoint: entrypoint,
+	built, err = mutate.Config(built, v1.Config{Entrypoint: img.entrypoint,
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
 	must(t, err)
 	src, err := name.ParseReference(ref)
 	must(t, err)
 	dst, err := name.ParseReference(n.registry+"/"+src.Context().RepositoryStr()+":"+src.Identifier(), name.Insecure)
 	must(t, err)
-	must(t, remote.Write(dst, img))
+	must(t, remote.Write(dst, built))
 }
 
 // goBinary builds a main package of this repository as a static binary
@@ -327,24 +384,6 @@ func goBinary(t *testing.T, pkg string) string {
 		t.Fatalf("go build %s: %v: %s", pkg, err, b)
 	}
 	return out
-}
-
-// waitFor polls ok every 500 ms until it holds, the daemon exits or the
-// timeout passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, exited <-chan struct{}, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		select {
-		case <-exited:
-			t.Fatalf("waiting for %s: the daemon exited", what)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %s", what, timeout)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 // condition is the status of an object's condition of type typ ("" when
