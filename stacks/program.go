@@ -59,7 +59,8 @@ type RunOptions struct {
 	// (internal/appsadopt). nil, as under plain `pulumi up`: no import.
 	Adopt map[string]string
 	// AwaitAPIServer is called in an update after a control plane's apply
-	// and before the next control plane's apply starts, with the node whose
+	// and before the next control plane's apply starts (after the last
+	// one's, before the apps get the kubeconfig), with the node whose
 	// config just landed: it returns once that node's API server is Ready
 	// (a .cluster change restarts it live), or an error, which fails the
 	// update before the next control plane is touched. milner sets it for

@@ -223,9 +223,10 @@ func decidedMode(opts RunOptions, n talosnode.Node, cfg pulumi.StringOutput, pat
 
 // apiServerReady is the previous control plane's apply once
 // RunOptions.AwaitAPIServer says its API server is Ready, for the next
-// control plane's apply to wait on: a config that restarts the API server
-// never lands on two control planes at once. nil in a preview or without
-// AwaitAPIServer.
+// control plane's apply (or, after the last, the apps) to wait on: a
+// config that restarts the API server never lands on two control planes
+// at once, nor restarts one under the apps' requests. nil in a preview or
+// without AwaitAPIServer.
 func apiServerReady(ctx *pulumi.Context, opts RunOptions, prev talosnode.Node, apply *machine.ConfigurationApply) pulumi.ResourceArrayInput {
 	if ctx.DryRun() || opts.AwaitAPIServer == nil {
 		return nil
@@ -449,6 +450,15 @@ func deployTalos(ctx *pulumi.Context, cfg *config.Config, machines []substrate.N
 	ready := []any{clientCfg.CaCertificate()}
 	for _, r := range applied {
 		ready = append(ready, r.URN())
+	}
+	// The last control plane has no next to wait for it, but the apps do:
+	// its API server restarts after its apply returns (at the kubelet's
+	// next poll, internal/apiready), and a restart in the middle of the
+	// apps layer's first requests cuts them ("unexpected EOF"). Its output
+	// is its apply, already among these dependencies, so the plan's
+	// dependencies do not change.
+	if last := apiServerReady(ctx, opts, prevNode, prevCP); last != nil {
+		ready = append(ready, last)
 	}
 	if ctx.DryRun() || opts.SkipHealthCheck {
 		layer.HealthyKubeconfig = resolvedAfter(layer.Kubeconfig, ready)

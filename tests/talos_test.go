@@ -458,8 +458,9 @@ func (m orderedMocks) NewResource(args pulumi.MockResourceArgs) (string, resourc
 // TestControlPlanesWaitForTheAPIServer (issue 34): in an update under
 // milner, the next control plane's apply is registered only after
 // RunOptions.AwaitAPIServer has returned for the previous control plane
-// (its API server Ready again after a live .cluster change); workers and
-// the first control plane wait for no API server. A failed wait fails the
+// (its API server Ready again after a live .cluster change), and the apps'
+// Kubernetes provider only after it returned for the last one; workers
+// wait for no API server. A failed wait fails the
 // update before the next control plane is touched. A preview never waits.
 func TestControlPlanesWaitForTheAPIServer(t *testing.T) {
 	cfg := stackConfig(t, "dev", devSecrets)
@@ -509,8 +510,10 @@ func TestControlPlanesWaitForTheAPIServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, index(log, "ready cp-1"), index(log, "register cp-2-apply"), "cp-2's apply waits for cp-1's API server")
 	assert.Less(t, index(log, "ready cp-2"), index(log, "register cp-3-apply"), "cp-3's apply waits for cp-2's API server")
-	assert.Equal(t, map[string]netip.Addr{"cp-1": netip.MustParseAddr("10.73.0.11"), "cp-2": netip.MustParseAddr("10.73.0.12")}, asked,
-		"each wait asks the node whose config just landed, at its own address; the last control plane has no next")
+	assert.Less(t, index(log, "ready cp-3"), index(log, "register milner-dev-k8s"),
+		"the apps' Kubernetes provider waits for the last control plane's API server: its restart would cut the apps' requests")
+	assert.Equal(t, map[string]netip.Addr{"cp-1": netip.MustParseAddr("10.73.0.11"), "cp-2": netip.MustParseAddr("10.73.0.12"), "cp-3": netip.MustParseAddr("10.73.0.13")}, asked,
+		"each wait asks the node whose config just landed, at its own address")
 
 	log, err = run(false, func(node string, _ netip.Addr) error {
 		if node == "cp-1" {
