@@ -89,17 +89,38 @@ func status(s *api.SealStatusResponse, err error) (SealStatus, error) {
 // ErrStillSealed is returned when the shares ran out before Vault unsealed.
 var ErrStillSealed = errors.New("vault is still sealed")
 
+// JoinWait bounds the wait for a raft follower that took its threshold of
+// shares to unseal itself (UnsealWith).
+var JoinWait = 2 * time.Minute
+
+// joinPoll is how often the wait asks: Vault looks for the keyring once a
+// second (vault v1.18.1 vault/core.go, unsealWithRaft).
+const joinPoll = time.Second
+
 // UnsealWith enters shares from next until Vault is unsealed. next returns
 // the next share, or io.EOF when there are no more. A Vault that is not
 // initialized is an error (initialize it first: `vault operator init`); one
 // that is already unsealed takes no share.
+//
+// A raft follower joining its leader (retry_join) unseals later: with the
+// threshold's shares Vault answers still sealed, progress 0, and unseals
+// in the background once the leader's keyring has reached its storage
+// (vault v1.18.1 vault/core.go, unsealFragment and unsealWithRaft). Then
+// UnsealWith waits up to JoinWait for it instead of asking for more shares.
 func (c *Client) UnsealWith(ctx context.Context, next func(SealStatus) (string, error)) (SealStatus, error) {
 	s, err := c.SealStatus(ctx)
 	if err != nil {
 		return s, err
 	}
 	if !s.Initialized {
-		return s, errors.New("vault is not initialized: run `vault operator init` first (docs/runbooks/vault.md)")
+		msg := "vault is not initialized: run `vault operator init` first (docs/runbooks/vault.md)"
+		if s.StorageType == "raft" {
+			// Vault reports a follower initialized once its retry_join has
+			// reached a leader (vault/init.go Initialized, isRaftUnseal).
+			msg = "vault is not initialized: on the first server run `vault operator init` (docs/runbooks/vault.md); " +
+				"a raft follower says this until its retry_join reaches an unsealed leader: run this again in a moment"
+		}
+		return s, errors.New(msg)
 	}
 	for s.Sealed {
 		share, err := next(s)
@@ -109,8 +130,35 @@ func (c *Client) UnsealWith(ctx context.Context, next func(SealStatus) (string, 
 		if err != nil {
 			return s, err
 		}
+		before := s
 		if s, err = c.Unseal(ctx, share); err != nil {
 			return s, err
+		}
+		if s.Sealed && s.Progress == 0 && before.Progress+1 >= before.T {
+			return c.awaitJoin(ctx, s)
+		}
+	}
+	return s, nil
+}
+
+// awaitJoin waits up to JoinWait for a raft follower that took its
+// threshold of shares to unseal.
+func (c *Client) awaitJoin(ctx context.Context, s SealStatus) (SealStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, JoinWait)
+	defer cancel()
+	for s.Sealed {
+		select {
+		case <-ctx.Done():
+			return s, fmt.Errorf("%w %s after the threshold's shares: a raft follower unseals once its leader's keyring reaches it; "+
+				"check `vault operator raft list-peers` on the leader and this server's log (docs/runbooks/vault.md)", ErrStillSealed, JoinWait)
+		case <-time.After(joinPoll):
+		}
+		now, err := c.SealStatus(ctx)
+		if err != nil && ctx.Err() == nil {
+			return s, err
+		}
+		if err == nil {
+			s = now
 		}
 	}
 	return s, nil

@@ -58,12 +58,35 @@ func TestUnsealRunsOutOfShares(t *testing.T) {
 	assert.True(t, s.Sealed)
 }
 
+// TestUnsealWaitsForAJoiningFollower: a raft follower that took the
+// threshold's shares stays sealed, progress 0, until the leader's keyring
+// reaches it; unseal waits for it (up to JoinWait) instead of asking for
+// more shares and calling it "0 of 3 shares entered".
+func TestUnsealWaitsForAJoiningFollower(t *testing.T) {
+	f := vaultapi.Sealed()
+	f.JoinAfter = 2 * time.Second
+	s, err := serve(t, f).UnsealWith(context.Background(), Shares(strings.NewReader("s1\ns2\ns3\ns4\n")))
+	require.NoError(t, err)
+	assert.False(t, s.Sealed)
+	assert.Equal(t, 3, f.UnsealCalls(), "no share past the threshold is asked for")
+
+	defer func(w time.Duration) { JoinWait = w }(JoinWait)
+	JoinWait = 1500 * time.Millisecond
+	g := vaultapi.Sealed()
+	g.JoinAfter = time.Hour
+	s, err = serve(t, g).UnsealWith(context.Background(), Shares(strings.NewReader("s1\ns2\ns3\n")))
+	require.ErrorIs(t, err, ErrStillSealed)
+	assert.Contains(t, err.Error(), "raft follower unseals once its leader's keyring reaches it")
+	assert.True(t, s.Sealed)
+}
+
 func TestUnsealRefusesUninitializedAndSkipsUnsealed(t *testing.T) {
 	f := vaultapi.Sealed()
 	f.Initialized = false
 	_, err := serve(t, f).UnsealWith(context.Background(), Shares(strings.NewReader("s1\n")))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "vault operator init")
+	assert.Contains(t, err.Error(), "a raft follower says this until its retry_join reaches an unsealed leader", "the double's storage is raft")
 	assert.Zero(t, f.UnsealCalls())
 
 	g := vaultapi.Sealed()

@@ -3,7 +3,10 @@
 // (developer.hashicorp.com/vault/api-docs/system/seal-status, .../unseal,
 // .../audit). Seal-status is unauthenticated; each unseal share raises
 // progress until the threshold, then Vault unseals and progress is 0; a
-// reset discards the shares entered; errors are {"errors": [...]};
+// reset discards the shares entered; errors are {"errors": [...]}. A raft
+// follower (JoinAfter) takes the threshold's shares and stays sealed,
+// progress 0, until it unseals itself once the leader's keyring has
+// reached it (vault v1.18.1 vault/core.go unsealWithRaft);
 // sys/audit needs X-Vault-Token. Only tests link it.
 package vaultapi
 
@@ -15,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Vault is one Vault server's seal and audit state.
@@ -25,6 +29,9 @@ type Vault struct {
 	// Shares are the valid key shares; T is the threshold.
 	Shares []string
 	T      int
+	// JoinAfter, when set, makes this a raft follower joining its leader:
+	// it unseals this long after the threshold's shares.
+	JoinAfter time.Duration
 	// Token is the one token sys/audit accepts.
 	Token string
 	// Audit holds the enabled audit devices by path ("file/").
@@ -104,7 +111,15 @@ func (f *Vault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.entered = append(f.entered, body.Key)
-		if len(f.entered) >= f.T {
+		switch {
+		case len(f.entered) >= f.T && f.JoinAfter > 0:
+			f.entered = nil
+			time.AfterFunc(f.JoinAfter, func() {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				f.Sealed = false
+			})
+		case len(f.entered) >= f.T:
 			f.Sealed, f.entered = false, nil
 		}
 		reply(200, f.status())
