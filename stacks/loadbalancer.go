@@ -43,6 +43,9 @@ type LoadBalancer struct {
 // stack's pool. The pool and advertisement follow the release: the chart
 // installs their CRDs and the controller's validating webhook, which the
 // API server calls on every IPAddressPool (the release waits for the
+// controller, so the webhook answers; with milner:waitForApps off it does
+// not, and the pool's create fails until the controller runs: the chart's
+// crds.validationFailurePolicy is Fail).
 func deployLoadBalancer(ctx *pulumi.Context, cfg *config.Config, k8s *kubernetes.Provider, adopt map[string]string, hooks *lifecycle.Hooks) (*LoadBalancer, error) {
 	l := cfg.LoadBalancer
 	pool := cfg.LBPool()

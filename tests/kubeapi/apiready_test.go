@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/milner/milner/internal/apiready"
 )
@@ -37,11 +36,7 @@ func TestAPIReadyOnTheRealAPIServer(t *testing.T) {
 	}
 	node := netip.MustParseAddrPort(u.Host)
 	kube := strings.Replace(s.Kubeconfig, s.URL, "https://kubernetes.default.svc:6443", 1)
-	rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(s.Kubeconfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := kubernetes.NewForConfigOrDie(rc)
+	kc := kubernetes.NewForConfigOrDie(s.restConfig())
 	ctx := context.Background()
 	// The service account admission wants the namespace's default account
 	// (no controller manager runs to make it).

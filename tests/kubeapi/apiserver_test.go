@@ -29,6 +29,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/milner/milner/tests/testpki"
 )
 
@@ -244,6 +247,15 @@ func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool, n
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// restConfig is a client configuration for the API server's admin.
+func (s *apiServer) restConfig() *rest.Config {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(s.Kubeconfig))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return cfg
 }
 
 // do sends one request to the API server as the admin and returns the body

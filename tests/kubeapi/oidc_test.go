@@ -436,11 +436,7 @@ func TestOIDCOnTheRealAPIServer(t *testing.T) {
 		if _, err := http.Get(is.URL + "/jwks"); err == nil { //nolint:noctx // a probe that must fail
 			t.Fatal("the issuer still answers")
 		}
-		rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(s.Kubeconfig))
-		if err != nil {
-			t.Fatal(err)
-		}
-		code, got := reviewThrough(t, rc)
+		code, got := reviewThrough(t, s.restConfig())
 		out, _ := json.Marshal(got["status"])
 		t.Logf("SelfSubjectReview with the admin certificate, issuer down: %d %s", code, out)
 		if code != http.StatusCreated {

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/milner/milner/internal/upgrade"
 	"github.com/milner/milner/stacks/config"
@@ -42,11 +41,7 @@ func TestRollingAppsGateOnRealAPI(t *testing.T) {
 	api := startAPIServer(t)
 	api.startControllerManager()
 	ctx := context.Background()
-	rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(api.Kubeconfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := kubernetes.NewForConfigOrDie(rc)
+	kc := kubernetes.NewForConfigOrDie(api.restConfig())
 
 	off := false
 	cfg := &config.Config{

@@ -19,8 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
@@ -152,13 +150,6 @@ func milnerVault(t *testing.T, stdin string, args ...string) (int, string) {
 	}
 	must(t, err)
 	return 0, string(out)
-}
-
-// restConfig is a client configuration for the API server's admin.
-func (api *apiServer) restConfig() *rest.Config {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(api.Kubeconfig))
-	must(api.t, err)
-	return cfg
 }
 
 // exec runs a command in a pod's container through the API server and the
