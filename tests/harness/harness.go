@@ -1,7 +1,8 @@
 // Package harness is what the real-engine test packages (tests/integration,
 // tests/kubeapi, tests/pveengine) share: one build of the milner command per
-// test process, and one writer that sends a process's output to the test log
-// line by line. Only tests import it.
+// test process, one writer that sends a process's output to the test log
+// line by line, and the re-run of a test inside a network namespace it
+// makes. Only tests import it.
 package harness
 
 import (
@@ -11,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var milner struct {
@@ -65,4 +68,56 @@ func LogWriter(t testing.TB) io.Writer {
 	}()
 	t.Cleanup(func() { _ = pw.Close(); <-done }) // a pipe's Close never fails
 	return pw
+}
+
+// InNetns reports whether the calling test is the re-run inside its
+// network namespace (Rerun sets env to the namespace's name). Outside it,
+// a test that is not root is skipped: only root makes namespaces.
+func InNetns(t *testing.T, env string) bool {
+	t.Helper()
+	if os.Getenv(env) != "" {
+		return true
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	return false
+}
+
+// NewNetns adds the network namespace "<prefix>-<pid>" with its loopback
+// up and returns its name; it is deleted, with its /etc/netns directory
+// (the files `ip netns exec` mounts over /etc), when the test ends.
+func NewNetns(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := fmt.Sprintf("%s-%d", prefix, os.Getpid())
+	IP(t, "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run(); _ = os.RemoveAll("/etc/netns/" + ns) })
+	IP(t, "-n", ns, "link", "set", "lo", "up")
+	return ns
+}
+
+// IP runs ip(8) with args and fails t if it fails.
+func IP(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// Rerun runs the calling test again, its own binary put inside namespace
+// ns by enter (`ip netns exec <ns>`, or `nsenter --net=...`), with env set
+// to ns (InNetns) and its output the test's. It fails t if that run
+// failed.
+func Rerun(t *testing.T, env, ns string, timeout time.Duration, enter ...string) {
+	t.Helper()
+	args := append(slices.Clone(enter), os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout="+timeout.String())
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), env+"="+ns)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("in namespace %s: %s", ns, time.Since(start).Round(time.Second))
+	if err != nil {
+		t.Fatalf("the scenario in the namespace failed (its output is above): %v", err)
+	}
 }

@@ -59,34 +59,14 @@ const (
 // unix socket; the state is a file backend.
 func inTalosNamespace(t *testing.T, addrs ...netip.Addr) bool {
 	t.Helper()
-	if os.Getenv(talosNetnsEnv) != "" {
+	if harness.InNetns(t, talosNetnsEnv) {
 		return true
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	ns := fmt.Sprintf("milner-talos-%d", os.Getpid())
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	ip("-n", ns, "link", "set", "lo", "up")
+	ns := harness.NewNetns(t, "milner-talos")
 	for _, a := range addrs {
-		ip("-n", ns, "addr", "add", a.String()+"/32", "dev", "lo")
+		harness.IP(t, "-n", ns, "addr", "add", a.String()+"/32", "dev", "lo")
 	}
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=80m")
-	cmd.Env = append(os.Environ(), talosNetnsEnv+"="+ns)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("in namespace %s: %s", ns, time.Since(start).Round(time.Second))
-	if err != nil {
-		t.Fatalf("the scenario in the namespace failed (its output is above): %v", err)
-	}
+	harness.Rerun(t, talosNetnsEnv, ns, 80*time.Minute, "ip", "netns", "exec", ns)
 	return false
 }
 

@@ -58,50 +58,32 @@ var hostRuntime = []string{"/usr/bin/containerd", "/usr/sbin/runc", "/usr/lib/cn
 // kubelet and runc need are not mounted.
 func inNodeNamespace(t *testing.T) bool {
 	t.Helper()
-	if os.Getenv(nodeNetnsEnv) != "" {
+	if harness.InNetns(t, nodeNetnsEnv) {
 		return true
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace, containerd and a kubelet")
 	}
 	for _, p := range hostRuntime {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("%v (scripts/ci-deps.sh installs containerd, runc and containernetworking-plugins)", err)
 		}
 	}
-	node, lan := fmt.Sprintf("milner-node-%d", os.Getpid()), fmt.Sprintf("milner-lan-%d", os.Getpid())
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
+	node, lan := harness.NewNetns(t, "milner-node"), harness.NewNetns(t, "milner-lan")
+	for _, args := range [][]string{
+		{"-n", node, "link", "add", "eth0", "type", "veth", "peer", "name", "lan0", "netns", lan},
+		{"-n", node, "addr", "add", nodeIP + "/24", "dev", "eth0"},
+		{"-n", lan, "addr", "add", lanIP + "/24", "dev", "lan0"},
+		{"-n", node, "link", "set", "eth0", "up"},
+		{"-n", lan, "link", "set", "lan0", "up"},
+		{"-n", node, "route", "add", "default", "via", lanIP},
+	} {
+		harness.IP(t, args...)
 	}
-	for _, ns := range []string{node, lan} {
-		ip("netns", "add", ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-		ip("-n", ns, "link", "set", "lo", "up")
-	}
-	ip("-n", node, "link", "add", "eth0", "type", "veth", "peer", "name", "lan0", "netns", lan)
-	ip("-n", node, "addr", "add", nodeIP+"/24", "dev", "eth0")
-	ip("-n", lan, "addr", "add", lanIP+"/24", "dev", "lan0")
-	ip("-n", node, "link", "set", "eth0", "up")
-	ip("-n", lan, "link", "set", "lan0", "up")
-	ip("-n", node, "route", "add", "default", "via", lanIP)
 
 	// The namespace reaches no module proxy: build what the scenario
 	// builds (milner, the pause image's program) here first.
 	harness.Milner(t, repo)
 	goBinary(t, pauseProgram)
 
-	cmd := exec.Command("nsenter", "--net=/var/run/netns/"+node, os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=40m")
-	cmd.Env = append(os.Environ(), nodeNetnsEnv+"="+node)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("in namespace %s: %s", node, time.Since(start).Round(time.Second))
-	if err != nil {
-		t.Fatalf("the scenario in the namespace failed (its output is above): %v", err)
-	}
+	harness.Rerun(t, nodeNetnsEnv, node, 40*time.Minute, "nsenter", "--net=/var/run/netns/"+node)
 	return false
 }
 

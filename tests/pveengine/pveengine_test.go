@@ -34,6 +34,7 @@ import (
 	"github.com/milner/milner/internal/engine"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/tests/harness"
 	"github.com/milner/milner/tests/pveapi"
 	"github.com/milner/milner/tests/testpki"
 )
@@ -66,41 +67,23 @@ var hosts = []pveapi.Host{
 // and extra ones, are on the namespace's loopback.
 func inNamespace(t *testing.T, extra ...string) bool {
 	t.Helper()
-	if os.Getenv(nsEnv) != "" {
+	if harness.InNetns(t, nsEnv) {
 		return true
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	ns := fmt.Sprintf("milner-pve-%d", os.Getpid())
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run(); _ = os.RemoveAll("/etc/netns/" + ns) })
-	ip("-n", ns, "link", "set", "lo", "up")
+	ns := harness.NewNetns(t, "milner-pve")
 	var lines []string
 	for _, h := range hosts {
 		// On the namespace's own loopback (no dummy interface module
 		// here): reachable inside, routed nowhere.
-		ip("-n", ns, "addr", "add", h.Address+"/32", "dev", "lo")
+		harness.IP(t, "-n", ns, "addr", "add", h.Address+"/32", "dev", "lo")
 		lines = append(lines, h.Address+" "+h.Name+".home.arpa "+h.Name)
 	}
 	for _, a := range extra {
-		ip("-n", ns, "addr", "add", a+"/32", "dev", "lo")
+		harness.IP(t, "-n", ns, "addr", "add", a+"/32", "dev", "lo")
 	}
 	require.NoError(t, os.MkdirAll("/etc/netns/"+ns, 0o755))
 	require.NoError(t, os.WriteFile("/etc/netns/"+ns+"/hosts", []byte("127.0.0.1 localhost\n"+strings.Join(lines, "\n")+"\n"), 0o644))
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=60m")
-	cmd.Env = append(os.Environ(), nsEnv+"="+ns)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("in namespace %s: %s", ns, time.Since(start).Round(time.Second))
-	require.NoError(t, err, "the scenario in the namespace failed (its output is above)")
+	harness.Rerun(t, nsEnv, ns, 60*time.Minute, "ip", "netns", "exec", ns)
 	return false
 }
 
