@@ -105,7 +105,7 @@ func Wait(ctx context.Context, kubeconfig []byte, n Node, opts Options) error {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	if opts.Out != nil {
-		_, _ = fmt.Fprintf(opts.Out, "milner: waiting for %s's API server (%s) to run its new config before the next control plane (up to %s)\n", n.Name, n.API, opts.Timeout)
+		_, _ = fmt.Fprintf(opts.Out, "milner: waiting for %s's API server (%s) to run its new config before Milner goes on (up to %s)\n", n.Name, n.API, opts.Timeout)
 	}
 	start := time.Now()
 	last := "no answer"

@@ -672,8 +672,18 @@ func TestTalosLayerOnRealPlugin(t *testing.T) {
 			cfg["milner:storage"] = map[string]any{"enabled": false}
 			cfg["milner:cluster"].(map[string]any)["oidc"] = oidc(map[string]string{"platform-admins": "cluster-admin", "viewers": "view"})
 		})
-		s.mustMilner("up", "--yes")
+		restarted := len(s.clusterAPI().Restarts())
+		up := s.mustMilner("up", "--yes")
 		api := s.clusterAPI()
+		// The OIDC flags restart cp-1's API server at the kubelet's next
+		// poll after its apply; the apps' requests wait for it (cp-1 is the
+		// last control plane: no next one waits), or the restart cuts them.
+		if !strings.Contains(up.out(), "milner: cp-1's API server runs config version") {
+			t.Errorf("the up did not wait for cp-1's API server before the apps:\n%s", up.out())
+		}
+		if restarts := api.Restarts()[restarted:]; !slices.ContainsFunc(restarts, func(r clusterapi.Restart) bool { return r.Node == "cp-1" }) {
+			t.Errorf("cp-1's API server did not restart for the OIDC flags: %v", restarts)
+		}
 		binding := func(group string) (map[string]any, int) {
 			t.Helper()
 			b, code, err := api.Do(http.MethodGet, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+config.OIDCBindingName(group), "", nil)
