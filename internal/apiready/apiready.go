@@ -1,6 +1,6 @@
-// Package apiready waits, between two control planes' Talos applies (and
-// after the last one's, before the apps layer), for the first one's
-// kube-apiserver to run its new config and serve.
+// Package apiready waits, after a control plane's Talos apply and before
+// the next control plane's (after the last one's, before the apps layer),
+// for its kube-apiserver to run its new config and serve.
 //
 // Talos applies a .cluster change (API server flags, OIDC) live, and the
 // provider's apply returns before anything restarts: Talos renders the

@@ -3,11 +3,11 @@
 // (developer.hashicorp.com/vault/api-docs/system/seal-status, .../unseal,
 // .../audit). Seal-status is unauthenticated; each unseal share raises
 // progress until the threshold, then Vault unseals and progress is 0; a
-// reset discards the shares entered; errors are {"errors": [...]}. A raft
-// follower (JoinAfter) takes the threshold's shares and stays sealed,
-// progress 0, until it unseals itself once the leader's keyring has
-// reached it (vault v1.18.1 vault/core.go unsealWithRaft);
-// sys/audit needs X-Vault-Token. Only tests link it.
+// reset discards the shares entered; errors are {"errors": [...]};
+// sys/audit needs X-Vault-Token. A raft follower (JoinAfter) takes the
+// threshold's shares and stays sealed, progress 0, until it unseals itself
+// once the leader's keyring has reached it (vault v1.18.1 vault/core.go
+// unsealWithRaft). Only tests link it.
 package vaultapi
 
 import (
