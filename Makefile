@@ -69,7 +69,7 @@ integration: deps tools tools-kubeapi tools-talos tools-proxmoxve
 # binaries of its images. Not part of `make ci`: building Vault alone takes
 # longer than CI's time has left (docs/verification.md).
 runtime: deps tools tools-kubeapi
-	scripts/tools.sh kubelet local-path-provisioner coredns vault
+	scripts/tools.sh kubelet local-path-provisioner coredns vault metallb
 	go test -tags 'integration runtime' -count=1 -p 1 -timeout 30m -v -run '^TestAppsRunOnARealKubelet$$' ./tests/kubeapi/
 
 # nix cannot fetch nixpkgs here, so the flake is parsed, not evaluated

@@ -15,6 +15,8 @@
 #                               chart's appVersion by tools/vault/go.mod
 #   coredns                   - that scenario's cluster DNS, the release Talos deploys, pinned
 #                               by tools/coredns/go.mod
+#   metallb-controller, metallb-speaker - the binaries of that scenario's MetalLB images,
+#                               pinned at the metallb chart's appVersion by tools/metallb/go.mod
 #   pulumi-resource-kubernetes - the Kubernetes provider plugin, pinned by
 #                               tools/kubernetes-provider/go.mod
 #   talos-validate-v<version> - Talos config validators, one per machinery version the
@@ -38,7 +40,7 @@
 # Provider plugins and CLI releases cannot be downloaded here, so both are
 # built from Go modules. A build is skipped when its stamp (sha256 of the
 # tool module's go.mod, go.sum, *.go, ldflags and `go version`) is unchanged.
-# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubelet|local-path-provisioner|vault|coredns|kubernetes|talos-validate|talos|proxmoxve|kubectl|age|kubelogin]...
+# Usage: scripts/tools.sh [pulumi|libvirt|lint|bench|kubeapi|kubelet|local-path-provisioner|vault|coredns|metallb|kubernetes|talos-validate|talos|proxmoxve|kubectl|age|kubelogin]...
 #   (default: pulumi libvirt; kubeapi is kube-apiserver, kube-controller-manager and etcd)
 # Run as root (scripts/run.sh, sudo) in a clone a user owns, what it writes
 # into .tools is handed to the clone's owner when it ends, so the user's own
@@ -194,6 +196,11 @@ for t in "${targets[@]}"; do
       CGO_ENABLED=0 build coredns "$root/tools/coredns" github.com/coredns/coredns "-s -w" ;;
     vault) # Vault's image in the real-kubelet scenario, static as Vault's release builds it
       CGO_ENABLED=0 build vault "$root/tools/vault" github.com/hashicorp/vault "-s -w" ;;
+    metallb) # MetalLB's controller and speaker images in that scenario, static as
+      # their Dockerfiles build them (controller/Dockerfile, speaker/Dockerfile: CGO_ENABLED=0)
+      for c in controller speaker; do
+        CGO_ENABLED=0 build "metallb-$c" "$root/tools/metallb" "go.universe.tf/metallb/$c" ""
+      done ;;
     kubernetes)
       build pulumi-resource-kubernetes "$root/tools/kubernetes-provider" . \
         "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$kubernetes_ver" kubernetes_embeds ;;
@@ -224,6 +231,6 @@ for t in "${targets[@]}"; do
     kubelogin) # kubectl finds `kubectl oidc-login` as kubectl-oidc_login on PATH
       build kubectl-oidc_login "$root/tools/kubelogin" github.com/int128/kubelogin \
         "-X main.version=$(sed -n 's#^require github.com/int128/kubelogin \(v[^ ]*\)$#\1#p' "$root/tools/kubelogin/go.mod")" ;;
-    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubelet, local-path-provisioner, vault, coredns, kubernetes, talos-validate, talos, proxmoxve, kubectl, age or kubelogin)" >&2; exit 2 ;;
+    *) echo "tools: unknown tool '$t' (want pulumi, libvirt, lint, bench, kubeapi, kubelet, local-path-provisioner, vault, coredns, metallb, kubernetes, talos-validate, talos, proxmoxve, kubectl, age or kubelogin)" >&2; exit 2 ;;
   esac
 done

@@ -61,6 +61,7 @@ type app struct {
 	PreviousNames  []string       `json:"previousNames,omitempty"`
 	Vault          map[string]any `json:"vault,omitempty"`
 	Woodpecker     map[string]any `json:"woodpecker,omitempty"`
+	Expose         map[string]any `json:"expose,omitempty"`
 }
 
 // testApp is an app of the test chart in its own namespace, enforcing the
@@ -91,6 +92,8 @@ type appsScenario struct {
 	storage map[string]any
 	// mirrors is milner:chartMirrors (nil: none).
 	mirrors map[string]string
+	// loadBalancer is milner:loadBalancer (nil: none).
+	loadBalancer map[string]any
 	// waitForApps is milner:waitForApps: false but where a kubelet runs
 	// the pods (TestAppsRunOnARealKubelet).
 	waitForApps bool
@@ -190,6 +193,9 @@ func (s *appsScenario) config() map[string]string {
 	}
 	if s.mirrors != nil {
 		cfg["milner:chartMirrors"] = j(s.mirrors)
+	}
+	if s.loadBalancer != nil {
+		cfg["milner:loadBalancer"] = j(s.loadBalancer)
 	}
 	if s.workloads != nil {
 		cfg["milner:workloads"] = j(s.workloads)

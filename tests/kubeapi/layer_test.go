@@ -56,11 +56,16 @@ func workloadsConfig() map[string]any {
 	}
 }
 
+// vaultHost is the name the real-kubelet scenario exposes Vault at
+// (milner:apps[].expose.host).
+const vaultHost = "vault.milner.internal"
+
 // vaultCertificate is Vault's listener certificate, its key and the CA
 // that issued it, PEM, covering every name config.VaultTLSNames asks for
-// (Load refuses anything less).
+// (Load refuses anything less) and vaultHost, as `milner secrets
+// generate` issues it for an exposed Vault.
 func vaultCertificate() testpki.Bundle {
-	return testpki.Valid(config.VaultTLSNames("vault", "vault")...)
+	return testpki.Valid(append(config.VaultTLSNames("vault", "vault"), vaultHost)...)
 }
 
 // requireStorage checks the storage layer as the API server holds it: the

@@ -36,6 +36,19 @@ const (
 	nodeIP  = "10.88.0.2"
 	lanIP   = "10.88.0.1"
 	podCIDR = "10.244.0.0/24"
+	// The namespaces' names before their "-<pid>" (harness.NewNetns).
+	nodeNetnsPrefix = "milner-node"
+	lanNetnsPrefix  = "milner-lan"
+	// lbPoolStart-lbPoolEnd is the load balancer's pool on the node
+	// network (milner:loadBalancer.pool), the addresses MetalLB's speaker
+	// answers ARP for on the node's link; vaultLBAddress is Vault's
+	// (milner:apps[].expose.address).
+	lbPoolStart    = "10.88.0.240"
+	lbPoolEnd      = "10.88.0.250"
+	vaultLBAddress = lbPoolStart
+	// metallbVersion is the metallb chart 0.16.1's appVersion, the module
+	// tools/metallb pins.
+	metallbVersion = "v0.16.1"
 	// pauseImage is the sandbox image containerd starts each pod with
 	// (its config's sandbox_image).
 	pauseImage = "registry.k8s.io/pause:3.10"
@@ -66,7 +79,7 @@ func inNodeNamespace(t *testing.T) bool {
 			t.Fatalf("%v (scripts/ci-deps.sh installs containerd, runc and containernetworking-plugins)", err)
 		}
 	}
-	node, lan := harness.NewNetns(t, "milner-node"), harness.NewNetns(t, "milner-lan")
+	node, lan := harness.NewNetns(t, nodeNetnsPrefix), harness.NewNetns(t, lanNetnsPrefix)
 	for _, args := range [][]string{
 		{"-n", node, "link", "add", "eth0", "type", "veth", "peer", "name", "lan0", "netns", lan},
 		{"-n", node, "addr", "add", nodeIP + "/24", "dev", "eth0"},
@@ -85,6 +98,12 @@ func inNodeNamespace(t *testing.T) bool {
 
 	harness.Rerun(t, nodeNetnsEnv, node, 40*time.Minute, "nsenter", "--net=/var/run/netns/"+node)
 	return false
+}
+
+// lanNetns is the name of the workstation's namespace, inside the re-run:
+// the same process made it beside the node's, with the same "-<pid>".
+func lanNetns() string {
+	return lanNetnsPrefix + strings.TrimPrefix(os.Getenv(nodeNetnsEnv), nodeNetnsPrefix)
 }
 
 // kubeNode is one real node: containerd and runc from Debian, the CNI
