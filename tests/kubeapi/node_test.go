@@ -42,10 +42,11 @@ const (
 	// lbPoolStart-lbPoolEnd is the load balancer's pool on the node
 	// network (milner:loadBalancer.pool), the addresses MetalLB's speaker
 	// answers ARP for on the node's link; vaultLBAddress is Vault's
-	// (milner:apps[].expose.address).
+	// (milner:apps[].expose.address), not the pool's first, which MetalLB
+	// would give a Service that asked for none.
 	lbPoolStart    = "10.88.0.240"
 	lbPoolEnd      = "10.88.0.250"
-	vaultLBAddress = lbPoolStart
+	vaultLBAddress = "10.88.0.245"
 	// metallbVersion is the metallb chart 0.16.1's appVersion, the module
 	// tools/metallb pins.
 	metallbVersion = "v0.16.1"

@@ -269,25 +269,23 @@ func rollValueChange(t *testing.T, s *appsScenario, gate *upgrade.Apps) {
 		done <- fmt.Sprintf("exit %d:\n%s", code, out)
 	}()
 	var during error
-	for during == nil {
+	for asked := false; !asked; {
 		select {
 		case out := <-done:
 			t.Fatalf("milner up ended before hello's Deployment took the new spec: %s", out)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if d, err := api.get(deployment); err == nil && d["metadata"].(map[string]any)["generation"] != generation {
-			during = gate.Ready(context.Background())
-			t.Logf("apps gate as hello's Deployment rolls: %v", during)
-			if during == nil {
-				t.Fatal("apps gate: ready while hello's Deployment rolls")
-			}
+			during, asked = gate.Ready(context.Background()), true
 		}
 	}
+	out := <-done
+	t.Logf("apps gate as hello's Deployment rolls: %v", during)
 	var notReady *upgrade.NotReadyError
 	if !errors.As(during, &notReady) || !strings.Contains(during.Error(), "deployment hello/hello") || strings.Contains(during.Error(), "vault") {
 		t.Errorf("apps gate as hello rolls: %v; want hello's Deployment named, and not Vault", during)
 	}
-	if out := <-done; !strings.HasPrefix(out, "exit 0:") {
+	if !strings.HasPrefix(out, "exit 0:") {
 		t.Fatalf("value changed: milner up: %s", out)
 	}
 	must(t, gate.Ready(context.Background()))
