@@ -294,19 +294,7 @@ func oneSecretsBundle(ev *Evidence) []string {
 func releasesNamedAtomic(ev *Evidence) []string {
 	var out []string
 	rs := offline.OfType(ev.Declared.Regs, gate.TypeHelmRelease)
-	want := 0
-	for _, a := range ev.Config.Apps {
-		if !a.WoodpeckerOff() { // Woodpecker without a forge is not installed
-			want++
-		}
-	}
-	if ev.Config.Storage.On() {
-		want++ // the storage layer's provisioner
-	}
-	if ev.Config.LBOn() {
-		want++ // the load balancer (MetalLB)
-	}
-	if len(rs) != want {
+	if want := len(ev.Config.InstalledCharts()); len(rs) != want {
 		out = append(out, fmt.Sprintf("%d releases, want %d: the apps installed, the storage layer and the load balancer", len(rs), want))
 	}
 	for _, r := range rs {

@@ -191,7 +191,7 @@ func Run(o *Op, v Verb, in Input) (g *Outcome, err error) {
 // printed as text unless --json.
 func outcome(o *Op, found []Finding) *Outcome {
 	g := &Outcome{Stack: o.St.Name(), Backend: o.St.Backend(), Report: o.plan.report, Refusals: found,
-		Mirrored: config.Mirrored(o.file), Versions: o.versions(), Records: o.recordsIdentities()}
+		Mirrored: o.cfg.Mirrored(), Versions: o.versions(), Records: o.recordsIdentities()}
 	g.Versions.Rows = created(o.plan.report, g.Versions.Rows)
 	g.Lagging, g.VersionsNote = upgrade.Lagging(g.Versions.Declared, g.Versions.Rows), g.Versions.Note
 	if !o.in.JSON {

@@ -1,10 +1,8 @@
 package config
 
 import (
-	"encoding/json"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strings"
 )
 
@@ -91,39 +89,44 @@ type MirroredChart struct {
 	Fetch string `json:"fetch"`
 }
 
-// Mirrored lists the charts of a raw config fetched through
-// milner:chartMirrors (the storage layer first, then the apps in config
-// order). It decodes leniently: Load reports malformed values.
-func Mirrored(src ConfigSource) []MirroredChart {
-	var mirrors ChartMirrors
-	if raw, ok := lookup(src, "chartMirrors"); ok {
-		_ = json.Unmarshal([]byte(raw), &mirrors)
+// Mirrored lists the charts of a loaded config fetched through
+// milner:chartMirrors, in InstalledCharts' order.
+func (c *Config) Mirrored() []MirroredChart {
+	var out []MirroredChart
+	for _, ic := range c.InstalledCharts() {
+		if f := c.ChartMirrors.Fetch(ic.Chart.Repo); ic.Chart.Path == "" && f != ic.Chart.Repo {
+			out = append(out, MirroredChart{App: ic.App, Published: ic.Chart.Repo, Fetch: f})
+		}
 	}
-	if len(mirrors) == 0 {
+	return out
+}
+
+// InstalledChart is one chart a stack installs, by its release's logical name.
+type InstalledChart struct {
+	App   string
+	Chart ChartConfig
+}
+
+// InstalledCharts lists the charts a loaded config installs, in the apps
+// layer's order (stacks/apps.go): the storage provisioner's, the load
+// balancer's (MetalLB), then each app's in config order, Woodpecker
+// without a forge left out (it is off). None when the stack stops before
+// the apps layer.
+func (c *Config) InstalledCharts() []InstalledChart {
+	if !c.StopAfter.Includes(LayerApps) {
 		return nil
 	}
-	var out []MirroredChart
-	add := func(app string, ch ChartConfig) {
-		if f := mirrors.Fetch(ch.Repo); ch.Path == "" && f != ch.Repo {
-			out = append(out, MirroredChart{App: app, Published: ch.Repo, Fetch: f})
+	var out []InstalledChart
+	if c.Storage.On() {
+		out = append(out, InstalledChart{StorageAppName, c.Storage.Chart})
+	}
+	if c.LBOn() {
+		out = append(out, InstalledChart{LoadBalancerAppName, c.LoadBalancer.Chart})
+	}
+	for _, a := range c.Apps {
+		if !a.WoodpeckerOff() {
+			out = append(out, InstalledChart{a.Name, a.Chart})
 		}
-	}
-	storage := StorageConfig{}
-	if raw, ok := lookup(src, "storage"); ok {
-		_ = json.Unmarshal([]byte(raw), &storage)
-	}
-	if storage.On() {
-		if storage.Chart == (ChartConfig{}) {
-			storage.Chart = DefaultStorageChart
-		}
-		add(StorageAppName, storage.Chart)
-	}
-	var apps []AppConfig
-	if raw, ok := lookup(src, "apps"); ok {
-		_ = json.Unmarshal([]byte(raw), &apps)
-	}
-	for _, a := range slices.Clip(apps) {
-		add(a.Name, a.Chart)
 	}
 	return out
 }

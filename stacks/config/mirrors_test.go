@@ -9,6 +9,7 @@ import (
 	"github.com/milner/milner/internal/offline"
 	"github.com/milner/milner/stacks"
 	"github.com/milner/milner/stacks/config"
+	"github.com/milner/milner/stacks/config/configtest"
 )
 
 func TestMirrorFetchTakesTheLongestPrefixOnPathBoundaries(t *testing.T) {
@@ -31,10 +32,13 @@ func TestMirrorFetchTakesTheLongestPrefixOnPathBoundaries(t *testing.T) {
 }
 
 // TestMirrorIsWhereTheReleaseFetchesAndNothingElse: the release fetches
-// from the mirror; the stack's coordinates (and the other app) are untouched.
+// from the mirror; the stack's coordinates (and the other app) are
+// untouched; the preview's list of mirrored charts names every release
+// fetched through one, MetalLB's among them.
 func TestMirrorIsWhereTheReleaseFetchesAndNothingElse(t *testing.T) {
 	c := baseConfig()
-	c["chartMirrors"] = obj{"https://charts.example.org": "http://127.0.0.1:8080/charts", "oci://ghcr.io": "oci://localhost:5000/ghcr"}
+	c["chartMirrors"] = obj{"https://charts.example.org": "http://127.0.0.1:8080/charts", "oci://ghcr.io": "oci://localhost:5000/ghcr",
+		config.DefaultLoadBalancerChart.Repo: "http://127.0.0.1:8081/metallb"}
 	rec, err := offline.Run(stacks.Program, "t", raw(t, c), "milner:vaultToken")
 	require.NoError(t, err)
 	app, ok := rec.ByName("kubernetes:helm.sh/v3:Release", "vault-release")
@@ -46,11 +50,17 @@ func TestMirrorIsWhereTheReleaseFetchesAndNothingElse(t *testing.T) {
 	assert.Equal(t, "oci://localhost:5000/ghcr/rancher/local-path-provisioner/charts/local-path-provisioner", storage.Inputs["chart"].StringValue())
 	assert.Equal(t, config.DefaultStorageChart.Version, storage.Inputs["version"].StringValue())
 
-	src := mapSource(raw(t, c))
+	lb, ok := rec.ByName("kubernetes:helm.sh/v3:Release", config.LoadBalancerAppName+"-release")
+	require.True(t, ok)
+	assert.Equal(t, "http://127.0.0.1:8081/metallb", lb.Inputs["repositoryOpts"].ObjectValue()["repo"].StringValue())
+
+	cfg, err := configtest.Load(raw(t, c), "milner:vaultToken")
+	require.NoError(t, err)
 	assert.Equal(t, []config.MirroredChart{
 		{App: config.StorageAppName, Published: config.DefaultStorageChart.Repo, Fetch: "oci://localhost:5000/ghcr/rancher/local-path-provisioner/charts"},
+		{App: config.LoadBalancerAppName, Published: config.DefaultLoadBalancerChart.Repo, Fetch: "http://127.0.0.1:8081/metallb"},
 		{App: "vault", Published: "https://charts.example.org", Fetch: "http://127.0.0.1:8080/charts"},
-	}, config.Mirrored(src))
+	}, cfg.Mirrored())
 }
 
 func TestNoMirrorFetchesThePublishedSource(t *testing.T) {
@@ -59,7 +69,9 @@ func TestNoMirrorFetchesThePublishedSource(t *testing.T) {
 	app, ok := rec.ByName("kubernetes:helm.sh/v3:Release", "vault-release")
 	require.True(t, ok)
 	assert.Equal(t, "https://charts.example.org", app.Inputs["repositoryOpts"].ObjectValue()["repo"].StringValue())
-	assert.Empty(t, config.Mirrored(mapSource(raw(t, baseConfig()))))
+	cfg, err := configtest.Load(raw(t, baseConfig()), "milner:vaultToken")
+	require.NoError(t, err)
+	assert.Empty(t, cfg.Mirrored())
 }
 
 func TestBadMirrors(t *testing.T) {
