@@ -123,8 +123,14 @@ func TestAppsRunOnARealKubelet(t *testing.T) {
 	s.waitForApps = true
 	s.apply()
 	start := time.Now()
-	s.up("install")
+	out := s.up("install")
 	t.Logf("SCENARIO install from empty with pods running: ok in %s", time.Since(start).Round(time.Millisecond))
+	// The preview names every chart fetched through the mirrors, by app.
+	for app, chart := range map[string]any{config.StorageAppName: s.storage["chart"], config.LoadBalancerAppName: s.loadBalancer["chart"], vault.Name: vault.Chart} {
+		if line := fmt.Sprintf("  %s: %s -> ", app, chart.(map[string]any)["repo"]); !strings.Contains(out, line) {
+			t.Errorf("milner up did not report %q among the charts fetched through milner:chartMirrors", line)
+		}
+	}
 
 	requirePodsReady(t, api, config.DefaultStorageNamespace, "hello")
 	requireBound(t, api, volumes, "hello", "hello-data")
