@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -360,7 +361,7 @@ func (n *kubeNode) pushImage(ref string, img image) {
 		must(t, w.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(link, "/"), Linkname: target}))
 	}
 	must(t, w.Close())
-	layer, err := tarball.LayerFromReader(bytes.NewReader(b.Bytes()))
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b.Bytes())), nil })
 	must(t, err)
 	built, err := mutate.AppendLayers(empty.Image, layer)
 	must(t, err)

@@ -117,7 +117,7 @@ func TestPlainPulumiKeepsMilnersRules(t *testing.T) {
 	}
 	s.apply()
 	if code, out = plain("up", "--yes"); code != 0 {
-		t.Fatalf("a plain pulumi up of a harmless change: exit %d", code)
+		t.Fatalf("a plain pulumi up of a harmless change: exit %d:\n%s", code, out)
 	}
 	if got := s.release("other", "other"); got.revision != 2 {
 		t.Errorf("release other after the plain up: revision %d, want 2", got.revision)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -145,7 +146,8 @@ func milnerVault(t *testing.T, stdin string, args ...string) (int, string) {
 	cmd := exec.Command(harness.Milner(t, repo), append([]string{"vault"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
-	if exit, ok := err.(*exec.ExitError); ok {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
 		return exit.ExitCode(), string(out)
 	}
 	must(t, err)
